@@ -1,0 +1,52 @@
+//! The engine interface shared by the CPU reference and the GPU engine, so that tests, the
+//! run driver and `compare` are written once.
+
+pub mod cpu;
+
+use crate::diagnostics::Diagnostics;
+use crate::error::EngineError;
+use crate::integrator::Kinematics;
+use serde::Serialize;
+
+pub use cpu::CpuEngine;
+
+/// Floating-point precision an engine computes in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, serde::Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Precision {
+    F32,
+    #[default]
+    F64,
+}
+
+impl Precision {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Precision::F32 => "f32",
+            Precision::F64 => "f64",
+        }
+    }
+}
+
+/// What ran: backend, device, precision (recorded in `summary.json`).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct EngineInfo {
+    pub backend: String,
+    pub device: String,
+    pub precision: Precision,
+}
+
+/// A time-stepping engine for one model.
+pub trait Engine {
+    fn info(&self) -> EngineInfo;
+    fn n_particles(&self) -> usize;
+    /// Steps taken so far.
+    fn steps_done(&self) -> u64;
+    /// Advances `steps` steps. On error the state is that of the last completed step where the
+    /// engine can tell (the `rrp-exact` condition is checked before anything moves).
+    fn advance(&mut self, steps: u64) -> Result<(), EngineError>;
+    /// Energy components and momenta at the current step.
+    fn diagnostics(&mut self) -> Result<Diagnostics, EngineError>;
+    /// Full particle state at the current step, in f64.
+    fn snapshot(&mut self) -> Result<Vec<Kinematics>, EngineError>;
+}

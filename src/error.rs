@@ -1,0 +1,42 @@
+//! Typed errors of the library (the CLI wraps them with `anyhow`).
+
+use std::path::PathBuf;
+use thiserror::Error;
+
+/// A scenario file that cannot be read, parsed or validated. Always names the file and, where
+/// there is one, the field (a JSON path such as `bodies[0].bonds[3]`) or the CSV line.
+#[derive(Debug, Error)]
+pub enum ScenarioError {
+    #[error("{path}: cannot read: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path}: {message}")]
+    Parse { path: PathBuf, message: String },
+    #[error("{path}: field `{field}`: {message}")]
+    Invalid { path: PathBuf, field: String, message: String },
+    #[error("{path}:{line}: {message}")]
+    Csv { path: PathBuf, line: usize, message: String },
+}
+
+/// A failure while stepping or reading an engine.
+#[derive(Debug, Error)]
+pub enum EngineError {
+    #[error(
+        "rrp-exact cannot take step {step} (t = {t}): particle {particle} has h²|Ω_h|² = {value} ≥ 1; \
+         reduce the time step or use rrp-newmark"
+    )]
+    RrpExactCondition { particle: usize, step: u64, t: f64, value: f64 },
+    #[error(
+        "non-finite state at step {step} (t = {t}): particle {particle} has {what}; the time step is probably unstable"
+    )]
+    NonFinite { particle: usize, step: u64, t: f64, what: String },
+    #[error("particle {particle} left the contact grid's range at step {step} (position {position}); is it escaping?")]
+    OutOfRange { particle: usize, step: u64, position: String },
+    #[error("time step {dt} exceeds the stability estimate {h_max:.3e} ({reason}); pass --force to run anyway")]
+    Unstable { dt: f64, h_max: f64, reason: String },
+    #[error("GPU: {0}")]
+    Gpu(String),
+}

@@ -1,0 +1,22 @@
+//! rrpdem: a discrete-element solver for particle-binder composites built on the explicit
+//! variational integrator on rescaled Rodrigues parameters (Baker & Gonzalez).
+//!
+//! Layout: [`rrp`] (rotation math), [`interactions`] (one module per physical term),
+//! [`integrator`] (the three maps), [`model`] (resolved particles and bonds), [`grid`]
+//! (contact search), [`engine`] (the CPU reference engine and the shared `Engine` interface),
+//! [`scenario`] (JSON input), [`diagnostics`], [`stability`], [`output`], [`run`] and
+//! [`converge`] (drivers used by the CLI).
+
+pub mod converge;
+pub mod diagnostics;
+pub mod engine;
+pub mod error;
+pub mod grid;
+pub mod integrator;
+pub mod interactions;
+pub mod model;
+pub mod output;
+pub mod rrp;
+pub mod run;
+pub mod scenario;
+pub mod stability;

@@ -1,0 +1,161 @@
+//! The resolved physical model an engine runs: particles, bonds with their reference data, and
+//! interaction parameters. Built from a scenario; independent of any engine.
+
+use crate::interactions::{BondOut, Pendulum, ShearVariant, Wall, axial, bending, shear};
+use glam::{DQuat, DVec3};
+use serde::Serialize;
+
+/// Per-particle initial state and constants (structure of arrays, f64).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Particles {
+    pub x: Vec<DVec3>,
+    pub v: Vec<DVec3>,
+    /// Attitude as a unit quaternion (homogeneous RRP).
+    pub q: Vec<DQuat>,
+    /// Spatial angular velocity Ω.
+    pub w: Vec<DVec3>,
+    pub mass: Vec<f64>,
+    /// Scalar moment of inertia J (spheres).
+    pub inertia: Vec<f64>,
+    pub radius: Vec<f64>,
+    /// Fixed particles are not integrated (they keep their state) but still interact.
+    pub fixed: Vec<bool>,
+}
+
+impl Particles {
+    pub fn len(&self) -> usize {
+        self.x.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.x.is_empty()
+    }
+
+    /// Appends one particle.
+    #[allow(clippy::too_many_arguments)]
+    pub fn push(&mut self, x: DVec3, v: DVec3, q: DQuat, w: DVec3, mass: f64, inertia: f64, radius: f64, fixed: bool) {
+        self.x.push(x);
+        self.v.push(v);
+        self.q.push(q);
+        self.w.push(w);
+        self.mass.push(mass);
+        self.inertia.push(inertia);
+        self.radius.push(radius);
+        self.fixed.push(fixed);
+    }
+}
+
+/// A binder bond with the reference data taken when it was made (t = 0).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Bond {
+    pub i: u32,
+    pub j: u32,
+    /// Reference direction `d̂0 = d0/|d0|`, `d0 = x_i − x_j` at t = 0.
+    pub dhat0: DVec3,
+    /// Reference length `L0 = |d0|`.
+    pub l0: f64,
+    /// Reference attitudes of the two ends.
+    pub q_i0: DQuat,
+    pub q_j0: DQuat,
+}
+
+/// Interaction parameters (MODEL §3).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Params {
+    pub k_bend: f64,
+    pub k_axial: f64,
+    pub k_shear: f64,
+    pub k_contact: f64,
+    pub k_wall: f64,
+    pub shear: ShearVariant,
+    pub walls: Vec<Wall>,
+    pub gravity: DVec3,
+    pub pendulum: Option<Pendulum>,
+}
+
+impl Default for Params {
+    fn default() -> Self {
+        Params {
+            k_bend: 0.0,
+            k_axial: 0.0,
+            k_shear: 0.0,
+            k_contact: 0.0,
+            k_wall: 0.0,
+            shear: ShearVariant::Objective,
+            walls: Vec::new(),
+            gravity: DVec3::ZERO,
+            pendulum: None,
+        }
+    }
+}
+
+/// Everything an engine needs to start.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Model {
+    pub particles: Particles,
+    pub bonds: Vec<Bond>,
+    pub params: Params,
+}
+
+impl Model {
+    /// Builds a model, taking each bond's reference data from the initial state.
+    /// The caller guarantees that bond indices are valid and bonded particles are apart.
+    pub fn new(particles: Particles, pairs: &[(u32, u32)], params: Params) -> Model {
+        let bonds = pairs
+            .iter()
+            .map(|&(i, j)| {
+                let d0 = particles.x[i as usize] - particles.x[j as usize];
+                let l0 = d0.length();
+                Bond { i, j, dhat0: d0 / l0, l0, q_i0: particles.q[i as usize], q_j0: particles.q[j as usize] }
+            })
+            .collect();
+        Model { particles, bonds, params }
+    }
+
+    /// Particle → bond incidence in CSR form: the bonds of particle `p` are
+    /// `entries[offsets[p]..offsets[p+1]]`, each `2·bond + end` (end 0 = `i`, 1 = `j`), in
+    /// increasing bond order. Engines gather bond results through it in this fixed order.
+    pub fn incidence(&self) -> (Vec<u32>, Vec<u32>) {
+        let n = self.particles.len();
+        let mut offsets = vec![0u32; n + 1];
+        for b in &self.bonds {
+            offsets[b.i as usize + 1] += 1;
+            offsets[b.j as usize + 1] += 1;
+        }
+        for p in 0..n {
+            offsets[p + 1] += offsets[p];
+        }
+        let mut fill = offsets.clone();
+        let mut entries = vec![0u32; 2 * self.bonds.len()];
+        for (k, b) in self.bonds.iter().enumerate() {
+            for (end, p) in [(0u32, b.i), (1, b.j)] {
+                entries[fill[p as usize] as usize] = 2 * k as u32 + end;
+                fill[p as usize] += 1;
+            }
+        }
+        (offsets, entries)
+    }
+
+    /// Largest particle radius (sets the contact-search cell size).
+    pub fn max_radius(&self) -> f64 {
+        self.particles.radius.iter().copied().fold(0.0, f64::max)
+    }
+}
+
+/// All binder terms of one bond at the current state: bending/torsion, axial and shear.
+pub fn bond_terms(bond: &Bond, x_i: DVec3, x_j: DVec3, q_i: DQuat, q_j: DQuat, p: &Params) -> BondOut {
+    let dq_i = q_i * bond.q_i0.conjugate();
+    let dq_j = q_j * bond.q_j0.conjugate();
+    let d = x_i - x_j;
+    let bend = bending(dq_i, dq_j, p.k_bend);
+    let ax = axial(d, bond.l0, p.k_axial);
+    let sh = shear(p.shear, d, bond.dhat0, dq_i, dq_j, p.k_shear);
+    BondOut {
+        f_i: ax.force + sh.f_i,
+        m_i: bend.moment + sh.m_i,
+        m_j: sh.m_j - bend.moment,
+        u_bend: bend.energy,
+        u_axial: ax.energy,
+        u_shear: sh.energy,
+    }
+}

@@ -1,0 +1,507 @@
+//! Scenarios as data: the JSON schema (serde, unknown fields rejected), validation with errors
+//! naming the file and field, and the geometry generators that turn a scenario into a `Model`.
+
+mod csv;
+
+use crate::error::ScenarioError;
+use crate::integrator::Integrator;
+use crate::interactions::{Pendulum, ShearVariant, Wall};
+use crate::model::{Model, Params, Particles};
+use crate::rrp;
+use glam::{DQuat, DVec3};
+use serde::{Deserialize, Serialize};
+use std::collections::HashSet;
+use std::f64::consts::PI;
+use std::path::{Path, PathBuf};
+
+/// Which engine runs a scenario.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Backend {
+    /// A hardware GPU when there is one, otherwise the CPU engine.
+    #[default]
+    Auto,
+    Cpu,
+    /// Any GPU adapter, software ones included.
+    Gpu,
+}
+
+/// A scenario file (see `docs/SCENARIOS.md` for every field, its unit and default).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Scenario {
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    #[serde(default)]
+    pub integrator: Integrator,
+    /// Time step h.
+    pub dt: f64,
+    /// End time; the run takes `round(t_end/dt)` steps.
+    pub t_end: f64,
+    /// Record diagnostics every this many steps.
+    #[serde(default = "one")]
+    pub record_every: u64,
+    /// Run even when `dt` exceeds the stability estimate.
+    #[serde(default)]
+    pub force_dt: bool,
+    #[serde(default)]
+    pub backend: Backend,
+    /// Precision of the GPU engine (the CPU engine is always f64); default f32 on a GPU.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub precision: Option<crate::engine::Precision>,
+    pub particle: ParticleDefaults,
+    #[serde(default)]
+    pub stiffness: Stiffness,
+    #[serde(default)]
+    pub shear: ShearVariant,
+    #[serde(default)]
+    pub walls: Vec<Wall>,
+    #[serde(default)]
+    pub gravity: DVec3,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pendulum: Option<Pendulum>,
+    pub bodies: Vec<Body>,
+    /// The file this scenario came from (CSV paths are relative to its folder).
+    #[serde(skip)]
+    pub source: PathBuf,
+}
+
+fn one() -> u64 {
+    1
+}
+
+/// Defaults for every particle (a body or a particle may override them).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ParticleDefaults {
+    pub mass: f64,
+    pub inertia: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub diameter: Option<f64>,
+}
+
+/// Stiffnesses K^m, K^a, K^s, K^pp, K^pw (`wall` defaults to `contact`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct Stiffness {
+    #[serde(default)]
+    pub bending: f64,
+    #[serde(default)]
+    pub axial: f64,
+    #[serde(default)]
+    pub shear: f64,
+    #[serde(default)]
+    pub contact: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wall: Option<f64>,
+}
+
+/// A group of particles (and bonds) made by a generator or listed explicitly.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Body {
+    TorusRing(TorusRing),
+    Pendulum(PendulumBody),
+    Particles(ParticleList),
+    Csv(CsvBody),
+}
+
+/// A ring of `n` touching spheres in a plane, neighbours bonded (MODEL §5).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TorusRing {
+    pub n: usize,
+    /// Ring (torus) diameter D_t; give this or `particle_diameter` (`D_p = D_t sin(π/n)`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub torus_diameter: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub particle_diameter: Option<f64>,
+    /// Ring centre; default `(D_t/2 + D_p/2 + gap, 0, 0)` (touching a wall at x = 0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub center: Option<DVec3>,
+    #[serde(default)]
+    pub gap: f64,
+    /// Unit normal of the ring's plane (default z: the ring lies in the x–y plane).
+    #[serde(default = "default_z")]
+    pub axis: DVec3,
+    #[serde(default)]
+    pub velocity: DVec3,
+    #[serde(default)]
+    pub angular_velocity: DVec3,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mass: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inertia: Option<f64>,
+    #[serde(default = "yes")]
+    pub bonded: bool,
+}
+
+fn default_z() -> DVec3 {
+    DVec3::Z
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// The single body of the 3-D pendulum (MODEL §5): attitude `alpha` (RRP), angular velocity.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PendulumBody {
+    #[serde(default)]
+    pub alpha: DVec3,
+    #[serde(default)]
+    pub omega: DVec3,
+    #[serde(default)]
+    pub position: DVec3,
+}
+
+/// Explicit particles and bonds (`[i, j]`, indices into this body's list).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ParticleList {
+    pub particles: Vec<ParticleSpec>,
+    #[serde(default)]
+    pub bonds: Vec<[u32; 2]>,
+}
+
+/// One explicit particle. The attitude is `q` = `[w, x, y, z]` or an RRP vector `alpha`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ParticleSpec {
+    pub x: DVec3,
+    #[serde(default)]
+    pub v: DVec3,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub q: Option<[f64; 4]>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub alpha: Option<DVec3>,
+    #[serde(default)]
+    pub omega: DVec3,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mass: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inertia: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub diameter: Option<f64>,
+    #[serde(default)]
+    pub fixed: bool,
+}
+
+/// Particles (and optionally bonds) from CSV files next to the scenario; see `docs/SCENARIOS.md`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CsvBody {
+    pub particles: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bonds: Option<String>,
+}
+
+/// Per-particle values a body resolved, before they are appended to the model.
+pub(crate) struct RawParticle {
+    pub x: DVec3,
+    pub v: DVec3,
+    pub q: DQuat,
+    pub w: DVec3,
+    pub mass: f64,
+    pub inertia: f64,
+    pub diameter: f64,
+    pub fixed: bool,
+}
+
+impl Scenario {
+    /// Reads and validates a scenario file.
+    pub fn load(path: &Path) -> Result<Scenario, ScenarioError> {
+        let text =
+            std::fs::read_to_string(path).map_err(|source| ScenarioError::Io { path: path.to_owned(), source })?;
+        Scenario::from_json(&text, path)
+    }
+
+    /// Parses and validates scenario text; `path` names it in errors and anchors CSV paths.
+    pub fn from_json(text: &str, path: &Path) -> Result<Scenario, ScenarioError> {
+        let mut s: Scenario = serde_json::from_str(text)
+            .map_err(|e| ScenarioError::Parse { path: path.to_owned(), message: e.to_string() })?;
+        s.source = path.to_owned();
+        s.validate()?;
+        Ok(s)
+    }
+
+    fn invalid(&self, field: impl Into<String>, message: impl Into<String>) -> ScenarioError {
+        ScenarioError::Invalid { path: self.source.clone(), field: field.into(), message: message.into() }
+    }
+
+    /// Checks every scalar setting (geometry is checked when the model is built).
+    pub fn validate(&self) -> Result<(), ScenarioError> {
+        if self.name.trim().is_empty() || self.name.contains(['/', '\\']) {
+            return Err(
+                self.invalid("name", "must be a non-empty name without path separators (it names the output folder)")
+            );
+        }
+        positive(self, "dt", self.dt)?;
+        positive(self, "t_end", self.t_end)?;
+        if self.record_every == 0 {
+            return Err(self.invalid("record_every", "must be ≥ 1"));
+        }
+        positive(self, "particle.mass", self.particle.mass)?;
+        positive(self, "particle.inertia", self.particle.inertia)?;
+        if let Some(d) = self.particle.diameter {
+            positive(self, "particle.diameter", d)?;
+        }
+        let k = &self.stiffness;
+        for (f, v) in [
+            ("stiffness.bending", Some(k.bending)),
+            ("stiffness.axial", Some(k.axial)),
+            ("stiffness.shear", Some(k.shear)),
+            ("stiffness.contact", Some(k.contact)),
+            ("stiffness.wall", k.wall),
+        ] {
+            if let Some(v) = v {
+                non_negative(self, f, v)?;
+            }
+        }
+        for (n, w) in self.walls.iter().enumerate() {
+            finite_vec(self, &format!("walls[{n}].point"), w.point)?;
+            unit_direction(self, &format!("walls[{n}].normal"), w.normal)?;
+        }
+        finite_vec(self, "gravity", self.gravity)?;
+        if let Some(p) = &self.pendulum {
+            finite(self, "pendulum.g", p.g)?;
+            finite_vec(self, "pendulum.rho0", p.rho0)?;
+            unit_direction(self, "pendulum.up", p.up)?;
+        }
+        if self.bodies.is_empty() {
+            return Err(self.invalid("bodies", "must list at least one body"));
+        }
+        Ok(())
+    }
+
+    /// Total number of steps: `t_end / dt` rounded to the nearest integer (at least 1).
+    pub fn total_steps(&self) -> u64 {
+        ((self.t_end / self.dt).round() as u64).max(1)
+    }
+
+    /// Builds the model: generates every body, checks particles and bonds, takes the bonds'
+    /// reference data from the initial state.
+    pub fn build_model(&self) -> Result<Model, ScenarioError> {
+        let mut particles = Particles::default();
+        let mut pairs: Vec<(u32, u32)> = Vec::new();
+        for (b, body) in self.bodies.iter().enumerate() {
+            let field = format!("bodies[{b}]");
+            let (raw, bonds) = self.generate(body, &field)?;
+            let offset = particles.len() as u32;
+            for (k, p) in raw.iter().enumerate() {
+                let pf = format!("{field}.particles[{k}]");
+                finite_vec(self, &format!("{pf}.x"), p.x)?;
+                finite_vec(self, &format!("{pf}.v"), p.v)?;
+                finite_vec(self, &format!("{pf}.omega"), p.w)?;
+                positive(self, &format!("{pf}.mass"), p.mass)?;
+                positive(self, &format!("{pf}.inertia"), p.inertia)?;
+                positive(self, &format!("{pf}.diameter"), p.diameter)?;
+                if !p.q.is_finite() || (p.q.length() - 1.0).abs() > 1e-6 {
+                    return Err(self.invalid(
+                        format!("{pf}.q"),
+                        format!("attitude must be a finite unit quaternion, got {:?}", p.q),
+                    ));
+                }
+                particles.push(p.x, p.v, p.q.normalize(), p.w, p.mass, p.inertia, 0.5 * p.diameter, p.fixed);
+            }
+            let mut seen = HashSet::new();
+            for (k, &(i, j)) in bonds.iter().enumerate() {
+                let bf = format!("{field}.bonds[{k}]");
+                for e in [i, j] {
+                    if e as usize >= raw.len() {
+                        return Err(self.invalid(
+                            &bf,
+                            format!(
+                                "particle {e} does not exist (this body has {} particles, indices from 0)",
+                                raw.len()
+                            ),
+                        ));
+                    }
+                }
+                if i == j {
+                    return Err(self.invalid(&bf, format!("bond joins particle {i} to itself")));
+                }
+                if !seen.insert((i.min(j), i.max(j))) {
+                    return Err(self.invalid(&bf, format!("duplicate bond between particles {i} and {j}")));
+                }
+                let l0 = (raw[i as usize].x - raw[j as usize].x).length();
+                if !(l0 > 0.0) {
+                    return Err(self.invalid(
+                        &bf,
+                        format!("particles {i} and {j} are at the same position: a bond needs a direction"),
+                    ));
+                }
+                pairs.push((i + offset, j + offset));
+            }
+        }
+        if particles.len() > u32::MAX as usize / 2 {
+            return Err(self.invalid("bodies", "too many particles"));
+        }
+        let k = &self.stiffness;
+        let params = Params {
+            k_bend: k.bending,
+            k_axial: k.axial,
+            k_shear: k.shear,
+            k_contact: k.contact,
+            k_wall: k.wall.unwrap_or(k.contact),
+            shear: self.shear,
+            walls: self.walls.iter().map(|w| Wall { point: w.point, normal: w.normal.normalize() }).collect(),
+            gravity: self.gravity,
+            pendulum: self.pendulum.map(|p| Pendulum { up: p.up.normalize(), ..p }),
+        };
+        Ok(Model::new(particles, &pairs, params))
+    }
+
+    fn generate(&self, body: &Body, field: &str) -> Result<(Vec<RawParticle>, Vec<(u32, u32)>), ScenarioError> {
+        let d = &self.particle;
+        match body {
+            Body::TorusRing(t) => self.torus_ring(t, field),
+            Body::Pendulum(p) => {
+                finite_vec(self, &format!("{field}.alpha"), p.alpha)?;
+                let diameter = d.diameter.unwrap_or(1.0);
+                Ok((
+                    vec![RawParticle {
+                        x: p.position,
+                        v: DVec3::ZERO,
+                        q: rrp::quat_from_rrp(p.alpha),
+                        w: p.omega,
+                        mass: d.mass,
+                        inertia: d.inertia,
+                        diameter,
+                        fixed: false,
+                    }],
+                    vec![],
+                ))
+            }
+            Body::Particles(list) => {
+                let mut raw = Vec::with_capacity(list.particles.len());
+                for (k, p) in list.particles.iter().enumerate() {
+                    let pf = format!("{field}.particles[{k}]");
+                    let q = match (p.q, p.alpha) {
+                        (Some(_), Some(_)) => return Err(self.invalid(&pf, "give either `q` or `alpha`, not both")),
+                        (Some([w, x, y, z]), None) => {
+                            let q = DQuat::from_xyzw(x, y, z, w);
+                            if !q.is_finite() || q.length() < 1e-12 {
+                                return Err(self
+                                    .invalid(format!("{pf}.q"), "must be a finite, non-zero quaternion [w, x, y, z]"));
+                            }
+                            q.normalize()
+                        }
+                        (None, Some(a)) => {
+                            finite_vec(self, &format!("{pf}.alpha"), a)?;
+                            rrp::quat_from_rrp(a)
+                        }
+                        (None, None) => DQuat::IDENTITY,
+                    };
+                    let diameter = p.diameter.or(d.diameter).ok_or_else(|| {
+                        self.invalid(format!("{pf}.diameter"), "missing: give it here or as `particle.diameter`")
+                    })?;
+                    raw.push(RawParticle {
+                        x: p.x,
+                        v: p.v,
+                        q,
+                        w: p.omega,
+                        mass: p.mass.unwrap_or(d.mass),
+                        inertia: p.inertia.unwrap_or(d.inertia),
+                        diameter,
+                        fixed: p.fixed,
+                    });
+                }
+                Ok((raw, list.bonds.iter().map(|b| (b[0], b[1])).collect()))
+            }
+            Body::Csv(c) => {
+                let dir = self.source.parent().unwrap_or(Path::new("."));
+                let raw = csv::read_particles(&dir.join(&c.particles), d)?;
+                let bonds = match &c.bonds {
+                    Some(b) => csv::read_bonds(&dir.join(b))?,
+                    None => vec![],
+                };
+                Ok((raw, bonds))
+            }
+        }
+    }
+
+    fn torus_ring(&self, t: &TorusRing, field: &str) -> Result<(Vec<RawParticle>, Vec<(u32, u32)>), ScenarioError> {
+        if t.n < 3 {
+            return Err(self.invalid(format!("{field}.n"), format!("a ring needs at least 3 particles, got {}", t.n)));
+        }
+        let s = (PI / t.n as f64).sin();
+        let (dt, dp) = match (t.torus_diameter, t.particle_diameter.or(self.particle.diameter)) {
+            (Some(_), Some(_)) if t.particle_diameter.is_some() => {
+                return Err(self.invalid(field, "give either `torus_diameter` or `particle_diameter`, not both"));
+            }
+            (Some(dt), _) => {
+                positive(self, &format!("{field}.torus_diameter"), dt)?;
+                (dt, dt * s)
+            }
+            (None, Some(dp)) => {
+                positive(self, &format!("{field}.particle_diameter"), dp)?;
+                (dp / s, dp)
+            }
+            (None, None) => {
+                return Err(
+                    self.invalid(field, "missing `torus_diameter` or `particle_diameter` (or `particle.diameter`)")
+                );
+            }
+        };
+        finite(self, &format!("{field}.gap"), t.gap)?;
+        finite_vec(self, &format!("{field}.velocity"), t.velocity)?;
+        finite_vec(self, &format!("{field}.angular_velocity"), t.angular_velocity)?;
+        unit_direction(self, &format!("{field}.axis"), t.axis)?;
+        let center = t.center.unwrap_or(DVec3::new(0.5 * dt + 0.5 * dp + t.gap, 0.0, 0.0));
+        finite_vec(self, &format!("{field}.center"), center)?;
+        // An orthonormal frame (e1, e2) of the ring's plane; for axis z it is (x, y).
+        let axis = t.axis.normalize();
+        let e1 = if axis.abs_diff_eq(DVec3::Z, 1e-12) { DVec3::X } else { axis.any_orthonormal_vector() };
+        let e2 = axis.cross(e1);
+        let raw = (0..t.n)
+            .map(|k| {
+                let phi = 2.0 * PI * k as f64 / t.n as f64;
+                RawParticle {
+                    x: center + 0.5 * dt * (phi.cos() * e1 + phi.sin() * e2),
+                    v: t.velocity,
+                    q: DQuat::IDENTITY,
+                    w: t.angular_velocity,
+                    mass: t.mass.unwrap_or(self.particle.mass),
+                    inertia: t.inertia.unwrap_or(self.particle.inertia),
+                    diameter: dp,
+                    fixed: false,
+                }
+            })
+            .collect();
+        let n = t.n as u32;
+        let bonds = if t.bonded { (0..n).map(|k| (k, (k + 1) % n)).collect() } else { vec![] };
+        Ok((raw, bonds))
+    }
+}
+
+fn finite(s: &Scenario, field: &str, v: f64) -> Result<(), ScenarioError> {
+    if v.is_finite() { Ok(()) } else { Err(s.invalid(field, format!("must be a finite number, got {v}"))) }
+}
+
+fn positive(s: &Scenario, field: &str, v: f64) -> Result<(), ScenarioError> {
+    if v.is_finite() && v > 0.0 {
+        Ok(())
+    } else {
+        Err(s.invalid(field, format!("must be a finite number > 0, got {v}")))
+    }
+}
+
+fn non_negative(s: &Scenario, field: &str, v: f64) -> Result<(), ScenarioError> {
+    if v.is_finite() && v >= 0.0 {
+        Ok(())
+    } else {
+        Err(s.invalid(field, format!("must be a finite number ≥ 0, got {v}")))
+    }
+}
+
+fn finite_vec(s: &Scenario, field: &str, v: DVec3) -> Result<(), ScenarioError> {
+    if v.is_finite() { Ok(()) } else { Err(s.invalid(field, format!("must be a finite vector, got {v}"))) }
+}
+
+fn unit_direction(s: &Scenario, field: &str, v: DVec3) -> Result<(), ScenarioError> {
+    finite_vec(s, field, v)?;
+    if v.length() > 1e-12 { Ok(()) } else { Err(s.invalid(field, "must be a non-zero direction")) }
+}
