@@ -11,6 +11,7 @@ pub mod converge;
 pub mod diagnostics;
 pub mod engine;
 pub mod error;
+pub mod gpu;
 pub mod grid;
 pub mod integrator;
 pub mod interactions;

@@ -1,0 +1,1 @@
+//! GPU engine (wgpu compute): under construction, see issue 3.
