@@ -105,6 +105,11 @@ impl CpuEngine {
         Ok(e)
     }
 
+    /// Force and spatial moment on every particle at the current state (for tests and tools).
+    pub fn forces(&self) -> Vec<(DVec3, DVec3)> {
+        self.acc.iter().map(|a| (a.force, a.moment)).collect()
+    }
+
     fn time(&self) -> f64 {
         self.step as f64 * self.dt
     }

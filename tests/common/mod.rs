@@ -1,0 +1,79 @@
+//! Helpers shared by the integration tests: engines to run a test body against, scenario
+//! loading, small random generators (deterministic, no extra dependency).
+#![allow(dead_code)]
+
+use glam::{DQuat, DVec3};
+use rrpdem::engine::{CpuEngine, Engine};
+use rrpdem::integrator::Integrator;
+use rrpdem::model::Model;
+use rrpdem::scenario::Scenario;
+use std::path::Path;
+
+/// Every engine the engine-level tests run against, by name. The CPU reference always; the GPU
+/// engine in f64 joins when it is built (see `tests/gpu_*.rs` for its own parity tests).
+pub fn engines(model: &Model, integrator: Integrator, dt: f64) -> Vec<(String, Box<dyn Engine>)> {
+    vec![("cpu".into(), Box::new(CpuEngine::new(model, integrator, dt).expect("CPU engine")) as Box<dyn Engine>)]
+}
+
+pub fn scenario(name: &str) -> Scenario {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios").join(name);
+    Scenario::load(&path).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// Tiny deterministic generator (SplitMix64) so tests need no RNG crate.
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in [0, 1).
+    pub fn uniform(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+    }
+
+    pub fn range(&mut self, lo: f64, hi: f64) -> f64 {
+        lo + (hi - lo) * self.uniform()
+    }
+
+    /// Uniform direction on the unit sphere.
+    pub fn unit(&mut self) -> DVec3 {
+        loop {
+            let v = DVec3::new(self.range(-1.0, 1.0), self.range(-1.0, 1.0), self.range(-1.0, 1.0));
+            let l = v.length();
+            if l > 0.1 && l <= 1.0 {
+                return v / l;
+            }
+        }
+    }
+
+    /// A rotation by an angle in [0, max_angle] about a random axis.
+    pub fn rotation(&mut self, max_angle: f64) -> DQuat {
+        DQuat::from_axis_angle(self.unit(), self.range(0.0, max_angle))
+    }
+}
+
+/// A scenario parsed from inline JSON (named `inline.json` in errors).
+pub fn scenario_from(json: &str) -> Scenario {
+    Scenario::from_json(json, Path::new("inline.json")).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// A model of free spheres with the given angular velocities (no interactions).
+pub fn free_spheres(omegas: &[DVec3]) -> Model {
+    let particles: Vec<String> = omegas
+        .iter()
+        .enumerate()
+        .map(|(i, w)| format!(r#"{{"x": [{}, 0, 0], "omega": [{}, {}, {}]}}"#, 10 * i, w.x, w.y, w.z))
+        .collect();
+    let json = format!(
+        r#"{{"name": "spin", "dt": 1e-3, "t_end": 1, "particle": {{"mass": 1, "inertia": 1, "diameter": 1}},
+            "bodies": [{{"type": "particles", "particles": [{}]}}]}}"#,
+        particles.join(",")
+    );
+    scenario_from(&json).build_model().unwrap_or_else(|e| panic!("{e}"))
+}
