@@ -8,7 +8,7 @@ use rrpdem::engine::{CpuEngine, Engine};
 use rrpdem::integrator::Integrator;
 use rrpdem::run::{self, Summary};
 use rrpdem::scenario::Scenario;
-use rrpdem::stability::{self, WARN_FRACTION};
+use rrpdem::stability;
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 
@@ -141,17 +141,8 @@ fn cmd_run(path: &Path, out: Option<PathBuf>, over: &Overrides, record_every: Op
 
 /// Warns above a safe fraction of the stability estimate, refuses above it unless forced.
 fn check_step(s: &Scenario, est: &stability::StabilityEstimate) -> Result<()> {
-    if s.dt > est.h_max && !s.force_dt {
-        bail!(rrpdem::error::EngineError::Unstable { dt: s.dt, h_max: est.h_max, reason: est.limiting.clone() });
-    }
-    if s.dt > WARN_FRACTION * est.h_max {
-        eprintln!(
-            "warning: dt = {} is {:.0}% of the stability estimate {:.3e} ({}); results may be inaccurate or blow up",
-            s.dt,
-            100.0 * s.dt / est.h_max,
-            est.h_max,
-            est.limiting
-        );
+    if let Some(warning) = stability::check_step(s.dt, s.force_dt, est)? {
+        eprintln!("warning: {warning}");
     }
     Ok(())
 }

@@ -90,3 +90,20 @@ pub fn estimate(model: &Model) -> StabilityEstimate {
         limiting: best.1,
     }
 }
+
+/// Checks a time step against the estimate: an error above `h_max` unless `force`, a warning
+/// (returned as text) above `WARN_FRACTION · h_max`.
+pub fn check_step(dt: f64, force: bool, est: &StabilityEstimate) -> Result<Option<String>, crate::error::EngineError> {
+    if dt > est.h_max && !force {
+        return Err(crate::error::EngineError::Unstable { dt, h_max: est.h_max, reason: est.limiting.clone() });
+    }
+    if dt > WARN_FRACTION * est.h_max {
+        return Ok(Some(format!(
+            "dt = {dt} is {:.0}% of the stability estimate {:.3e} ({}); results may be inaccurate or blow up",
+            100.0 * dt / est.h_max,
+            est.h_max,
+            est.limiting
+        )));
+    }
+    Ok(None)
+}

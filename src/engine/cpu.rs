@@ -110,6 +110,11 @@ impl CpuEngine {
         self.acc.iter().map(|a| (a.force, a.moment)).collect()
     }
 
+    /// Diagnostics of the current state without `&mut` (for tests and tools).
+    pub fn clone_diagnostics(&self) -> Diagnostics {
+        self.diag
+    }
+
     fn time(&self) -> f64 {
         self.step as f64 * self.dt
     }

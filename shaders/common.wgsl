@@ -1,0 +1,125 @@
+// Shared math for every kernel: vector and quaternion helpers written with glam's operation
+// order (so f64 results track the CPU reference closely), the RRP update of MODEL §1, the
+// simulation parameters, and the linear-id helper for 2-D folded dispatches.
+// Composed after the generated header, which defines `real`, `WG`, `SCAN_WG` and `NQ`.
+
+/// Mirrors `SimParams32` / `SimParams64` in src/gpu/params.rs (size checked by a test).
+struct SimParams {
+    /// Uniform gravity g (xyz; w unused).
+    gravity: vec4<real>,
+    /// Pendulum body-frame offset ρ0 (xyz).
+    pend_rho0: vec4<real>,
+    /// Pendulum unit direction `up` (xyz).
+    pend_up: vec4<real>,
+    /// Time step h.
+    h: real,
+    k_bend: real,
+    k_axial: real,
+    k_shear: real,
+    k_contact: real,
+    k_wall: real,
+    /// 1 / cell edge of the contact grid.
+    inv_cell: real,
+    /// Pendulum field strength g.
+    pend_g: real,
+    n_particles: u32,
+    n_bonds: u32,
+    n_walls: u32,
+    /// Bucket-table mask (table size − 1, table size = next_pow2(2N)).
+    mask: u32,
+    /// 0 = paper, 1 = objective.
+    shear_variant: u32,
+    /// 0 = rrp-newmark, 1 = rrp-exact, 2 = campello (`Integrator::code`).
+    integrator: u32,
+    /// Steps of the current `advance` (0 while evaluating the initial forces).
+    batch_len: u32,
+    /// Bit 0: uniform gravity is on; bit 1: the pendulum field is on.
+    flags: u32,
+}
+
+/// A planar wall: point p and unit normal n pointing into the domain (xyz of each).
+struct WallGpu {
+    point: vec4<real>,
+    normal: vec4<real>,
+}
+
+/// Index of this invocation in a dispatch folded into 2-D (x ≤ 65535 workgroups per row).
+fn linear_id(wid: vec3<u32>, nwg: vec3<u32>, lid: u32, size: u32) -> u32 {
+    return (wid.y * nwg.x + wid.x) * size + lid;
+}
+
+fn dot3(a: vec3<real>, b: vec3<real>) -> real {
+    return a.x * b.x + a.y * b.y + a.z * b.z;
+}
+
+fn length3(a: vec3<real>) -> real {
+    return sqrt(dot3(a, a));
+}
+
+/// a × b, component order as in glam.
+fn cross3(a: vec3<real>, b: vec3<real>) -> vec3<real> {
+    return vec3<real>(a.y * b.z - b.y * a.z, a.z * b.x - b.z * a.x, a.x * b.y - b.x * a.y);
+}
+
+/// Quaternions are vec4 (x, y, z, w). Hamilton product a ⊗ b.
+fn quat_mul(a: vec4<real>, b: vec4<real>) -> vec4<real> {
+    return vec4<real>(
+        a.w * b.x + a.x * b.w + a.y * b.z - a.z * b.y,
+        a.w * b.y - a.x * b.z + a.y * b.w + a.z * b.x,
+        a.w * b.z + a.x * b.y - a.y * b.x + a.z * b.w,
+        a.w * b.w - a.x * b.x - a.y * b.y - a.z * b.z,
+    );
+}
+
+fn quat_conj(q: vec4<real>) -> vec4<real> {
+    return vec4<real>(-q.x, -q.y, -q.z, q.w);
+}
+
+/// R(q) v = v (w² − |b|²) + 2 (v·b) b + 2 w (b × v), with b = q.xyz.
+fn quat_rotate(q: vec4<real>, v: vec3<real>) -> vec3<real> {
+    let b = q.xyz;
+    let b2 = dot3(b, b);
+    return v * (q.w * q.w - b2) + b * (dot3(v, b) * 2.0) + cross3(b, v) * (q.w * 2.0);
+}
+
+/// Homogeneous form of an RRP vector: q(α) = (α, 2) / sqrt(4 + |α|²).
+fn quat_from_rrp(alpha: vec3<real>) -> vec4<real> {
+    let inv = 1.0 / sqrt(4.0 + dot3(alpha, alpha));
+    return vec4<real>(alpha.x * inv, alpha.y * inv, alpha.z * inv, 2.0 * inv);
+}
+
+/// q ← q(Δα) ⊗ q, renormalised (removes round-off only).
+fn apply_increment(q: vec4<real>, dalpha: vec3<real>) -> vec4<real> {
+    let p = quat_mul(quat_from_rrp(dalpha), q);
+    let len = sqrt(p.x * p.x + p.y * p.y + p.z * p.z + p.w * p.w);
+    return p * (1.0 / len);
+}
+
+/// 2 atan2(s, w) / s for s = |u| ≥ 0, w ≥ 0, with its series where s/w is small.
+fn log_factor(s: real, w: real) -> real {
+    if s < 1e-4 * w {
+        let t = s / w;
+        return 2.0 / w * (1.0 - t * t / 3.0);
+    }
+    return 2.0 * atan2_real(s, w) / s;
+}
+
+/// Rotation vector θ (|θ| ≤ π) of a unit quaternion (logarithm on SO(3)).
+fn rotation_vector(q_in: vec4<real>) -> vec3<real> {
+    var q = q_in;
+    if q.w < 0.0 {
+        q = -q;
+    }
+    let u = q.xyz;
+    return u * log_factor(length3(u), q.w);
+}
+
+/// Δα of one step: h Ω (rrp-newmark, campello) or 2h/(1 + sqrt(1 − h²|Ω|²)) Ω (rrp-exact,
+/// whose condition h²|Ω|² < 1 the caller has checked).
+fn rotation_increment(integrator: u32, h: real, w: vec3<real>) -> vec3<real> {
+    if integrator == 1u {
+        let s = h * h * dot3(w, w);
+        return w * (2.0 * h / (1.0 + sqrt(1.0 - s)));
+    }
+    return w * h;
+}

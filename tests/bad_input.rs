@@ -1,0 +1,132 @@
+//! Bad scenarios give clear errors naming the file and the field (or CSV line), never a panic.
+
+mod common;
+use rrpdem::error::ScenarioError;
+use rrpdem::scenario::Scenario;
+use rrpdem::stability;
+use std::path::Path;
+
+const GOOD: &str = r#"{
+  "name": "t", "dt": 1e-3, "t_end": 1,
+  "particle": {"mass": 1, "inertia": 1, "diameter": 1},
+  "stiffness": {"axial": 100, "contact": 1000},
+  "bodies": [{"type": "particles", "particles": [{"x": [0,0,0]}, {"x": [1,0,0]}], "bonds": [[0,1]]}]
+}"#;
+
+/// Loads `text` as a scenario and builds its model; returns the error message.
+fn error_of(text: &str) -> String {
+    let path = Path::new("bad.json");
+    match Scenario::from_json(text, path).and_then(|s| s.build_model().map(|_| ())) {
+        Ok(()) => panic!("expected an error for:\n{text}"),
+        Err(e) => {
+            let msg = e.to_string();
+            assert!(msg.starts_with("bad.json"), "error must name the file: {msg}");
+            msg
+        }
+    }
+}
+
+fn assert_mentions(msg: &str, parts: &[&str]) {
+    for p in parts {
+        assert!(msg.contains(p), "error `{msg}` should mention `{p}`");
+    }
+}
+
+#[test]
+fn good_scenario_is_accepted() {
+    Scenario::from_json(GOOD, Path::new("good.json")).unwrap().build_model().unwrap();
+}
+
+#[test]
+fn missing_field() {
+    assert_mentions(&error_of(&GOOD.replace(r#""dt": 1e-3, "#, "")), &["missing field `dt`"]);
+}
+
+#[test]
+fn unknown_fields_at_every_level() {
+    assert_mentions(&error_of(&GOOD.replace(r#""t_end": 1"#, r#""t_end": 1, "tend": 2"#)), &["unknown field `tend`"]);
+    assert_mentions(
+        &error_of(&GOOD.replace(r#""inertia": 1,"#, r#""inertia": 1, "radius": 2,"#)),
+        &["unknown field `radius`"],
+    );
+    assert_mentions(
+        &error_of(&GOOD.replace(r#"{"x": [1,0,0]}"#, r#"{"x": [1,0,0], "spin": 1}"#)),
+        &["unknown field `spin`"],
+    );
+    assert_mentions(
+        &error_of(&GOOD.replace(r#""bonds": [[0,1]]"#, r#""bonds": [[0,1]], "color": 1"#)),
+        &["unknown field `color`"],
+    );
+}
+
+#[test]
+fn negative_mass() {
+    assert_mentions(&error_of(&GOOD.replace(r#""mass": 1"#, r#""mass": -1"#)), &["particle.mass", "> 0", "-1"]);
+    let per_particle = GOOD.replace(r#"{"x": [1,0,0]}"#, r#"{"x": [1,0,0], "mass": -2}"#);
+    assert_mentions(&error_of(&per_particle), &["bodies[0].particles[1].mass", "-2"]);
+}
+
+#[test]
+fn nan_and_infinite_numbers() {
+    // JSON has no NaN: the parser names the position.
+    assert_mentions(&error_of(&GOOD.replace(r#""dt": 1e-3"#, r#""dt": NaN"#)), &["line 2"]);
+    assert_mentions(&error_of(&GOOD.replace(r#""dt": 1e-3"#, r#""dt": 1e999"#)), &["line 2"]);
+    // In CSV, "nan" parses as a float and must be rejected by name and line.
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("p.csv"), "x,y,z\n0,0,0\n1,nan,0\n").unwrap();
+    let text = GOOD.replace(
+        r#"{"type": "particles", "particles": [{"x": [0,0,0]}, {"x": [1,0,0]}], "bonds": [[0,1]]}"#,
+        r#"{"type": "csv", "particles": "p.csv"}"#,
+    );
+    let path = dir.path().join("s.json");
+    std::fs::write(&path, text).unwrap();
+    let err = Scenario::load(&path).unwrap().build_model().unwrap_err();
+    assert!(matches!(err, ScenarioError::Csv { line: 3, .. }), "{err}");
+    assert_mentions(&err.to_string(), &["p.csv:3", "column `y`", "finite"]);
+}
+
+#[test]
+fn bond_to_a_missing_particle() {
+    let msg = error_of(&GOOD.replace("[[0,1]]", "[[0,1],[1,7]]"));
+    assert_mentions(&msg, &["bodies[0].bonds[1]", "particle 7 does not exist", "2 particles"]);
+    assert_mentions(&error_of(&GOOD.replace("[[0,1]]", "[[1,1]]")), &["bonds[0]", "itself"]);
+    assert_mentions(&error_of(&GOOD.replace("[[0,1]]", "[[0,1],[1,0]]")), &["bonds[1]", "duplicate"]);
+}
+
+#[test]
+fn other_invalid_values() {
+    assert_mentions(&error_of(&GOOD.replace(r#""t_end": 1"#, r#""t_end": 0"#)), &["t_end"]);
+    assert_mentions(&error_of(&GOOD.replace(r#""axial": 100"#, r#""axial": -5"#)), &["stiffness.axial"]);
+    assert_mentions(
+        &error_of(
+            &GOOD.replace(r#""integrator""#, "").replace(r#""name": "t","#, r#""name": "t", "integrator": "verlet","#),
+        ),
+        &["verlet"],
+    );
+    let wall = GOOD.replace(r#""bodies""#, r#""walls": [{"point": [0,0,0], "normal": [0,0,0]}], "bodies""#);
+    assert_mentions(&error_of(&wall), &["walls[0].normal", "non-zero"]);
+    let ring = GOOD.replace(
+        r#"{"type": "particles", "particles": [{"x": [0,0,0]}, {"x": [1,0,0]}], "bonds": [[0,1]]}"#,
+        r#"{"type": "torus_ring", "n": 2, "torus_diameter": 3}"#,
+    );
+    assert_mentions(&error_of(&ring), &["bodies[0].n", "at least 3"]);
+    let both = GOOD.replace(
+        r#"{"type": "particles", "particles": [{"x": [0,0,0]}, {"x": [1,0,0]}], "bonds": [[0,1]]}"#,
+        r#"{"type": "torus_ring", "n": 8, "torus_diameter": 3, "particle_diameter": 1}"#,
+    );
+    assert_mentions(&error_of(&both), &["bodies[0]", "either"]);
+}
+
+#[test]
+fn time_step_above_the_stability_estimate_is_refused_unless_forced() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/torus_impact.json");
+    let model = Scenario::load(&path).unwrap().build_model().unwrap();
+    let est = stability::estimate(&model);
+    // MODEL §5: wall impact at v0 = 1 limits h to about 4e-3 (axial alone: 8.3e-3).
+    assert!((3.5e-3..5e-3).contains(&est.h_max), "h_max = {}", est.h_max);
+    let err = stability::check_step(1e-2, false, &est).unwrap_err().to_string();
+    assert_mentions(&err, &["0.01", "exceeds the stability estimate", "--force"]);
+    assert!(stability::check_step(1e-2, true, &est).unwrap().is_some(), "forced: runs with a warning");
+    assert!(stability::check_step(3e-3, false, &est).unwrap().is_some(), "above half the limit: a warning");
+    assert!(stability::check_step(1e-3, false, &est).unwrap().is_none(), "the paper's step: silent");
+}

@@ -1,0 +1,147 @@
+//! The `rrpdem` binary end to end: output files and their formats, overrides, refusal of an
+//! unstable step, and outputs kept when a run fails.
+
+use std::path::Path;
+use std::process::Command;
+
+fn rrpdem(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_rrpdem")).args(args).current_dir(env!("CARGO_MANIFEST_DIR")).output().unwrap()
+}
+
+#[test]
+fn run_writes_the_three_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("o");
+    let o = rrpdem(&[
+        "run",
+        "scenarios/torus_impact.json",
+        "--t-end",
+        "0.5",
+        "--record-every",
+        "50",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(stdout.contains("max |E-E0|/|E0|") && stdout.contains("particle-steps/s"), "{stdout}");
+
+    let series = std::fs::read_to_string(out.join("series.csv")).unwrap();
+    let mut lines = series.lines();
+    assert_eq!(
+        lines.next().unwrap(),
+        "step,t,E,E_trans,E_rot,U_bend,U_axial,U_shear,U_contact,U_wall,U_gravity,P_x,P_y,P_z,S_x,S_y,S_z,L_x,L_y,L_z"
+    );
+    let rows: Vec<&str> = lines.collect();
+    assert_eq!(rows.len(), 11, "steps 0, 50, …, 500");
+    let last: Vec<&str> = rows[10].split(',').collect();
+    assert_eq!(last.len(), 20);
+    assert_eq!(last[0], "500");
+    // 17 significant digits: d.dddddddddddddddde±x.
+    assert!(last[2].split('e').next().unwrap().replace(['-', '.'], "").len() == 17, "{}", last[2]);
+
+    let fin = std::fs::read_to_string(out.join("final_state.csv")).unwrap();
+    let mut lines = fin.lines();
+    assert_eq!(lines.next().unwrap(), "id,x,y,z,vx,vy,vz,qw,qx,qy,qz,wx,wy,wz");
+    let rows: Vec<Vec<f64>> = lines.map(|l| l.split(',').map(|v| v.parse().unwrap()).collect()).collect();
+    assert_eq!(rows.len(), 80);
+    for r in &rows {
+        assert!(r[7] >= 0.0, "qw ≥ 0");
+        let qn: f64 = r[7..11].iter().map(|v| v * v).sum();
+        assert!((qn - 1.0).abs() < 1e-14);
+    }
+
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(summary["status"], "completed");
+    assert_eq!(summary["steps"], 500);
+    assert_eq!(summary["engine"]["precision"], "f64");
+    assert_eq!(summary["scenario"]["t_end"], 0.5, "the resolved scenario carries the override");
+    assert!(summary["particle_steps_per_s"].as_f64().unwrap() > 0.0);
+    assert!((summary["energy_and_momenta"]["e0"].as_f64().unwrap() - 40.0).abs() < 1e-12);
+    for k in ["max_rel_energy_deviation", "conserved_drift_p", "conserved_drift_s"] {
+        assert!(summary["energy_and_momenta"][k].as_f64().is_some(), "{k}");
+    }
+}
+
+#[test]
+fn final_state_seeds_a_new_run() {
+    // final_state.csv uses the particle CSV columns, so a run can restart from it.
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("a");
+    assert!(
+        rrpdem(&["run", "scenarios/pendulum.json", "--t-end", "1", "--out", out.to_str().unwrap()]).status.success()
+    );
+    std::fs::copy(out.join("final_state.csv"), dir.path().join("state.csv")).unwrap();
+    let scen = r#"{"name": "restart", "dt": 0.1, "t_end": 1, "particle": {"mass": 1, "inertia": 1, "diameter": 1},
+        "pendulum": {"g": 1}, "bodies": [{"type": "csv", "particles": "state.csv"}]}"#;
+    std::fs::write(dir.path().join("restart.json"), scen).unwrap();
+    let o = rrpdem(&[
+        "run",
+        dir.path().join("restart.json").to_str().unwrap(),
+        "--out",
+        dir.path().join("b").to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let first = std::fs::read_to_string(dir.path().join("b/series.csv")).unwrap();
+    let e_restart: f64 = first.lines().nth(1).unwrap().split(',').nth(2).unwrap().parse().unwrap();
+    let before = std::fs::read_to_string(out.join("series.csv")).unwrap();
+    let e_end: f64 = before.lines().last().unwrap().split(',').nth(2).unwrap().parse().unwrap();
+    // The state is written with 17 digits, so the energy is reproduced to round-off.
+    assert!((e_restart - e_end).abs() < 1e-14, "{e_restart} vs {e_end}");
+}
+
+#[test]
+fn unstable_step_is_refused_and_force_overrides() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("u");
+    let o = rrpdem(&["run", "scenarios/torus_impact.json", "--dt", "1e-2", "--out", out.to_str().unwrap()]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("stability estimate") && err.contains("--force"), "{err}");
+    assert!(!Path::new(&out).exists(), "nothing is started when refused");
+    let o = rrpdem(&[
+        "run",
+        "scenarios/torus_impact.json",
+        "--dt",
+        "1e-2",
+        "--t-end",
+        "0.05",
+        "--force",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("warning"));
+}
+
+#[test]
+fn failing_run_keeps_what_was_recorded() {
+    let dir = tempfile::tempdir().unwrap();
+    let scen = r#"{"name": "fast", "integrator": "rrp-exact", "dt": 0.01, "t_end": 1,
+        "particle": {"mass": 1, "inertia": 1, "diameter": 1},
+        "bodies": [{"type": "particles", "particles": [{"x": [0,0,0]}, {"x": [5,0,0], "omega": [150, 0, 0]}]}]}"#;
+    let path = dir.path().join("fast.json");
+    std::fs::write(&path, scen).unwrap();
+    let out = dir.path().join("f");
+    let o = rrpdem(&["run", path.to_str().unwrap(), "--out", out.to_str().unwrap()]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("particle 1") && err.contains("step 0") && err.contains("rrp-exact"), "{err}");
+    for f in ["series.csv", "final_state.csv", "summary.json"] {
+        assert!(out.join(f).exists(), "{f} must be written even though the run failed");
+    }
+    let summary = std::fs::read_to_string(out.join("summary.json")).unwrap();
+    assert!(summary.contains("\"status\": \"error: rrp-exact"), "{summary}");
+}
+
+#[test]
+fn converge_prints_orders_and_writes_csv() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = rrpdem(&["converge", "scenarios/pendulum.json", "--levels", "3", "--out", dir.path().to_str().unwrap()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(stdout.lines().filter(|l| l.starts_with("rrp-") || l.starts_with("campello")).count(), 9, "{stdout}");
+    let csv = std::fs::read_to_string(dir.path().join("converge.csv")).unwrap();
+    assert!(csv.starts_with("integrator,dt,steps,E_error,E_order"));
+}

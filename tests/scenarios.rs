@@ -1,0 +1,43 @@
+//! Loads every file in `scenarios/` and runs it briefly: shipped scenarios must stay valid.
+
+mod common;
+use rrpdem::engine::{CpuEngine, Engine};
+use rrpdem::scenario::Scenario;
+use rrpdem::stability;
+
+#[test]
+fn every_shipped_scenario_loads_and_runs() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios");
+    let mut count = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().and_then(|e| e.to_str()) != Some("json") {
+            continue;
+        }
+        let s = Scenario::load(&path).unwrap_or_else(|e| panic!("{e}"));
+        let model = s.build_model().unwrap_or_else(|e| panic!("{e}"));
+        let est = stability::estimate(&model);
+        assert!(
+            s.dt <= est.h_max || s.force_dt,
+            "{}: dt {} above the stability estimate {}",
+            path.display(),
+            s.dt,
+            est.h_max
+        );
+        let mut e = CpuEngine::new(&model, s.integrator, s.dt).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let d0 = e.diagnostics().unwrap();
+        e.advance(20).unwrap_or_else(|err| panic!("{}: {err}", path.display()));
+        let d = e.diagnostics().unwrap();
+        assert!(d.total().is_finite() && d.step == 20, "{}", path.display());
+        // 20 small steps of a stable scenario cannot move the energy by more than 10 %.
+        assert!(
+            (d.total() - d0.total()).abs() <= 0.1 * d0.total().abs().max(1e-12),
+            "{}: E {} → {}",
+            path.display(),
+            d0.total(),
+            d.total()
+        );
+        count += 1;
+    }
+    assert!(count >= 2, "expected the shipped scenarios in {}", dir.display());
+}
