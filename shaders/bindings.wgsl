@@ -1,0 +1,89 @@
+// Storage bindings of the simulation state, declared once for every kernel. The host binds
+// buffers by these names (src/gpu/state.rs), reading each kernel's used bindings from naga, so a
+// kernel binds only what it touches. Groups by owner: 0 = parameters, 1 = particles,
+// 2 = bonds, contact grid and status. No vec3 in storage: vec4 with the fourth lane documented.
+
+@group(0) @binding(0) var<uniform> params: SimParams;
+@group(0) @binding(1) var<storage, read> walls: array<WallGpu>;
+
+/// Position (xyz) and radius (w).
+@group(1) @binding(0) var<storage, read_write> pos: array<vec4<real>>;
+/// Velocity (xyz).
+@group(1) @binding(1) var<storage, read_write> vel: array<vec4<real>>;
+/// Attitude quaternion (x, y, z, w).
+@group(1) @binding(2) var<storage, read_write> quat: array<vec4<real>>;
+/// Spatial angular velocity Ω (xyz).
+@group(1) @binding(3) var<storage, read_write> omega: array<vec4<real>>;
+/// (m, J, 1/m, 1/J); the inverses are 0 for fixed particles.
+@group(1) @binding(4) var<storage, read_write> inertial: array<vec4<real>>;
+/// 1 for a fixed (not integrated) particle.
+@group(1) @binding(5) var<storage, read_write> fixed: array<u32>;
+/// Total force at the current step (xyz).
+@group(1) @binding(6) var<storage, read_write> force: array<vec4<real>>;
+/// Total spatial moment at the current step (xyz).
+@group(1) @binding(7) var<storage, read_write> moment: array<vec4<real>>;
+/// Potential energies owned by the particle: (contact pairs with j > i, walls, gravity + pendulum, 0).
+@group(1) @binding(8) var<storage, read_write> pot: array<vec4<real>>;
+
+/// Bond end indices (i, j).
+@group(2) @binding(0) var<storage, read_write> bond_ends: array<vec2<u32>>;
+/// Reference direction d̂0 (xyz) and rest length L0 (w).
+@group(2) @binding(1) var<storage, read_write> bond_ref: array<vec4<real>>;
+/// Reference attitudes: q_i0 at 2k, q_j0 at 2k + 1.
+@group(2) @binding(2) var<storage, read_write> bond_q0: array<vec4<real>>;
+
+/// Per-bond results, mirrors `BondOut` (src/interactions/mod.rs).
+struct BondOutGpu {
+    /// Force on i (xyz), bending energy (w).
+    f_i: vec4<real>,
+    /// Moment on i (xyz), axial energy (w).
+    m_i: vec4<real>,
+    /// Moment on j (xyz), shear energy (w).
+    m_j: vec4<real>,
+}
+@group(2) @binding(3) var<storage, read_write> bond_out: array<BondOutGpu>;
+/// Particle → bond incidence (CSR, `Model::incidence`): entries are 2·bond + end.
+@group(2) @binding(4) var<storage, read_write> inc_offsets: array<u32>;
+@group(2) @binding(5) var<storage, read_write> inc_entries: array<u32>;
+/// Integer cell coordinates of each particle (xyz).
+@group(2) @binding(6) var<storage, read_write> cell: array<vec4<i32>>;
+@group(2) @binding(7) var<storage, read_write> hash: array<u32>;
+/// Arrival slot of each particle in its bucket (atomic order, replaced by index order later).
+@group(2) @binding(8) var<storage, read_write> slot: array<u32>;
+/// Bucket b holds sorted[bucket_start[b]..bucket_start[b + 1]] (table size + 1 entries).
+@group(2) @binding(9) var<storage, read_write> bucket_start: array<u32>;
+@group(2) @binding(10) var<storage, read_write> sorted_tmp: array<u32>;
+@group(2) @binding(11) var<storage, read_write> sorted: array<u32>;
+/// STATUS_* slots below: step counter and the first failure (integer atomics only).
+@group(2) @binding(12) var<storage, read_write> status: array<atomic<u32>>;
+/// Step counter for the next step, copied into status[STATUS_STEP] between steps.
+@group(2) @binding(13) var<storage, read_write> step_next: array<u32>;
+
+/// Index of the current step within this `advance`.
+const STATUS_STEP: u32 = 0u;
+/// First step whose rrp-exact condition failed, and the lowest failing particle.
+const STATUS_EXACT_STEP: u32 = 1u;
+const STATUS_EXACT_PARTICLE: u32 = 2u;
+/// First step with a non-finite or out-of-range particle, and the lowest such particle.
+const STATUS_BAD_STEP: u32 = 3u;
+const STATUS_BAD_PARTICLE: u32 = 4u;
+const STATUS_NONE: u32 = 0xffffffffu;
+
+fn current_step() -> u32 {
+    return atomicLoad(&status[STATUS_STEP]);
+}
+
+/// After a failure every state-changing kernel stops, so the state stays that of the failing step.
+fn frozen() -> bool {
+    return atomicLoad(&status[STATUS_EXACT_STEP]) != STATUS_NONE || atomicLoad(&status[STATUS_BAD_STEP]) != STATUS_NONE;
+}
+
+fn report_bad(step: u32, i: u32) {
+    atomicMin(&status[STATUS_BAD_STEP], step);
+    atomicMin(&status[STATUS_BAD_PARTICLE], i);
+}
+
+/// True when every component is finite (NaN and ±inf fail the comparison).
+fn finite3(v: vec3<real>) -> bool {
+    return all(abs(v) <= vec3<real>(MAX_REAL));
+}

@@ -1,0 +1,59 @@
+// Contact grid, rebuilt on the GPU every step with the CPU's layout (src/grid.rs): cell and
+// bucket of each particle (`grid_count`, which also counts bucket sizes with integer atomics),
+// an exclusive prefix scan of the counts (scan.wgsl), `grid_scatter` into arrival order, and
+// `grid_order`, which rewrites each bucket sorted by particle index. The atomic arrival order
+// never reaches the result, so the neighbour order (and every sum) is deterministic.
+
+/// `bucket_start` seen as atomic counters while counting.
+@group(2) @binding(9) var<storage, read_write> bucket_count: array<atomic<u32>>;
+
+@compute @workgroup_size(WG)
+fn grid_count(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+              @builtin(local_invocation_index) lid: u32) {
+    let i = linear_id(wid, nwg, lid, WG);
+    if i >= params.n_particles {
+        return;
+    }
+    let f = floor(pos[i].xyz * params.inv_cell);
+    var c = vec3<i32>(0);
+    if all(abs(f) < vec3<real>(MAX_CELL_COORD)) {
+        c = vec3<i32>(f);
+    } else {
+        report_bad(current_step(), i);
+    }
+    let h = cell_hash(c, params.mask);
+    cell[i] = vec4<i32>(c, 0);
+    hash[i] = h;
+    slot[i] = atomicAdd(&bucket_count[h], 1u);
+}
+
+@compute @workgroup_size(WG)
+fn grid_scatter(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                @builtin(local_invocation_index) lid: u32) {
+    let i = linear_id(wid, nwg, lid, WG);
+    if i >= params.n_particles {
+        return;
+    }
+    sorted_tmp[bucket_start[hash[i]] + slot[i]] = i;
+}
+
+/// Rank of particle i in its bucket = number of bucket members with a lower index. Cost is the
+/// bucket size per particle: a few for a well-sized grid (cells of 2 r_max, ≥ 2N buckets).
+@compute @workgroup_size(WG)
+fn grid_order(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+              @builtin(local_invocation_index) lid: u32) {
+    let i = linear_id(wid, nwg, lid, WG);
+    if i >= params.n_particles {
+        return;
+    }
+    let b = hash[i];
+    let lo = bucket_start[b];
+    let hi = bucket_start[b + 1u];
+    var rank = 0u;
+    for (var p = lo; p < hi; p++) {
+        if sorted_tmp[p] < i {
+            rank++;
+        }
+    }
+    sorted[lo + rank] = i;
+}

@@ -1,0 +1,99 @@
+// The interactions of MODEL §3, one pure function each, twins of src/interactions/*.rs with the
+// same names, argument order and operation order. Vectors are vec3 here (function-local only).
+
+struct ForceOut {
+    energy: real,
+    force: vec3<real>,
+}
+
+struct MomentOut {
+    energy: real,
+    moment: vec3<real>,
+}
+
+struct ShearOut {
+    energy: real,
+    f_i: vec3<real>,
+    m_i: vec3<real>,
+    m_j: vec3<real>,
+}
+
+/// Bending/torsion: with Q_ij = ΔR_j ΔR_iᵀ and θ_ij its rotation vector,
+/// U^m = ½ K^m |θ_ij|², RM_i = +K^m θ_ij, RM_j = −K^m θ_ij. Returns the moment on i.
+fn bending(dq_i: vec4<real>, dq_j: vec4<real>, k_bend: real) -> MomentOut {
+    let theta = rotation_vector(quat_mul(dq_j, quat_conj(dq_i)));
+    return MomentOut(0.5 * k_bend * dot3(theta, theta), k_bend * theta);
+}
+
+/// Axial: U^a = ½ K^a (L/L0 − 1)², F_i = −(K^a/L0)(L/L0 − 1) d̂ = −F_j, d = x_i − x_j.
+fn axial(d: vec3<real>, l0: real, k_axial: real) -> ForceOut {
+    let l = length3(d);
+    let strain = l / l0 - 1.0;
+    return ForceOut(0.5 * k_axial * strain * strain, d * (-(k_axial / l0) * strain / l));
+}
+
+/// Shear, P = I − d̂ d̂ᵀ.
+/// variant 0 (paper): c = (ΔR_i d̂0)·(ΔR_j d̂), U = ½ K^s (1 − c)²,
+///   F_i = K^s (1 − c) P ΔR_jᵀ ΔR_i d̂0 / L, RM_i = K^s (1 − c) (ΔR_i d̂0) × (ΔR_j d̂) = −RM_j.
+/// variant 1 (objective): n_e = ΔR_e d̂0, c_e = n_e·d̂, U = ¼ K^s [(1 − c_i)² + (1 − c_j)²],
+///   F_i = Σ_e ½ K^s (1 − c_e) P n_e / L, RM_e = ½ K^s (1 − c_e) n_e × d̂.
+fn shear(variant: u32, d: vec3<real>, dhat0: vec3<real>, dq_i: vec4<real>, dq_j: vec4<real>, k_shear: real) -> ShearOut {
+    let l = length3(d);
+    let dhat = d / l;
+    let n_i = quat_rotate(dq_i, dhat0);
+    if variant == 0u {
+        let b = quat_rotate(dq_j, dhat);
+        let c = dot3(n_i, b);
+        let g = 1.0 - c;
+        let m_i = k_shear * g * cross3(n_i, b);
+        let a = quat_rotate(quat_conj(dq_j), n_i);
+        let f_i = (a - dhat * dot3(dhat, a)) * (k_shear * g / l);
+        return ShearOut(0.5 * k_shear * g * g, f_i, m_i, -m_i);
+    }
+    let n_j = quat_rotate(dq_j, dhat0);
+    let g_i = 1.0 - dot3(n_i, dhat);
+    let g_j = 1.0 - dot3(n_j, dhat);
+    let h = 0.5 * k_shear;
+    let a = n_i * g_i + n_j * g_j;
+    return ShearOut(
+        0.5 * h * (g_i * g_i + g_j * g_j),
+        (a - dhat * dot3(dhat, a)) * (h / l),
+        h * g_i * cross3(n_i, dhat),
+        h * g_j * cross3(n_j, dhat),
+    );
+}
+
+/// Contact of two spheres, d = x_i − x_j, radii summing to r_sum: δ = 1 − L/r_sum,
+/// U^pp = (2/5) K^pp [δ]_+^{5/2}, F_i = (K^pp/r_sum) [δ]_+^{3/2} d̂ = −F_j.
+fn contact(d: vec3<real>, r_sum: real, k_contact: real) -> ForceOut {
+    let l2 = dot3(d, d);
+    if l2 >= r_sum * r_sum {
+        return ForceOut(0.0, vec3<real>(0.0));
+    }
+    let l = sqrt(l2);
+    let delta = 1.0 - l / r_sum;
+    let s = sqrt(delta);
+    return ForceOut(0.4 * k_contact * delta * delta * s, d * (k_contact / r_sum * delta * s / l));
+}
+
+/// Wall through `point` with inward unit `normal`: δ = 1 − (x − p)·n / r,
+/// U^pw = (2/5) K^pw [δ]_+^{5/2}, F = (K^pw/r) [δ]_+^{3/2} n, no moment.
+fn wall(x: vec3<real>, r: real, point: vec3<real>, normal: vec3<real>, k_wall: real) -> ForceOut {
+    let delta = 1.0 - dot3(x - point, normal) / r;
+    if delta <= 0.0 {
+        return ForceOut(0.0, vec3<real>(0.0));
+    }
+    let s = sqrt(delta);
+    return ForceOut(0.4 * k_wall * delta * delta * s, normal * (k_wall / r * delta * s));
+}
+
+/// Uniform field: U = −m g·x, F = m g.
+fn gravity(x: vec3<real>, m: real, g: vec3<real>) -> ForceOut {
+    return ForceOut(-m * dot3(g, x), m * g);
+}
+
+/// Pendulum about a fixed pivot, b = R ρ0: U = −m g up·b, RM = m g b × up.
+fn pendulum(q: vec4<real>, m: real, g: real, rho0: vec3<real>, up: vec3<real>) -> MomentOut {
+    let b = quat_rotate(q, rho0);
+    return MomentOut(-m * g * dot3(up, b), (m * g) * cross3(b, up));
+}

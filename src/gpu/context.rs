@@ -1,0 +1,175 @@
+//! Adapter discovery and device creation. Only Vulkan, Metal and DX12 are accepted: wgpu's GL
+//! backend would run compute, but without f64 and with surprises, so it is never picked silently.
+
+use super::error::GpuError;
+use crate::engine::Precision;
+use serde::Serialize;
+use std::sync::{Arc, Mutex};
+
+/// Backends this engine accepts.
+pub const BACKENDS: wgpu::Backends =
+    wgpu::Backends::VULKAN.union(wgpu::Backends::METAL).union(wgpu::Backends::DX12);
+
+/// Which adapters `GpuEngine::new` may use.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AdapterChoice {
+    /// A real GPU only (`--backend auto` falls back to the CPU engine without one).
+    HardwareOnly,
+    /// Hardware first, else a software adapter such as lavapipe.
+    Any,
+}
+
+/// What `rrpdem info` prints about one adapter.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct AdapterReport {
+    pub name: String,
+    pub backend: String,
+    pub device_type: String,
+    pub driver: String,
+    pub f64: bool,
+    pub max_buffer_size: u64,
+    pub max_storage_buffer_binding_size: u64,
+    pub max_storage_buffers_per_stage: u32,
+    pub max_workgroups_per_dimension: u32,
+}
+
+fn instance(backends: wgpu::Backends) -> wgpu::Instance {
+    let mut desc = wgpu::InstanceDescriptor::new_without_display_handle();
+    desc.backends = backends;
+    wgpu::Instance::new(desc)
+}
+
+fn enumerate(backends: wgpu::Backends) -> Vec<wgpu::Adapter> {
+    pollster::block_on(instance(backends).enumerate_adapters(backends))
+}
+
+fn is_hardware(t: wgpu::DeviceType) -> bool {
+    !matches!(t, wgpu::DeviceType::Cpu)
+}
+
+/// Preference order: discrete, integrated, virtual, other, then software.
+fn rank(t: wgpu::DeviceType) -> u32 {
+    match t {
+        wgpu::DeviceType::DiscreteGpu => 0,
+        wgpu::DeviceType::IntegratedGpu => 1,
+        wgpu::DeviceType::VirtualGpu => 2,
+        wgpu::DeviceType::Other => 3,
+        wgpu::DeviceType::Cpu => 4,
+    }
+}
+
+fn report(a: &wgpu::Adapter) -> AdapterReport {
+    let info = a.get_info();
+    let lim = a.limits();
+    AdapterReport {
+        name: info.name,
+        backend: format!("{:?}", info.backend),
+        device_type: format!("{:?}", info.device_type),
+        driver: format!("{} {}", info.driver, info.driver_info).trim().to_string(),
+        f64: a.features().contains(wgpu::Features::SHADER_F64),
+        max_buffer_size: lim.max_buffer_size,
+        max_storage_buffer_binding_size: lim.max_storage_buffer_binding_size,
+        max_storage_buffers_per_stage: lim.max_storage_buffers_per_shader_stage,
+        max_workgroups_per_dimension: lim.max_compute_workgroups_per_dimension,
+    }
+}
+
+/// Every accepted adapter on this machine.
+pub fn list_adapters() -> Vec<AdapterReport> {
+    enumerate(BACKENDS).iter().map(report).collect()
+}
+
+/// Whether a hardware (non-software) adapter is available.
+pub fn hardware_adapter_available() -> bool {
+    enumerate(BACKENDS).iter().any(|a| is_hardware(a.get_info().device_type))
+}
+
+/// An open device with what the engine needs to know about it.
+pub struct GpuContext {
+    pub device: wgpu::Device,
+    pub queue: wgpu::Queue,
+    pub adapter_name: String,
+    pub backend: String,
+    pub limits: wgpu::Limits,
+    /// Errors wgpu raised outside an error scope (validation, out of memory), drained by
+    /// `take_error` after each submission instead of panicking.
+    errors: Arc<Mutex<Vec<String>>>,
+}
+
+/// Storage buffers the widest kernel (`particle`) binds.
+pub const STORAGE_BUFFERS_NEEDED: u32 = 17;
+
+impl GpuContext {
+    /// Picks an adapter and opens a device with the adapter's own limits (wgpu's defaults cap
+    /// buffers at 256 MiB) and SHADER_F64 where `precision` is f64.
+    pub fn new(choice: AdapterChoice, precision: Precision) -> Result<GpuContext, GpuError> {
+        let mut adapters = enumerate(BACKENDS);
+        if adapters.is_empty() {
+            let gl_only = !enumerate(wgpu::Backends::GL).is_empty();
+            return Err(GpuError::NoAdapter { gl_only });
+        }
+        adapters.sort_by_key(|a| rank(a.get_info().device_type));
+        if choice == AdapterChoice::HardwareOnly {
+            if let Some(a) = adapters.iter().find(|a| !is_hardware(a.get_info().device_type)) {
+                if !adapters.iter().any(|a| is_hardware(a.get_info().device_type)) {
+                    return Err(GpuError::NoHardwareAdapter { software: a.get_info().name });
+                }
+            }
+            adapters.retain(|a| is_hardware(a.get_info().device_type));
+        }
+        let need_f64 = precision == Precision::F64;
+        let has_f64 = |a: &wgpu::Adapter| a.features().contains(wgpu::Features::SHADER_F64);
+        let adapter = match adapters.iter().position(|a| !need_f64 || has_f64(a)) {
+            Some(i) => adapters.swap_remove(i),
+            None => return Err(GpuError::NoF64 { adapter: adapters[0].get_info().name }),
+        };
+        let info = adapter.get_info();
+        let limits = adapter.limits();
+        if limits.max_storage_buffers_per_shader_stage < STORAGE_BUFFERS_NEEDED {
+            return Err(GpuError::TooFewStorageBuffers {
+                adapter: info.name,
+                have: limits.max_storage_buffers_per_shader_stage,
+                need: STORAGE_BUFFERS_NEEDED,
+            });
+        }
+        let features = if need_f64 { wgpu::Features::SHADER_F64 } else { wgpu::Features::empty() };
+        let desc = wgpu::DeviceDescriptor {
+            label: Some("rrpdem"),
+            required_features: features,
+            required_limits: limits.clone(),
+            ..Default::default()
+        };
+        let (device, queue) = pollster::block_on(adapter.request_device(&desc))
+            .map_err(|e| GpuError::RequestDevice { adapter: info.name.clone(), message: e.to_string() })?;
+        let errors = Arc::new(Mutex::new(Vec::new()));
+        let sink = errors.clone();
+        device.on_uncaptured_error(Arc::new(move |e: wgpu::Error| {
+            if let Ok(mut v) = sink.lock() {
+                v.push(e.to_string());
+            }
+        }));
+        Ok(GpuContext {
+            device,
+            queue,
+            adapter_name: info.name,
+            backend: format!("{:?}", info.backend),
+            limits,
+            errors,
+        })
+    }
+
+    /// The first error wgpu reported since the last call, if any.
+    pub fn take_error(&self) -> Result<(), GpuError> {
+        let mut v = self.errors.lock().map_err(|_| GpuError::Wgpu("error log poisoned".into()))?;
+        match v.drain(..).next() {
+            Some(e) => Err(GpuError::Wgpu(e)),
+            None => Ok(()),
+        }
+    }
+
+    /// Waits for all submitted work.
+    pub fn wait(&self) -> Result<(), GpuError> {
+        self.device.poll(wgpu::PollType::wait_indefinitely()).map_err(|e| GpuError::Wgpu(e.to_string()))?;
+        Ok(())
+    }
+}

@@ -1,0 +1,49 @@
+//! Errors of the GPU engine: each says what is missing and what to do about it.
+
+use super::shader::ShaderError;
+use crate::error::EngineError;
+
+/// Package hint repeated in the messages about missing adapters.
+pub const INSTALL_HINT: &str =
+    "install mesa-vulkan-drivers libvulkan1 for software Vulkan (lavapipe), or a GPU driver with Vulkan, Metal or DX12";
+
+#[derive(Debug, thiserror::Error)]
+pub enum GpuError {
+    #[error(
+        "no Vulkan, Metal or DX12 adapter found{gl}; {INSTALL_HINT}. (OpenGL adapters are not used: they lack f64 \
+         and the compute features this engine relies on.)",
+        gl = if *gl_only { " (only an OpenGL adapter is present)" } else { "" }
+    )]
+    NoAdapter { gl_only: bool },
+    #[error(
+        "no hardware GPU adapter found (only the software adapter `{software}`); use the GPU backend explicitly to \
+         accept it, or the CPU engine"
+    )]
+    NoHardwareAdapter { software: String },
+    #[error(
+        "adapter `{adapter}` lacks SHADER_F64, so it cannot run precision f64; use precision f32, or an adapter with \
+         f64 support (lavapipe from mesa-vulkan-drivers has it)"
+    )]
+    NoF64 { adapter: String },
+    #[error("adapter `{adapter}` offers {have} storage buffers per shader stage; the engine needs {need}")]
+    TooFewStorageBuffers { adapter: String, have: u32, need: u32 },
+    #[error(
+        "{what} needs {need} bytes but adapter `{adapter}` allows {have} per buffer binding; at most {max_particles} \
+         particles (with this many bonds per particle) fit"
+    )]
+    TooLarge { adapter: String, what: &'static str, need: u64, have: u64, max_particles: u64 },
+    #[error("cannot open a device on adapter `{adapter}`: {message}")]
+    RequestDevice { adapter: String, message: String },
+    #[error(transparent)]
+    Shader(#[from] ShaderError),
+    #[error("wgpu reported: {0}")]
+    Wgpu(String),
+    #[error("reading results back from the GPU failed: {0}")]
+    Readback(String),
+}
+
+impl From<GpuError> for EngineError {
+    fn from(e: GpuError) -> Self {
+        EngineError::Gpu(e.to_string())
+    }
+}
