@@ -44,7 +44,9 @@ fn bench_step(c: &mut Criterion) {
         let model = ring(n);
         group.throughput(Throughput::Elements(n as u64));
         let mut cpu = CpuEngine::new(&model, Integrator::RrpNewmark, 1e-3).expect("CPU engine");
-        group.bench_with_input(BenchmarkId::new("cpu-f64", n), &n, |b, _| b.iter_custom(|iters| time_steps(&mut cpu, iters)));
+        group.bench_with_input(BenchmarkId::new("cpu-f64", n), &n, |b, _| {
+            b.iter_custom(|iters| time_steps(&mut cpu, iters))
+        });
     }
     group.finish();
 }

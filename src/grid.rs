@@ -55,7 +55,8 @@ impl CellGrid {
         let mask = self.mask;
         let place = |i: usize, c: &mut [i32; 3], h: &mut u32| {
             let f = (position(i) * inv).floor();
-            if !(f.abs().max_element() < MAX_CELL_COORD) {
+            // NaN fails this comparison too.
+            if f.abs().max_element().partial_cmp(&MAX_CELL_COORD) != Some(std::cmp::Ordering::Less) {
                 return Some(i);
             }
             *c = [f.x as i32, f.y as i32, f.z as i32];

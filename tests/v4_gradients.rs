@@ -72,7 +72,7 @@ fn check_gradients(shear: &str, seed: u64) {
         // ε = 1e-6: truncation O(ε² U''') ~ 1e-12 relative; rounding ~ ε_mach·U/ε ~ 1e-8 absolute
         // for U ~ 100. Bound: 1e-6 relative to the vector, plus 1e-8 of the largest load.
         let eps = 1e-6;
-        for i in 0..N {
+        for (i, &(f, m)) in exact.iter().enumerate() {
             let mut fd_f = DVec3::ZERO;
             let mut fd_m = DVec3::ZERO;
             for c in 0..3 {
@@ -88,7 +88,6 @@ fn check_gradients(shear: &str, seed: u64) {
                 minus.particles.q[i] = rrp::quat_from_rrp(-e) * model.particles.q[i];
                 fd_m[c] = -(potential(&plus) - potential(&minus)) / (2.0 * eps);
             }
-            let (f, m) = exact[i];
             for (what, a, b) in [("force", f, fd_f), ("moment", m, fd_m)] {
                 let err = (a - b).length();
                 assert!(

@@ -12,7 +12,10 @@ const PARTICLE_COLUMNS: [&str; 18] = [
 ];
 
 /// Rows of a CSV file with their 1-based line numbers; blank lines and `#` comments skipped.
-fn rows(path: &Path) -> Result<(Vec<String>, Vec<(usize, Vec<String>)>), ScenarioError> {
+/// A CSV file's header and its rows, each with its 1-based line number.
+type Table = (Vec<String>, Vec<(usize, Vec<String>)>);
+
+fn rows(path: &Path) -> Result<Table, ScenarioError> {
     let text = std::fs::read_to_string(path).map_err(|source| ScenarioError::Io { path: path.to_owned(), source })?;
     let mut lines =
         text.lines().enumerate().map(|(n, l)| (n + 1, l.trim())).filter(|(_, l)| !l.is_empty() && !l.starts_with('#'));

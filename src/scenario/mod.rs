@@ -198,6 +198,9 @@ pub struct CsvBody {
     pub bonds: Option<String>,
 }
 
+/// A body's particles and its bonds (indices within the body).
+type BodyParts = (Vec<RawParticle>, Vec<(u32, u32)>);
+
 /// Per-particle values a body resolved, before they are appended to the model.
 pub(crate) struct RawParticle {
     pub x: DVec3,
@@ -327,7 +330,7 @@ impl Scenario {
                     return Err(self.invalid(&bf, format!("duplicate bond between particles {i} and {j}")));
                 }
                 let l0 = (raw[i as usize].x - raw[j as usize].x).length();
-                if !(l0 > 0.0) {
+                if l0.partial_cmp(&0.0) != Some(std::cmp::Ordering::Greater) {
                     return Err(self.invalid(
                         &bf,
                         format!("particles {i} and {j} are at the same position: a bond needs a direction"),
@@ -354,7 +357,7 @@ impl Scenario {
         Ok(Model::new(particles, &pairs, params))
     }
 
-    fn generate(&self, body: &Body, field: &str) -> Result<(Vec<RawParticle>, Vec<(u32, u32)>), ScenarioError> {
+    fn generate(&self, body: &Body, field: &str) -> Result<BodyParts, ScenarioError> {
         let d = &self.particle;
         match body {
             Body::TorusRing(t) => self.torus_ring(t, field),
@@ -423,7 +426,7 @@ impl Scenario {
         }
     }
 
-    fn torus_ring(&self, t: &TorusRing, field: &str) -> Result<(Vec<RawParticle>, Vec<(u32, u32)>), ScenarioError> {
+    fn torus_ring(&self, t: &TorusRing, field: &str) -> Result<BodyParts, ScenarioError> {
         if t.n < 3 {
             return Err(self.invalid(format!("{field}.n"), format!("a ring needs at least 3 particles, got {}", t.n)));
         }
