@@ -114,3 +114,97 @@ impl CellGrid {
         }
     }
 }
+
+/// Verlet neighbour list on top of the grid: for each particle, the partners `j` within
+/// `r_i + r_j + skin` at the last rebuild, sorted by index. It stays valid (contains every
+/// overlapping pair) until some particle has moved more than `skin/2` since the rebuild, which is
+/// checked every step. Rebuilds are linear (through the grid) and deterministic.
+#[derive(Clone, Debug, Default)]
+pub struct NeighbourList {
+    skin: f64,
+    grid: CellGrid,
+    /// Partners of particle `i`: `list[offsets[i]..offsets[i+1]]`.
+    offsets: Vec<u32>,
+    list: Vec<u32>,
+    x_at_build: Vec<DVec3>,
+    built: bool,
+    rebuilds: u64,
+}
+
+impl NeighbourList {
+    /// A list for `n` particles with largest radius `r_max` and the given skin (> 0).
+    pub fn new(n: usize, r_max: f64, skin: f64) -> NeighbourList {
+        NeighbourList {
+            skin,
+            grid: CellGrid::new(n, (2.0 * r_max + skin).max(f64::MIN_POSITIVE)),
+            offsets: vec![0; n + 1],
+            list: Vec::new(),
+            x_at_build: vec![DVec3::ZERO; n],
+            built: false,
+            rebuilds: 0,
+        }
+    }
+
+    /// Number of rebuilds so far.
+    pub fn rebuilds(&self) -> u64 {
+        self.rebuilds
+    }
+
+    /// Rebuilds the list if any particle moved more than `skin/2` since the last rebuild (or a
+    /// position became non-finite). Fails with the first particle the grid cannot place.
+    pub fn update(&mut self, x: impl Fn(usize) -> DVec3 + Sync, radius: &[f64]) -> Result<(), usize> {
+        let half = 0.5 * self.skin;
+        let x0 = &self.x_at_build;
+        let n = x0.len();
+        // NaN distances compare false, so a non-finite position forces a rebuild (and an error).
+        let moved =
+            |i: usize| (x(i) - x0[i]).length_squared().partial_cmp(&(half * half)) != Some(std::cmp::Ordering::Less);
+        let stale = !self.built || if n < 2048 { (0..n).any(moved) } else { (0..n).into_par_iter().any(moved) };
+        if stale {
+            self.rebuild(x, radius)?;
+        }
+        Ok(())
+    }
+
+    fn rebuild(&mut self, x: impl Fn(usize) -> DVec3 + Sync, radius: &[f64]) -> Result<(), usize> {
+        self.grid.build(&x)?;
+        let grid = &self.grid;
+        let n = self.x_at_build.len();
+        let skin = self.skin;
+        let partners = |i: usize| {
+            let mut p = Vec::new();
+            let xi = x(i);
+            grid.for_each_neighbour(i, |j| {
+                let reach = radius[i] + radius[j] + skin;
+                if (xi - x(j)).length_squared() < reach * reach {
+                    p.push(j as u32);
+                }
+            });
+            p.sort_unstable();
+            p
+        };
+        let per: Vec<Vec<u32>> = if n < 2048 {
+            (0..n).map(partners).collect()
+        } else {
+            (0..n).into_par_iter().with_min_len(512).map(partners).collect()
+        };
+        self.list.clear();
+        for (i, p) in per.iter().enumerate() {
+            self.offsets[i] = self.list.len() as u32;
+            self.list.extend_from_slice(p);
+        }
+        self.offsets[n] = self.list.len() as u32;
+        for (i, x0) in self.x_at_build.iter_mut().enumerate() {
+            *x0 = x(i);
+        }
+        self.built = true;
+        self.rebuilds += 1;
+        Ok(())
+    }
+
+    /// The candidate partners of particle `i`, by increasing index.
+    #[inline]
+    pub fn partners(&self, i: usize) -> &[u32] {
+        &self.list[self.offsets[i] as usize..self.offsets[i + 1] as usize]
+    }
+}

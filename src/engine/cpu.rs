@@ -9,7 +9,7 @@
 use super::{Engine, EngineInfo, Precision};
 use crate::diagnostics::Diagnostics;
 use crate::error::EngineError;
-use crate::grid::CellGrid;
+use crate::grid::NeighbourList;
 use crate::integrator::{self, Integrator, Kinematics};
 use crate::interactions::{BondOut, contact, gravity, pendulum, wall};
 use crate::model::{Bond, Model, Params, bond_terms};
@@ -64,7 +64,7 @@ pub struct CpuEngine {
     inc_entries: Vec<u32>,
     bond_out: Vec<BondOut>,
     acc: Vec<ParticleAcc>,
-    grid: CellGrid,
+    neighbours: NeighbourList,
     step: u64,
     diag: Diagnostics,
 }
@@ -78,8 +78,8 @@ impl CpuEngine {
         let inv =
             |a: &[f64]| -> Vec<f64> { a.iter().zip(&p.fixed).map(|(m, &f)| if f { 0.0 } else { 1.0 / m }).collect() };
         let (inc_offsets, inc_entries) = model.incidence();
-        // Contact partners are at most r_i + r_j ≤ 2 r_max apart.
-        let cell = (2.0 * model.max_radius()).max(f64::MIN_POSITIVE);
+        // A skin of 0.3 r_max: the list is rebuilt after a particle moves 0.15 r_max.
+        let r_max = model.max_radius();
         let mut e = CpuEngine {
             integrator,
             dt,
@@ -96,7 +96,7 @@ impl CpuEngine {
             inc_entries,
             bond_out: vec![BondOut::default(); model.bonds.len()],
             acc: vec![ParticleAcc::default(); n],
-            grid: CellGrid::new(n, cell),
+            neighbours: NeighbourList::new(n, r_max, (0.3 * r_max).max(f64::MIN_POSITIVE)),
             step: 0,
             diag: Diagnostics::default(),
         };
@@ -115,6 +115,11 @@ impl CpuEngine {
         self.diag
     }
 
+    /// How many times the contact neighbour list was rebuilt.
+    pub fn neighbour_rebuilds(&self) -> u64 {
+        self.neighbours.rebuilds()
+    }
+
     fn time(&self) -> f64 {
         self.step as f64 * self.dt
     }
@@ -123,8 +128,15 @@ impl CpuEngine {
     fn evaluate(&mut self) -> Result<(), EngineError> {
         let step = self.step;
         let t = self.time();
-        self.grid.build_checked(&self.kin, step, t)?;
         let kin = &self.kin;
+        self.neighbours.update(|i| kin[i].x, &self.radius).map_err(|i| {
+            let x = kin[i].x;
+            if x.is_finite() {
+                EngineError::OutOfRange { particle: i, step, position: format!("{x}") }
+            } else {
+                EngineError::NonFinite { particle: i, step, t, what: format!("position {x}") }
+            }
+        })?;
         let prm = &self.params;
         let bonds = &self.bonds;
         for_each_indexed(&mut self.bond_out, |k, out| {
@@ -134,7 +146,7 @@ impl CpuEngine {
         });
         let bond_out = &self.bond_out;
         let (off, ent) = (&self.inc_offsets, &self.inc_entries);
-        let (radius, mass, grid) = (&self.radius, &self.mass, &self.grid);
+        let (radius, mass, nbr) = (&self.radius, &self.mass, &self.neighbours);
         for_each_indexed(&mut self.acc, |i, acc| {
             let (mut fi, mut mi) = (DVec3::ZERO, DVec3::ZERO);
             for &e in &ent[off[i] as usize..off[i + 1] as usize] {
@@ -149,13 +161,14 @@ impl CpuEngine {
             }
             let xi = kin[i].x;
             let mut u_contact = 0.0;
-            grid.for_each_neighbour(i, |j| {
+            for &j in nbr.partners(i) {
+                let j = j as usize;
                 let c = contact(xi - kin[j].x, radius[i] + radius[j], prm.k_contact);
                 fi += c.force;
                 if j > i {
                     u_contact += c.energy;
                 }
-            });
+            }
             let mut u_wall = 0.0;
             for w in &prm.walls {
                 let c = wall(xi, radius[i], w.point, w.normal, prm.k_wall);
@@ -261,20 +274,6 @@ impl CpuEngine {
                 ),
             }),
         }
-    }
-}
-
-impl CellGrid {
-    /// Builds the grid from particle positions, turning a bad position into an engine error.
-    fn build_checked(&mut self, kin: &[Kinematics], step: u64, t: f64) -> Result<(), EngineError> {
-        self.build(|i| kin[i].x).map_err(|i| {
-            let x = kin[i].x;
-            if x.is_finite() {
-                EngineError::OutOfRange { particle: i, step, position: format!("{x}") }
-            } else {
-                EngineError::NonFinite { particle: i, step, t, what: format!("position {x}") }
-            }
-        })
     }
 }
 
