@@ -7,8 +7,7 @@ use serde::Serialize;
 use std::sync::{Arc, Mutex};
 
 /// Backends this engine accepts.
-pub const BACKENDS: wgpu::Backends =
-    wgpu::Backends::VULKAN.union(wgpu::Backends::METAL).union(wgpu::Backends::DX12);
+pub const BACKENDS: wgpu::Backends = wgpu::Backends::VULKAN.union(wgpu::Backends::METAL).union(wgpu::Backends::DX12);
 
 /// Which adapters `GpuEngine::new` may use.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -97,7 +96,7 @@ pub struct GpuContext {
 }
 
 /// Storage buffers the widest kernel (`particle`) binds.
-pub const STORAGE_BUFFERS_NEEDED: u32 = 17;
+pub const STORAGE_BUFFERS_NEEDED: u32 = 18;
 
 impl GpuContext {
     /// Picks an adapter and opens a device with the adapter's own limits (wgpu's defaults cap

@@ -42,7 +42,11 @@ pub const KERNEL_FILES: &[KernelFile] = &[
         source: include_str!("../../shaders/grid_build.wgsl"),
         entry_points: &["grid_count", "grid_scatter", "grid_order"],
     },
-    KernelFile { name: "scan", source: include_str!("../../shaders/scan.wgsl"), entry_points: &["scan_blocks", "scan_add"] },
+    KernelFile {
+        name: "scan",
+        source: include_str!("../../shaders/scan.wgsl"),
+        entry_points: &["scan_blocks", "scan_add"],
+    },
     KernelFile { name: "bonds", source: include_str!("../../shaders/bonds.wgsl"), entry_points: &["bonds"] },
     KernelFile { name: "particle", source: include_str!("../../shaders/particle.wgsl"), entry_points: &["particle"] },
     KernelFile {

@@ -1,0 +1,71 @@
+//! Shared helpers of the GPU tests: engines for a scenario, and max differences between runs.
+
+#![allow(dead_code)]
+
+use rrpdem::diagnostics::Diagnostics;
+use rrpdem::engine::{CpuEngine, Engine, Precision};
+use rrpdem::gpu::{AdapterChoice, GpuEngine};
+use rrpdem::integrator::{Integrator, Kinematics};
+use rrpdem::model::Model;
+use rrpdem::scenario::Scenario;
+use std::path::Path;
+
+/// Loads a scenario of `scenarios/` and builds its model.
+pub fn scenario_model(name: &str) -> (Scenario, Model) {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios").join(name);
+    let s = Scenario::load(&path).unwrap_or_else(|e| panic!("{e}"));
+    let m = s.build_model().unwrap_or_else(|e| panic!("{e}"));
+    (s, m)
+}
+
+/// Builds a scenario from JSON text.
+pub fn model_from_json(text: &str) -> (Scenario, Model) {
+    let s = Scenario::from_json(text, Path::new("inline.json")).unwrap_or_else(|e| panic!("{e}"));
+    let m = s.build_model().unwrap_or_else(|e| panic!("{e}"));
+    (s, m)
+}
+
+/// A GPU engine on any adapter. Fails (never skips) without one: these tests must run in CI.
+pub fn gpu(model: &Model, integrator: Integrator, dt: f64, precision: Precision) -> GpuEngine {
+    GpuEngine::new(model, integrator, dt, precision, AdapterChoice::Any).unwrap_or_else(|e| {
+        panic!("GPU engine unavailable: {e}\n(the GPU tests need an adapter: apt-get install mesa-vulkan-drivers libvulkan1)")
+    })
+}
+
+pub fn cpu(model: &Model, integrator: Integrator, dt: f64) -> CpuEngine {
+    CpuEngine::new(model, integrator, dt).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// Largest |x_gpu − x_cpu| over all particles.
+pub fn max_position_diff(a: &[Kinematics], b: &[Kinematics]) -> f64 {
+    assert_eq!(a.len(), b.len());
+    a.iter().zip(b).map(|(p, q)| (p.x - q.x).abs().max_element()).fold(0.0, f64::max)
+}
+
+/// Largest difference of any velocity, angular velocity or attitude component.
+pub fn max_motion_diff(a: &[Kinematics], b: &[Kinematics]) -> f64 {
+    a.iter()
+        .zip(b)
+        .map(|(p, q)| {
+            let dq = (p.q - q.q).length().min((p.q + q.q).length());
+            (p.v - q.v).abs().max_element().max((p.w - q.w).abs().max_element()).max(dq)
+        })
+        .fold(0.0, f64::max)
+}
+
+/// Largest difference of the energy components and momenta.
+pub fn max_energy_diff(a: &Diagnostics, b: &Diagnostics) -> f64 {
+    let e = a.components().iter().zip(b.components()).map(|(x, y)| (x - y).abs()).fold(0.0, f64::max);
+    let m = [(a.p, b.p), (a.s, b.s), (a.l, b.l)].iter().map(|(x, y)| (*x - *y).abs().max_element()).fold(0.0, f64::max);
+    e.max(m)
+}
+
+/// Runs both engines `steps` steps and returns (max position diff, max motion diff, max energy diff).
+pub fn compare(gpu: &mut dyn Engine, cpu: &mut dyn Engine, steps: u64) -> (f64, f64, f64) {
+    gpu.advance(steps).unwrap_or_else(|e| panic!("gpu: {e}"));
+    cpu.advance(steps).unwrap_or_else(|e| panic!("cpu: {e}"));
+    let (sg, sc) = (gpu.snapshot().unwrap(), cpu.snapshot().unwrap());
+    let (dg, dc) = (gpu.diagnostics().unwrap(), cpu.diagnostics().unwrap());
+    assert_eq!(dg.step, dc.step);
+    (max_position_diff(&sg, &sc), max_motion_diff(&sg, &sc), max_energy_diff(&dg, &dc))
+}
