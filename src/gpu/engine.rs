@@ -8,9 +8,12 @@
 //! full-step whenever diagnostics are read. The first step of a batch starts from full-step
 //! velocities and the forces of the current state (evaluated once in `new`).
 //!
-//! NOTE: positions are absolute, in the engine's real type. In f32 that resolves overlaps to
-//! about 1e-7 of the distance from the origin, ample for scenarios of the paper's size; large
-//! domains in f32 would want positions relative to a cell.
+//! NOTE: positions are stored in the engine's real type relative to an origin: the centre of the
+//! initial bounding box in f32 (halving |x| and so the drift round-off for the paper's torus,
+//! whose f32 parity needs it), zero in f64. f32 then resolves overlaps to about 1e-7 of the
+//! distance from that origin, ample for scenarios of the paper's size; large domains in f32
+//! would want positions relative to a cell. The host adds the origin back in snapshots, in `L`
+//! (`o × P`) and in the gravity energy (`−M g·o`).
 
 use super::context::{AdapterChoice, GpuContext};
 use super::error::GpuError;
@@ -28,6 +31,14 @@ use glam::{DQuat, DVec3};
 /// Steps recorded per command buffer (bounds encoder memory; submits are not waited on).
 const STEPS_PER_SUBMIT: u64 = 256;
 
+/// Tuning options of `GpuEngine::with_options`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct GpuOptions {
+    /// Caps the workgroups per dispatch dimension below the adapter's limit, so that the 2-D
+    /// folding of large dispatches can be exercised on small systems.
+    pub max_workgroups_per_dimension: Option<u32>,
+}
+
 pub struct GpuEngine {
     ctx: GpuContext,
     pipe: DemPipeline,
@@ -37,6 +48,9 @@ pub struct GpuEngine {
     precision: Precision,
     params: crate::model::Params,
     inv_cell: f64,
+    /// Origin of the stored positions (see the module note).
+    origin: DVec3,
+    total_mass: f64,
     step: u64,
     diag: Diagnostics,
 }
@@ -49,6 +63,18 @@ impl GpuEngine {
         dt: f64,
         precision: Precision,
         adapter: AdapterChoice,
+    ) -> Result<GpuEngine, GpuError> {
+        GpuEngine::with_options(model, integrator, dt, precision, adapter, GpuOptions::default())
+    }
+
+    /// `new` with tuning options (tests use them to force folded dispatches).
+    pub fn with_options(
+        model: &Model,
+        integrator: Integrator,
+        dt: f64,
+        precision: Precision,
+        adapter: AdapterChoice,
+        options: GpuOptions,
     ) -> Result<GpuEngine, GpuError> {
         let ctx = GpuContext::new(adapter, precision)?;
         let n = model.particles.len() as u64;
@@ -64,13 +90,19 @@ impl GpuEngine {
                 });
             }
         }
-        let pipe = DemPipeline::new(&ctx.device, precision, ctx.limits.max_compute_workgroups_per_dimension)?;
+        let max_groups = ctx.limits.max_compute_workgroups_per_dimension;
+        let max_groups = options.max_workgroups_per_dimension.map_or(max_groups, |m| m.clamp(1, max_groups));
+        let pipe = DemPipeline::new(&ctx.device, precision, max_groups)?;
         // Contact partners are at most r_i + r_j ≤ 2 r_max apart (as in the CPU engine).
         let cell = (2.0 * model.max_radius()).max(f64::MIN_POSITIVE);
-        let engine_params = GpuEngineParams { model, integrator, dt, precision, inv_cell: 1.0 / cell };
+        let origin = match precision {
+            Precision::F32 => bounding_box_centre(&model.particles.x),
+            Precision::F64 => DVec3::ZERO,
+        };
+        let engine_params = GpuEngineParams { model, integrator, dt, precision, inv_cell: 1.0 / cell, origin };
         let params_bytes = engine_params.bytes(0);
         let walls_bytes = engine_params.walls();
-        let state = DemState::new(&ctx.device, &pipe, model, &params_bytes, &walls_bytes)?;
+        let state = DemState::new(&ctx.device, &pipe, model, &params_bytes, &walls_bytes, origin)?;
         ctx.take_error()?;
         let inv_cell = engine_params.inv_cell;
         let mut e = GpuEngine {
@@ -82,6 +114,8 @@ impl GpuEngine {
             precision,
             params: model.params.clone(),
             inv_cell,
+            origin,
+            total_mass: model.particles.mass.iter().sum(),
             step: 0,
             diag: Diagnostics::default(),
         };
@@ -147,7 +181,7 @@ impl GpuEngine {
             self.step = step;
             let a = self.state.read_arrays(&self.ctx.device, &self.ctx.queue, &["pos", "vel", "omega", "force"])?;
             let v = |k: usize| DVec3::new(a[k][4 * particle], a[k][4 * particle + 1], a[k][4 * particle + 2]);
-            let x = v(0);
+            let x = v(0) + self.origin;
             return Err(if x.is_finite() && v(1).is_finite() && v(2).is_finite() && v(3).is_finite() {
                 EngineError::OutOfRange { particle, step, position: format!("{x}") }
             } else {
@@ -160,7 +194,12 @@ impl GpuEngine {
             });
         }
         self.step = start + steps;
-        self.diag = diagnostics_from_record(&rec, self.step, self.time(self.step));
+        let mut d = diagnostics_from_record(&rec, self.step, self.time(self.step));
+        d.l += self.origin.cross(d.p);
+        if self.params.gravity != DVec3::ZERO {
+            d.u_gravity -= self.total_mass * self.params.gravity.dot(self.origin);
+        }
+        self.diag = d;
         Ok(())
     }
 
@@ -192,6 +231,7 @@ struct GpuEngineParams<'a> {
     dt: f64,
     precision: Precision,
     inv_cell: f64,
+    origin: DVec3,
 }
 
 impl GpuEngineParams<'_> {
@@ -210,7 +250,14 @@ impl GpuEngineParams<'_> {
     }
 
     fn walls(&self) -> Vec<u8> {
-        let w = &self.model.params.walls;
+        let o = self.origin;
+        let w: Vec<crate::interactions::Wall> = self
+            .model
+            .params
+            .walls
+            .iter()
+            .map(|w| crate::interactions::Wall { point: w.point - o, normal: w.normal })
+            .collect();
         match self.precision {
             Precision::F32 => {
                 let v: Vec<WallGpu32> = w
@@ -241,6 +288,15 @@ fn params_bytes(inputs: &ParamInputs<'_>, precision: Precision, batch_len: u32) 
         Precision::F32 => bytemuck::bytes_of(&SimParams32 { batch_len, ..SimParams32::new(inputs) }).to_vec(),
         Precision::F64 => bytemuck::bytes_of(&SimParams64 { batch_len, ..SimParams64::new(inputs) }).to_vec(),
     }
+}
+
+/// Centre of the bounding box of the positions (zero for no particles).
+fn bounding_box_centre(x: &[DVec3]) -> DVec3 {
+    if x.is_empty() {
+        return DVec3::ZERO;
+    }
+    let (lo, hi) = x.iter().fold((x[0], x[0]), |(lo, hi), p| (lo.min(*p), hi.max(*p)));
+    0.5 * (lo + hi)
 }
 
 /// Diagnostics from a reduced record (layout in shaders/reduce.wgsl).
@@ -300,7 +356,7 @@ impl Engine for GpuEngine {
         let v = |k: usize, i: usize| DVec3::new(a[k][4 * i], a[k][4 * i + 1], a[k][4 * i + 2]);
         Ok((0..self.state.n as usize)
             .map(|i| Kinematics {
-                x: v(0, i),
+                x: v(0, i) + self.origin,
                 v: v(1, i),
                 q: DQuat::from_xyzw(a[2][4 * i], a[2][4 * i + 1], a[2][4 * i + 2], a[2][4 * i + 3]),
                 w: v(3, i),

@@ -105,6 +105,7 @@ impl DemState {
         model: &Model,
         params_bytes: &[u8],
         walls_bytes: &[u8],
+        origin: glam::DVec3,
     ) -> Result<DemState, GpuError> {
         let precision = pipe.precision;
         let rs = real_size(precision);
@@ -114,7 +115,10 @@ impl DemState {
         let buckets = (2 * n.max(1)).next_power_of_two();
         let v4 = |f: &dyn Fn(usize) -> [f64; 4]| -> Vec<f64> { (0..n).flat_map(f).collect() };
         let inv = |x: f64, fixed: bool| if fixed { 0.0 } else { 1.0 / x };
-        let pos = v4(&|i| [p.x[i].x, p.x[i].y, p.x[i].z, p.radius[i]]);
+        let pos = v4(&|i| {
+            let x = p.x[i] - origin;
+            [x.x, x.y, x.z, p.radius[i]]
+        });
         let vel = v4(&|i| [p.v[i].x, p.v[i].y, p.v[i].z, 0.0]);
         let quat = v4(&|i| p.q[i].to_array());
         let omega = v4(&|i| [p.w[i].x, p.w[i].y, p.w[i].z, 0.0]);
