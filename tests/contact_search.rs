@@ -1,0 +1,90 @@
+//! The contact search finds exactly the overlapping pairs a brute-force search finds (hash
+//! collisions, negative and far-away cells, polydisperse radii), and the CPU engine's results
+//! do not depend on the number of threads.
+
+mod common;
+use common::{Rng, scenario_from};
+use glam::DVec3;
+use rrpdem::engine::{CpuEngine, Engine};
+use rrpdem::grid::NeighbourList;
+use rrpdem::integrator::Integrator;
+use std::collections::BTreeSet;
+
+fn overlapping_pairs_brute(x: &[DVec3], r: &[f64]) -> BTreeSet<(usize, usize)> {
+    let mut s = BTreeSet::new();
+    for i in 0..x.len() {
+        for j in i + 1..x.len() {
+            if (x[i] - x[j]).length() < r[i] + r[j] {
+                s.insert((i, j));
+            }
+        }
+    }
+    s
+}
+
+#[test]
+fn neighbour_list_finds_every_overlap_and_only_once() {
+    let mut rng = Rng(7);
+    for (n, spread, offset) in [(3000usize, 12.0, DVec3::ZERO), (2500, 10.0, DVec3::new(-3.0e5, 2.0e5, -7.5e5))] {
+        let r: Vec<f64> = (0..n).map(|_| rng.range(0.1, 0.5)).collect();
+        let mut x: Vec<DVec3> = (0..n)
+            .map(|_| {
+                offset + DVec3::new(rng.range(-spread, spread), rng.range(-spread, spread), rng.range(-spread, spread))
+            })
+            .collect();
+        let mut list = NeighbourList::new(n, 0.5, 0.15);
+        for round in 0..4 {
+            list.update(|i| x[i], &r).unwrap();
+            let mut found = BTreeSet::new();
+            for i in 0..n {
+                let p = list.partners(i);
+                assert!(p.windows(2).all(|w| w[0] < w[1]), "partners sorted, no duplicates");
+                for &j in p {
+                    let j = j as usize;
+                    assert_ne!(i, j);
+                    if (x[i] - x[j]).length() < r[i] + r[j] {
+                        found.insert((i.min(j), i.max(j)));
+                    }
+                }
+            }
+            let brute = overlapping_pairs_brute(&x, &r);
+            assert!(brute.len() > 100, "the test needs overlaps ({})", brute.len());
+            assert_eq!(found, brute, "round {round}");
+            // Move every particle by less than skin/2 (no rebuild) or more (rebuild): the list
+            // must stay complete either way.
+            let step = if round % 2 == 0 { 0.07 } else { 0.4 };
+            for xi in x.iter_mut() {
+                *xi += rng.unit() * rng.range(0.0, step);
+            }
+        }
+        assert!(list.rebuilds() >= 2, "rebuilt after large moves ({})", list.rebuilds());
+    }
+}
+
+#[test]
+fn cpu_results_do_not_depend_on_thread_count() {
+    // 6000 particles, above the size where loops go parallel; contacts and bonds both active.
+    let json = r#"{"name": "det", "dt": 1e-3, "t_end": 1, "shear": "objective",
+        "particle": {"mass": 1, "inertia": 0.4},
+        "stiffness": {"bending": 10, "axial": 200, "shear": 200, "contact": 2100},
+        "walls": [{"point": [0, 0, 0], "normal": [1, 0, 0]}],
+        "bodies": [{"type": "torus_ring", "n": 6000, "particle_diameter": 1, "velocity": [-1, 0.2, 0]},
+                   {"type": "torus_ring", "n": 3000, "particle_diameter": 1, "center": [40, 960, 0], "axis": [0, 1, 0], "velocity": [0, -2, 0.1]}]}"#;
+    let model = scenario_from(json).build_model().unwrap();
+    let run = |threads: usize| {
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
+        pool.install(|| {
+            let mut e = CpuEngine::new(&model, Integrator::RrpNewmark, 2e-3).unwrap();
+            e.advance(40).unwrap();
+            (e.snapshot().unwrap(), e.diagnostics().unwrap())
+        })
+    };
+    let (s1, d1) = run(1);
+    let (s2, d2) = run(2);
+    let (s3, d3) = run(3);
+    assert!(d1.u_wall > 0.0 && d1.u_contact > 0.0, "wall and contacts active");
+    assert_eq!(s1, s2);
+    assert_eq!(s1, s3);
+    assert_eq!(d1, d2);
+    assert_eq!(d1, d3);
+}
