@@ -4,9 +4,10 @@ use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand};
 use rrpdem::converge::{self, CONVERGE_HEADER};
 use rrpdem::diagnostics::Diagnostics;
-use rrpdem::engine::{CpuEngine, Engine};
+use rrpdem::engine::{self, CpuEngine, Precision};
 use rrpdem::integrator::Integrator;
 use rrpdem::run::{self, Summary};
+use rrpdem::scenario::Backend;
 use rrpdem::scenario::Scenario;
 use rrpdem::stability;
 use std::io::IsTerminal;
@@ -38,6 +39,21 @@ enum Command {
         #[arg(long)]
         record_every: Option<u64>,
     },
+    /// Run a scenario on the CPU reference and on a GPU side by side and print their differences.
+    Compare {
+        scenario: PathBuf,
+        /// Steps to take with both engines.
+        #[arg(long, default_value_t = 1000)]
+        steps: u64,
+        /// GPU precision.
+        #[arg(long, value_enum, default_value = "f64")]
+        precision: PrecisionArg,
+        /// rrp-newmark | rrp-exact | campello [default: the scenario's].
+        #[arg(long)]
+        integrator: Option<Integrator>,
+    },
+    /// List the GPU adapters wgpu finds, with backend, type, f64 support and limits.
+    Info,
     /// Convergence study: error norms and observed orders for several time steps.
     Converge {
         scenario: PathBuf,
@@ -77,9 +93,43 @@ struct Overrides {
     /// Run even when dt exceeds the stability estimate.
     #[arg(long)]
     force: bool,
+    /// Engine: auto (a hardware GPU if there is one, else the CPU), cpu, gpu (software adapters too).
+    #[arg(long, value_enum)]
+    backend: Option<BackendArg>,
+    /// GPU precision (the CPU engine is always f64) [default: f32 on a GPU].
+    #[arg(long, value_enum)]
+    precision: Option<PrecisionArg>,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum BackendArg {
+    Auto,
+    Cpu,
+    Gpu,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum PrecisionArg {
+    F32,
+    F64,
+}
+
+impl From<PrecisionArg> for Precision {
+    fn from(p: PrecisionArg) -> Precision {
+        match p {
+            PrecisionArg::F32 => Precision::F32,
+            PrecisionArg::F64 => Precision::F64,
+        }
+    }
 }
 
 fn main() {
+    // Mesa's device-select Vulkan layer prints a harmless XDG_RUNTIME_DIR complaint per instance
+    // on headless machines; the engine enumerates adapters itself, so the layer is not needed.
+    if std::env::var_os("NODEVICE_SELECT").is_none() {
+        // SAFETY: set before any other thread exists (first statement of main).
+        unsafe { std::env::set_var("NODEVICE_SELECT", "1") };
+    }
     if let Err(e) = real_main() {
         eprintln!("error: {e:#}");
         std::process::exit(1);
@@ -90,6 +140,10 @@ fn real_main() -> Result<()> {
     let cli = Cli::parse();
     match cli.command {
         Command::Run { scenario, out, over, record_every } => cmd_run(&scenario, out, &over, record_every),
+        Command::Compare { scenario, steps, precision, integrator } => {
+            cmd_compare(&scenario, steps, precision.into(), integrator)
+        }
+        Command::Info => cmd_info(),
         Command::Converge { scenario, dt, levels, integrator, t_end, ref_factor, out } => {
             cmd_converge(&scenario, dt, levels, integrator, t_end, ref_factor, out)
         }
@@ -109,6 +163,16 @@ fn load(path: &Path, over: &Overrides) -> Result<Scenario> {
         s.t_end = t;
     }
     s.force_dt |= over.force;
+    if let Some(b) = over.backend {
+        s.backend = match b {
+            BackendArg::Auto => Backend::Auto,
+            BackendArg::Cpu => Backend::Cpu,
+            BackendArg::Gpu => Backend::Gpu,
+        };
+    }
+    if let Some(p) = over.precision {
+        s.precision = Some(p.into());
+    }
     s.validate().context("after applying the command-line overrides")?;
     Ok(s)
 }
@@ -123,7 +187,7 @@ fn cmd_run(path: &Path, out: Option<PathBuf>, over: &Overrides, record_every: Op
     let est = stability::estimate(&model);
     check_step(&scenario, &est)?;
     let out_dir = out.unwrap_or_else(|| Path::new("out").join(&scenario.name));
-    let mut engine = CpuEngine::new(&model, scenario.integrator, scenario.dt)?;
+    let mut engine = engine::create(&model, scenario.integrator, scenario.dt, scenario.backend, scenario.precision)?;
     eprintln!(
         "rrpdem: {} — {} particles, {} bonds, {} steps of {} with {} on {}",
         scenario.name,
@@ -134,7 +198,7 @@ fn cmd_run(path: &Path, out: Option<PathBuf>, over: &Overrides, record_every: Op
         scenario.integrator,
         engine.info().device
     );
-    let summary = run::run(&scenario, &model, &mut engine, est, &out_dir, std::io::stderr().is_terminal())?;
+    let summary = run::run(&scenario, &model, engine.as_mut(), est, &out_dir, std::io::stderr().is_terminal())?;
     print_summary(&summary, &out_dir);
     Ok(())
 }
@@ -198,6 +262,50 @@ fn print_summary(s: &Summary, out: &Path) {
         b.conserved_drift_l
     );
     println!("outputs         {}/{{series.csv, final_state.csv, summary.json}}", out.display());
+}
+
+fn cmd_info() -> Result<()> {
+    let adapters = rrpdem::gpu::list_adapters();
+    println!("CPU engine      f64, {} rayon threads", rayon::current_num_threads());
+    if adapters.is_empty() {
+        println!("GPU adapters    none ({})", rrpdem::gpu::error::INSTALL_HINT);
+    }
+    for (k, a) in adapters.iter().enumerate() {
+        println!("GPU adapter {k}   {} ({}, {}, driver {})", a.name, a.backend, a.device_type, a.driver);
+        println!(
+            "                f64: {}  max buffer {} MiB  max storage binding {} MiB  storage buffers/stage {}  workgroups/dim {}",
+            if a.f64 { "yes" } else { "no" },
+            a.max_buffer_size >> 20,
+            a.max_storage_buffer_binding_size >> 20,
+            a.max_storage_buffers_per_stage,
+            a.max_workgroups_per_dimension
+        );
+    }
+    println!(
+        "--backend auto  would use {}",
+        if rrpdem::gpu::hardware_adapter_available() { "the hardware GPU" } else { "the CPU engine (no hardware GPU)" }
+    );
+    Ok(())
+}
+
+fn cmd_compare(path: &Path, steps: u64, precision: Precision, integrator: Option<Integrator>) -> Result<()> {
+    let mut scenario = Scenario::load(path)?;
+    if let Some(i) = integrator {
+        scenario.integrator = i;
+    }
+    let model = scenario.build_model()?;
+    check_step(&scenario, &stability::estimate(&model))?;
+    let mut cpu = CpuEngine::new(&model, scenario.integrator, scenario.dt)?;
+    let mut gpu = engine::create(&model, scenario.integrator, scenario.dt, Backend::Gpu, Some(precision))?;
+    let info = gpu.info();
+    eprintln!("rrpdem compare: {} — {} steps of {} with {}", scenario.name, steps, scenario.dt, scenario.integrator);
+    let diffs = rrpdem::compare::compare(&mut cpu, gpu.as_mut(), steps)?;
+    println!("CPU f64 reference vs GPU {} on {}", info.precision.as_str(), info.device);
+    println!("{:<18} {:>12} {:>12} {:>12}  where", "quantity", "max |diff|", "scale", "relative");
+    for d in &diffs {
+        println!("{:<18} {:>12.3e} {:>12.4e} {:>12.3e}  {}", d.quantity, d.max_abs, d.scale, d.max_rel, d.at);
+    }
+    Ok(())
 }
 
 fn cmd_converge(

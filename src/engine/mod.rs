@@ -50,3 +50,33 @@ pub trait Engine {
     /// Full particle state at the current step, in f64.
     fn snapshot(&mut self) -> Result<Vec<Kinematics>, EngineError>;
 }
+
+/// Creates the engine a run asked for.
+///
+/// `cpu`: the f64 reference (asking it for f32 is an error). `gpu`: any Vulkan/Metal/DX12
+/// adapter, software ones included, f32 unless `f64` is asked for. `auto`: a hardware GPU when
+/// there is one, otherwise the CPU engine.
+pub fn create(
+    model: &crate::model::Model,
+    integrator: crate::integrator::Integrator,
+    dt: f64,
+    backend: crate::scenario::Backend,
+    precision: Option<Precision>,
+) -> Result<Box<dyn Engine>, EngineError> {
+    use crate::gpu::{AdapterChoice, GpuEngine, hardware_adapter_available};
+    use crate::scenario::Backend;
+    let gpu = |choice| -> Result<Box<dyn Engine>, EngineError> {
+        Ok(Box::new(GpuEngine::new(model, integrator, dt, precision.unwrap_or(Precision::F32), choice)?))
+    };
+    match backend {
+        Backend::Cpu => match precision {
+            Some(Precision::F32) => Err(EngineError::Gpu(
+                "precision f32 is only offered by the GPU engine; the CPU engine computes in f64".into(),
+            )),
+            _ => Ok(Box::new(CpuEngine::new(model, integrator, dt)?)),
+        },
+        Backend::Gpu => gpu(AdapterChoice::Any),
+        Backend::Auto if hardware_adapter_available() => gpu(AdapterChoice::HardwareOnly),
+        Backend::Auto => Ok(Box::new(CpuEngine::new(model, integrator, dt)?)),
+    }
+}
