@@ -3,16 +3,21 @@
 #![allow(dead_code)]
 
 use glam::{DQuat, DVec3};
-use rrpdem::engine::{CpuEngine, Engine};
+use rrpdem::engine::{CpuEngine, Engine, Precision};
+use rrpdem::gpu::{AdapterChoice, GpuEngine};
 use rrpdem::integrator::Integrator;
 use rrpdem::model::Model;
 use rrpdem::scenario::Scenario;
 use std::path::Path;
 
-/// Every engine the engine-level tests run against, by name. The CPU reference always; the GPU
-/// engine in f64 joins when it is built (see `tests/gpu_*.rs` for its own parity tests).
+/// Every engine the engine-level tests run against, by name: the CPU reference and the GPU
+/// engine in f64 (on lavapipe in CI). A missing adapter fails the test with what to install:
+/// GPU tests are never skipped silently.
 pub fn engines(model: &Model, integrator: Integrator, dt: f64) -> Vec<(String, Box<dyn Engine>)> {
-    vec![("cpu".into(), Box::new(CpuEngine::new(model, integrator, dt).expect("CPU engine")) as Box<dyn Engine>)]
+    let cpu = CpuEngine::new(model, integrator, dt).expect("CPU engine");
+    let gpu = GpuEngine::new(model, integrator, dt, Precision::F64, AdapterChoice::Any)
+        .unwrap_or_else(|e| panic!("GPU engine (f64) unavailable: {e}"));
+    vec![("cpu".into(), Box::new(cpu) as Box<dyn Engine>), ("gpu-f64".into(), Box::new(gpu))]
 }
 
 pub fn scenario(name: &str) -> Scenario {
