@@ -145,3 +145,61 @@ fn converge_prints_orders_and_writes_csv() {
     let csv = std::fs::read_to_string(dir.path().join("converge.csv")).unwrap();
     assert!(csv.starts_with("integrator,dt,steps,E_error,E_order"));
 }
+
+#[test]
+fn gpu_run_writes_the_same_files_and_compare_reports_parity() {
+    let dir = tempfile::tempdir().unwrap();
+    let (cpu, gpu) = (dir.path().join("cpu"), dir.path().join("gpu"));
+    for (out, backend) in [(&cpu, "cpu"), (&gpu, "gpu")] {
+        let o = rrpdem(&[
+            "run",
+            "scenarios/torus_impact.json",
+            "--t-end",
+            "0.2",
+            "--record-every",
+            "20",
+            "--backend",
+            backend,
+            "--precision",
+            "f64",
+            "--out",
+            out.to_str().unwrap(),
+        ]);
+        assert!(o.status.success(), "{backend}: {}", String::from_utf8_lossy(&o.stderr));
+    }
+    // Same files, same headers, same number of rows; numbers agree to round-off after 200 steps.
+    for f in ["series.csv", "final_state.csv"] {
+        let a = std::fs::read_to_string(cpu.join(f)).unwrap();
+        let b = std::fs::read_to_string(gpu.join(f)).unwrap();
+        assert_eq!(a.lines().count(), b.lines().count(), "{f}");
+        assert_eq!(a.lines().next(), b.lines().next(), "{f}");
+        for (la, lb) in a.lines().zip(b.lines()).skip(1) {
+            for (x, y) in la.split(',').zip(lb.split(',')) {
+                let (x, y): (f64, f64) = (x.parse().unwrap(), y.parse().unwrap());
+                // f64 on both, different summation orders: ~1e-13 after 200 steps (V7 bound 1e-10).
+                assert!((x - y).abs() <= 1e-10 * (1.0 + x.abs()), "{f}: {x} vs {y}");
+            }
+        }
+    }
+    let summary = std::fs::read_to_string(gpu.join("summary.json")).unwrap();
+    assert!(summary.contains("\"backend\": \"gpu\"") && summary.contains("\"precision\": \"f64\""), "{summary}");
+
+    let o = rrpdem(&["compare", "scenarios/torus_impact.json", "--steps", "300", "--precision", "f64"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let table = String::from_utf8_lossy(&o.stdout);
+    let mut rows = 0;
+    for line in table.lines().filter(|l| l.starts_with("position") || l.starts_with("E ") || l.starts_with("U_")) {
+        let rel: f64 = line.split_whitespace().nth(3).unwrap().parse().unwrap();
+        assert!(rel <= 1e-10, "{line}");
+        rows += 1;
+    }
+    assert_eq!(rows, 8, "{table}");
+}
+
+#[test]
+fn info_lists_adapters() {
+    let o = rrpdem(&["info"]);
+    assert!(o.status.success());
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(text.contains("GPU adapter 0") && text.contains("f64:"), "{text}");
+}
