@@ -57,3 +57,17 @@ fn an_unstable_run_is_reported_like_on_the_cpu() {
     assert_eq!(where_(&ce), Some((kind, particle, step)), "CPU: {ce}");
     assert_eq!(g.steps_done(), step);
 }
+
+#[test]
+fn a_model_too_large_for_the_bindings_says_how_many_particles_fit() {
+    use rrpdem::gpu::GpuOptions;
+    let (s, m) = scenario_model("torus_impact.json");
+    // 80 particles · 4 f64 · 8 B = 2560 B per particle array; cap bindings at 1024 B.
+    let options = GpuOptions { max_binding_size: Some(1024), ..Default::default() };
+    let e = GpuEngine::with_options(&m, Integrator::RrpNewmark, s.dt, Precision::F64, AdapterChoice::Any, options)
+        .err()
+        .expect("the size check must refuse the model");
+    let msg = e.to_string();
+    assert!(matches!(e, GpuError::TooLarge { max_particles: 32, .. }), "{msg}");
+    assert!(msg.contains("at most 32 particles"), "{msg}");
+}

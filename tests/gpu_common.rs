@@ -87,10 +87,11 @@ impl Lcg {
 }
 
 /// A block of `nx·ny·nz` unit-diameter spheres on a jittered lattice of spacing `spacing`
-/// (< 1 gives overlaps everywhere), random velocities, spins and attitudes; with `bonds`, each
-/// particle is bonded to its +x neighbour. Objective shear, a floor wall and gravity.
+/// (< 1 gives overlaps everywhere), random velocities, spins and attitudes; every 97th particle
+/// is fixed; with `bonds`, each particle is bonded to its +x neighbour. Objective shear, a floor
+/// wall and gravity.
 pub fn lattice_model(nx: usize, ny: usize, nz: usize, spacing: f64, bonds: bool, seed: u64) -> Model {
-    use glam::{DQuat, DVec3};
+    use glam::DVec3;
     use rrpdem::interactions::{ShearVariant, Wall};
     use rrpdem::model::{Params, Particles};
     let mut rng = Lcg(seed);
@@ -101,7 +102,8 @@ pub fn lattice_model(nx: usize, ny: usize, nz: usize, spacing: f64, bonds: bool,
             for x in 0..nx {
                 let pos = DVec3::new(x as f64, y as f64, z as f64 + 0.5) * spacing + rng.vec(0.02);
                 let q = rrpdem::rrp::quat_from_rotation_vector(rng.vec(0.5));
-                p.push(pos, rng.vec(0.5), q, rng.vec(1.0), 1.0 + 0.2 * rng.uniform(), 0.1, 0.5, false);
+                let fixed = idx(x, y, z) % 97 == 0;
+                p.push(pos, rng.vec(0.5), q, rng.vec(1.0), 1.0 + 0.2 * rng.uniform(), 0.1, 0.5, fixed);
             }
         }
     }
@@ -126,6 +128,5 @@ pub fn lattice_model(nx: usize, ny: usize, nz: usize, spacing: f64, bonds: bool,
         gravity: DVec3::new(0.0, 0.0, -1.0),
         pendulum: None,
     };
-    let _ = DQuat::IDENTITY;
     Model::new(p, &pairs, params)
 }

@@ -90,7 +90,7 @@ fn dispatches_folded_into_2d_give_identical_bits() {
     let m = lattice_model(12, 12, 12, 0.97, true, 5);
     let dt = 2e-4;
     let mut plain = gpu(&m, Integrator::RrpNewmark, dt, Precision::F64);
-    let options = GpuOptions { max_workgroups_per_dimension: Some(4) };
+    let options = GpuOptions { max_workgroups_per_dimension: Some(4), ..Default::default() };
     let mut folded =
         GpuEngine::with_options(&m, Integrator::RrpNewmark, dt, Precision::F64, AdapterChoice::Any, options)
             .unwrap_or_else(|e| panic!("{e}"));

@@ -37,6 +37,8 @@ pub struct GpuOptions {
     /// Caps the workgroups per dispatch dimension below the adapter's limit, so that the 2-D
     /// folding of large dispatches can be exercised on small systems.
     pub max_workgroups_per_dimension: Option<u32>,
+    /// Caps the bytes per buffer binding below the adapter's limit (tests of the size check).
+    pub max_binding_size: Option<u64>,
 }
 
 pub struct GpuEngine {
@@ -78,8 +80,9 @@ impl GpuEngine {
     ) -> Result<GpuEngine, GpuError> {
         let ctx = GpuContext::new(adapter, precision)?;
         let n = model.particles.len() as u64;
+        let have = ctx.limits.max_storage_buffer_binding_size.min(ctx.limits.max_buffer_size);
+        let have = options.max_binding_size.map_or(have, |m| m.min(have));
         for (what, need) in state::buffer_sizes(model, precision) {
-            let have = ctx.limits.max_storage_buffer_binding_size.min(ctx.limits.max_buffer_size);
             if need > have {
                 return Err(GpuError::TooLarge {
                     adapter: ctx.adapter_name.clone(),
@@ -150,6 +153,11 @@ impl GpuEngine {
 
     /// Waits for the batch of `steps` steps just submitted, reads status and diagnostics and
     /// turns a recorded failure into the engine error the CPU engine would give.
+    ///
+    /// After a failure every kernel of the batch stops (`frozen()` in shaders/bindings.wgsl):
+    /// positions and attitudes are those of the failing step. For rrp-exact failing after the
+    /// first step of a batch, velocities already carry that step's opening half kick (it was
+    /// fused into the previous step); the error's `value` is computed from them.
     fn finish_batch(&mut self, steps: u64) -> Result<(), EngineError> {
         self.ctx.wait()?;
         self.ctx.take_error()?;
