@@ -1,7 +1,7 @@
 // atan2 for the f64 build. SPIR-V's GLSL.std.450 has no 64-bit atan, so this is Cephes' atan
 // (range reduction to |z| ≤ tan(π/8) ≈ 0.414 and a degree-4/5 rational approximation, relative
 // error ≈ 1e-16), with the quadrant fixed by signs. Checked against Rust's f64::atan2 by
-// tests/gpu_atan2.rs. atan2(±0, ±0) returns 0 and atan2(−0, x < 0) returns +π (signed zeros are
+// tests/gpu_probes.rs. atan2(±0, ±0) returns 0 and atan2(−0, x < 0) returns +π (signed zeros are
 // not distinguished; the callers pass y ≥ 0).
 
 const ATAN_P0: f64 = -8.750608600031904122785e-1;

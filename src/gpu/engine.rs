@@ -373,45 +373,86 @@ impl Engine for GpuEngine {
     }
 }
 
-/// Runs the f64 `atan2_real` of shaders/atan2_f64.wgsl (or the f32 builtin) over `(y, x)` pairs
-/// on an adapter, for the accuracy test.
-pub fn atan2_on_device(pairs: &[(f64, f64)], precision: Precision) -> Result<Vec<f64>, GpuError> {
+/// Runs a probe kernel of shaders/probe.wgsl over `input` (raw bytes of its input array) and
+/// returns the raw bytes of its `out_bytes`-long output, on any adapter.
+fn run_probe(
+    precision: Precision,
+    entry: &str,
+    names: (&str, &str),
+    input: &[u8],
+    out_bytes: usize,
+    items: u32,
+) -> Result<Vec<u8>, GpuError> {
+    use wgpu::util::DeviceExt;
     let ctx = GpuContext::new(AdapterChoice::Any, precision)?;
     let pipe = DemPipeline::new(&ctx.device, precision, ctx.limits.max_compute_workgroups_per_dimension)?;
-    let flat: Vec<f64> = pairs.iter().flat_map(|&(y, x)| [y, x]).collect();
-    let n = pairs.len();
-    let rs = state::real_size(precision);
-    use wgpu::util::DeviceExt;
     let input = ctx.device.create_buffer_init(&wgpu::util::BufferInitDescriptor {
-        label: Some("atan_in"),
-        contents: &state::reals_to_bytes(&flat, precision),
+        label: Some("probe_in"),
+        contents: input,
         usage: wgpu::BufferUsages::STORAGE,
     });
     let output = ctx.device.create_buffer(&wgpu::BufferDescriptor {
-        label: Some("atan_out"),
-        size: (n * rs) as u64,
+        label: Some("probe_out"),
+        size: out_bytes as u64,
         usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC,
         mapped_at_creation: false,
     });
     let staging = ctx.device.create_buffer(&wgpu::BufferDescriptor {
-        label: Some("atan_staging"),
-        size: (n * rs) as u64,
+        label: Some("probe_staging"),
+        size: out_bytes as u64,
         usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
         mapped_at_creation: false,
     });
-    let groups = pipe.bind(&ctx.device, "atan2_test", &|name: &str| match name {
-        "atan_in" => Some(input.as_entire_binding()),
-        "atan_out" => Some(output.as_entire_binding()),
-        _ => None,
+    let groups = pipe.bind(&ctx.device, entry, &|name: &str| {
+        if name == names.0 {
+            Some(input.as_entire_binding())
+        } else if name == names.1 {
+            Some(output.as_entire_binding())
+        } else {
+            None
+        }
     })?;
     let mut encoder = ctx.device.create_command_encoder(&Default::default());
     {
         let mut pass = encoder.begin_compute_pass(&Default::default());
-        pipe.dispatch(&mut pass, "atan2_test", &groups, n as u32, super::shader::WG);
+        pipe.dispatch(&mut pass, entry, &groups, items, super::shader::WG);
     }
-    encoder.copy_buffer_to_buffer(&output, 0, &staging, 0, (n * rs) as u64);
+    encoder.copy_buffer_to_buffer(&output, 0, &staging, 0, out_bytes as u64);
     ctx.queue.submit([encoder.finish()]);
     let bytes = state::map_read(&ctx.device, &staging)?;
     ctx.take_error()?;
-    Ok(state::bytes_to_reals(&bytes, precision))
+    Ok(bytes)
+}
+
+/// Runs `atan2_real` (shaders/atan2_f64.wgsl in f64, the builtin in f32) over `(y, x)` pairs on
+/// an adapter, for the accuracy test.
+pub fn atan2_on_device(pairs: &[(f64, f64)], precision: Precision) -> Result<Vec<f64>, GpuError> {
+    let flat: Vec<f64> = pairs.iter().flat_map(|&(y, x)| [y, x]).collect();
+    let n = pairs.len();
+    let out = n * state::real_size(precision);
+    let bytes = run_probe(
+        precision,
+        "atan2_probe",
+        ("atan_in", "atan_out"),
+        &state::reals_to_bytes(&flat, precision),
+        out.max(4),
+        n as u32,
+    )?;
+    Ok(state::bytes_to_reals(&bytes[..out], precision))
+}
+
+/// Runs the WGSL `cell_hash` (shaders/grid.wgsl) over cell coordinates with a table mask, to
+/// check it against `grid::cell_hash`.
+pub fn cell_hash_on_device(cells: &[[i32; 3]], mask: u32) -> Result<Vec<u32>, GpuError> {
+    let flat: Vec<i32> = cells.iter().flat_map(|c| [c[0], c[1], c[2], mask as i32]).collect();
+    let n = cells.len();
+    let bytes = run_probe(
+        Precision::F32,
+        "cell_hash_probe",
+        ("hash_in", "hash_out"),
+        bytemuck::cast_slice(&flat),
+        (4 * n).max(4),
+        n as u32,
+    )?;
+    Ok(bytes[..4 * n].chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect())
 }

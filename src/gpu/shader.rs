@@ -55,9 +55,9 @@ pub const KERNEL_FILES: &[KernelFile] = &[
         entry_points: &["reduce_state", "reduce_partials"],
     },
     KernelFile {
-        name: "atan2_test",
-        source: include_str!("../../shaders/atan2_test.wgsl"),
-        entry_points: &["atan2_test"],
+        name: "probe",
+        source: include_str!("../../shaders/probe.wgsl"),
+        entry_points: &["atan2_probe", "cell_hash_probe"],
     },
 ];
 

@@ -1,12 +1,13 @@
-//! The f64 `atan2_real` of shaders/atan2_f64.wgsl (f64 has no GPU builtin) against Rust's
-//! f64::atan2, on the device, over all quadrants and many magnitudes.
+//! Shared WGSL functions against their Rust twins, run on the device: the f64 `atan2_real` of
+//! shaders/atan2_f64.wgsl (f64 has no GPU builtin) against f64::atan2 over all quadrants and many
+//! magnitudes, the f32 builtin, and `cell_hash` against `grid::cell_hash`.
 
 #[path = "gpu_common.rs"]
 mod gpu_common;
 
 use gpu_common::Lcg;
 use rrpdem::engine::Precision;
-use rrpdem::gpu::atan2_on_device;
+use rrpdem::gpu::{atan2_on_device, cell_hash_on_device};
 
 /// Distance in units in the last place between two finite f64 of the same sign.
 fn ulps(a: f64, b: f64) -> u64 {
@@ -74,4 +75,22 @@ fn atan2_f32_builtin_is_close() {
     // The builtin's accuracy is the driver's (lavapipe measured 3.3e-6 ≈ 14 ulp of π); 1e-5
     // keeps f32 bending angles well inside the f32 parity tolerances.
     assert!(worst <= 1e-5, "worst absolute error {worst:e}");
+}
+
+#[test]
+fn cell_hash_matches_the_cpu_grid() {
+    let mut rng = Lcg(9);
+    let mut cells: Vec<[i32; 3]> = (0..5000)
+        .map(|_| {
+            let mut c = || ((rng.uniform() - 0.5) * 2.0 * (1u64 << 30) as f64) as i32;
+            [c(), c(), c()]
+        })
+        .collect();
+    cells.extend([[0, 0, 0], [-1, -1, -1], [1, -1, 0], [i32::MAX, i32::MIN, -7]]);
+    for mask in [1u32, 255, (1 << 18) - 1, u32::MAX >> 1] {
+        let got = cell_hash_on_device(&cells, mask).unwrap_or_else(|e| panic!("{e}"));
+        for (c, g) in cells.iter().zip(&got) {
+            assert_eq!(*g, rrpdem::grid::cell_hash(*c, mask), "cell {c:?}, mask {mask}");
+        }
+    }
 }
