@@ -53,7 +53,10 @@ struct BondOutGpu {
 /// Bucket b holds sorted[bucket_start[b]..bucket_start[b + 1]] (table size + 1 entries).
 @group(2) @binding(9) var<storage, read_write> bucket_start: array<u32>;
 @group(2) @binding(10) var<storage, read_write> sorted_tmp: array<u32>;
-@group(2) @binding(11) var<storage, read_write> sorted: array<u32>;
+/// Bucket-ordered copies for the neighbour loop: cell (xyz) and particle index (w), and
+/// position + radius, so that the loop reads consecutive memory.
+@group(2) @binding(11) var<storage, read_write> sorted_cell: array<vec4<i32>>;
+@group(2) @binding(14) var<storage, read_write> sorted_pos: array<vec4<real>>;
 /// STATUS_* slots below: step counter and the first failure (integer atomics only).
 @group(2) @binding(12) var<storage, read_write> status: array<atomic<u32>>;
 /// Step counter for the next step, copied into status[STATUS_STEP] between steps.

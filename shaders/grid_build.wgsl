@@ -1,8 +1,9 @@
 // Contact grid, rebuilt on the GPU every step with the CPU's layout (src/grid.rs): cell and
 // bucket of each particle (`grid_count`, which also counts bucket sizes with integer atomics),
 // an exclusive prefix scan of the counts (scan.wgsl), `grid_scatter` into arrival order, and
-// `grid_order`, which rewrites each bucket sorted by particle index. The atomic arrival order
-// never reaches the result, so the neighbour order (and every sum) is deterministic.
+// `grid_order`, which rewrites each bucket sorted by particle index, as (cell, index) and
+// (position, radius) records that the particle kernel reads consecutively. The atomic arrival
+// order never reaches the result, so the neighbour order (and every sum) is deterministic.
 
 /// `bucket_start` seen as atomic counters while counting.
 @group(2) @binding(9) var<storage, read_write> bucket_count: array<atomic<u32>>;
@@ -55,5 +56,6 @@ fn grid_order(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nw
             rank++;
         }
     }
-    sorted[lo + rank] = i;
+    sorted_cell[lo + rank] = vec4<i32>(cell[i].xyz, i32(i));
+    sorted_pos[lo + rank] = pos[i];
 }

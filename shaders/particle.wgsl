@@ -47,9 +47,10 @@ fn particle(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg:
                 let nc = c + vec3<i32>(dx, dy, dz);
                 let b = cell_hash(nc, params.mask);
                 for (var p = bucket_start[b]; p < bucket_start[b + 1u]; p++) {
-                    let j = sorted[p];
-                    if j != i && all(cell[j].xyz == nc) {
-                        let xj = pos[j];
+                    let sc = sorted_cell[p];
+                    let j = u32(sc.w);
+                    if j != i && all(sc.xyz == nc) {
+                        let xj = sorted_pos[p];
                         let ct = contact(xi - xj.xyz, xr.w + xj.w, params.k_contact);
                         fi = fi + ct.force;
                         if j > i {

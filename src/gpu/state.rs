@@ -171,7 +171,8 @@ impl DemState {
         buffers.insert("slot", empty("slot", 4 * n));
         buffers.insert("bucket_start", make("bucket_start", &u(&bucket_start), storage));
         buffers.insert("sorted_tmp", empty("sorted_tmp", 4 * n));
-        buffers.insert("sorted", empty("sorted", 4 * n));
+        buffers.insert("sorted_cell", empty("sorted_cell", 16 * n));
+        buffers.insert("sorted_pos", empty("sorted_pos", 4 * rs * n));
         buffers.insert("status", make("status", &u(&status), storage));
         buffers.insert("step_next", empty("step_next", 16));
         buffers.insert("red_a", empty("red_a", NQ * rs * records));
