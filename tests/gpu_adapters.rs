@@ -71,3 +71,15 @@ fn a_model_too_large_for_the_bindings_says_how_many_particles_fit() {
     assert!(matches!(e, GpuError::TooLarge { max_particles: 32, .. }), "{msg}");
     assert!(msg.contains("at most 32 particles"), "{msg}");
 }
+
+#[test]
+fn a_non_finite_initial_state_is_refused() {
+    let (s, mut m) = scenario_model("torus_impact.json");
+    m.particles.x[5].y = f64::NAN;
+    let ge = GpuEngine::new(&m, Integrator::RrpNewmark, s.dt, Precision::F64, AdapterChoice::Any)
+        .err()
+        .expect("GPU must refuse NaN");
+    // The engine error comes back typed, as the CPU engine would give it.
+    let ge = EngineError::from(ge);
+    assert!(matches!(ge, EngineError::NonFinite { particle: 5, step: 0, .. }), "{ge}");
+}

@@ -129,7 +129,7 @@ impl GpuEngine {
         e.ctx.queue.submit([encoder.finish()]);
         e.finish_batch(0).map_err(|err| match err {
             EngineError::Gpu(s) => GpuError::Wgpu(s),
-            other => GpuError::Wgpu(other.to_string()),
+            other => GpuError::InitialState(Box::new(other)),
         })?;
         Ok(e)
     }

@@ -40,10 +40,17 @@ pub enum GpuError {
     Wgpu(String),
     #[error("reading results back from the GPU failed: {0}")]
     Readback(String),
+    /// The initial state itself is unusable (non-finite, out of the grid's range), found by the
+    /// first force evaluation, as `CpuEngine::new` reports it.
+    #[error(transparent)]
+    InitialState(Box<EngineError>),
 }
 
 impl From<GpuError> for EngineError {
     fn from(e: GpuError) -> Self {
-        EngineError::Gpu(e.to_string())
+        match e {
+            GpuError::InitialState(inner) => *inner,
+            other => EngineError::Gpu(other.to_string()),
+        }
     }
 }
