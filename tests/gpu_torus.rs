@@ -113,3 +113,17 @@ fn info_names_the_gpu_backend() {
     assert!(!info.device.is_empty());
     assert_eq!(g.n_particles(), 80);
 }
+
+#[test]
+fn batching_does_not_matter_for_rrp_exact_and_campello() {
+    let (s, m) = scenario_model("torus_impact.json");
+    for integ in [Integrator::RrpExact, Integrator::Campello] {
+        let mut a = gpu(&m, integ, s.dt, Precision::F64);
+        let mut b = gpu(&m, integ, s.dt, Precision::F64);
+        a.advance(300).unwrap();
+        for k in [1, 99, 200] {
+            b.advance(k).unwrap();
+        }
+        assert!(bits(&mut a) == bits(&mut b), "{integ}: batched runs differ");
+    }
+}
