@@ -57,20 +57,18 @@ struct BondOutGpu {
 /// position + radius, so that the loop reads consecutive memory.
 @group(2) @binding(11) var<storage, read_write> sorted_cell: array<vec4<i32>>;
 @group(2) @binding(14) var<storage, read_write> sorted_pos: array<vec4<real>>;
-/// STATUS_* slots below: step counter and the first failure (integer atomics only).
+/// STATUS_* slots (defined by the generated header): step counter, first failures, neighbour-list
+/// rebuild and overflow flags (integer atomics only).
 @group(2) @binding(12) var<storage, read_write> status: array<atomic<u32>>;
 /// Step counter for the next step, copied into status[STATUS_STEP] between steps.
 @group(2) @binding(13) var<storage, read_write> step_next: array<u32>;
-
-/// Index of the current step within this `advance`.
-const STATUS_STEP: u32 = 0u;
-/// First step whose rrp-exact condition failed, and the lowest failing particle.
-const STATUS_EXACT_STEP: u32 = 1u;
-const STATUS_EXACT_PARTICLE: u32 = 2u;
-/// First step with a non-finite or out-of-range particle, and the lowest such particle.
-const STATUS_BAD_STEP: u32 = 3u;
-const STATUS_BAD_PARTICLE: u32 = 4u;
-const STATUS_NONE: u32 = 0xffffffffu;
+/// Verlet neighbour lists: particle i's candidates (all j within r_i + r_j + skin at the last
+/// rebuild, in the grid's neighbour order) are nbr[i·cap ..][..nbr_count[i]] while
+/// nbr_count[i] ≤ cap = params.nbr_capacity; a longer list falls back to the grid.
+@group(2) @binding(15) var<storage, read_write> nbr: array<u32>;
+@group(2) @binding(16) var<storage, read_write> nbr_count: array<u32>;
+/// Positions at the last rebuild (xyz).
+@group(2) @binding(17) var<storage, read_write> x_ref: array<vec4<real>>;
 
 fn current_step() -> u32 {
     return atomicLoad(&status[STATUS_STEP]);
@@ -79,6 +77,11 @@ fn current_step() -> u32 {
 /// After a failure every state-changing kernel stops, so the state stays that of the failing step.
 fn frozen() -> bool {
     return atomicLoad(&status[STATUS_EXACT_STEP]) != STATUS_NONE || atomicLoad(&status[STATUS_BAD_STEP]) != STATUS_NONE;
+}
+
+/// True in a step that rebuilds the grid and the neighbour lists.
+fn rebuilding() -> bool {
+    return atomicLoad(&status[STATUS_REBUILD]) != 0u;
 }
 
 fn report_bad(step: u32, i: u32) {

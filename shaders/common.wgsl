@@ -22,6 +22,12 @@ struct SimParams {
     inv_cell: real,
     /// Pendulum field strength g.
     pend_g: real,
+    /// Verlet skin: lists hold pairs closer than r_i + r_j + skin.
+    skin: real,
+    /// (skin/2)²: a particle that moved farther since the last rebuild triggers one.
+    half_skin_sq: real,
+    _pad_r0: real,
+    _pad_r1: real,
     n_particles: u32,
     n_bonds: u32,
     n_walls: u32,
@@ -35,6 +41,15 @@ struct SimParams {
     batch_len: u32,
     /// Bit 0: uniform gravity is on; bit 1: the pendulum field is on.
     flags: u32,
+    /// Capacity of each neighbour list.
+    nbr_capacity: u32,
+    _pad_u0: u32,
+    _pad_u1: u32,
+    _pad_u2: u32,
+    _pad_u3: u32,
+    _pad_u4: u32,
+    _pad_u5: u32,
+    _pad_u6: u32,
 }
 
 /// A planar wall: point p and unit normal n pointing into the domain (xyz of each).

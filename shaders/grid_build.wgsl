@@ -4,6 +4,8 @@
 // `grid_order`, which rewrites each bucket sorted by particle index, as (cell, index) and
 // (position, radius) records that the particle kernel reads consecutively. The atomic arrival
 // order never reaches the result, so the neighbour order (and every sum) is deterministic.
+// `nbr_build` then fills the Verlet neighbour lists from the grid. All of it runs only in steps
+// that rebuild (`rebuilding()`); other steps keep the lists of the last rebuild.
 
 /// `bucket_start` seen as atomic counters while counting.
 @group(2) @binding(9) var<storage, read_write> bucket_count: array<atomic<u32>>;
@@ -12,7 +14,7 @@
 fn grid_count(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
               @builtin(local_invocation_index) lid: u32) {
     let i = linear_id(wid, nwg, lid, WG);
-    if i >= params.n_particles {
+    if i >= params.n_particles || !rebuilding() {
         return;
     }
     let f = floor(pos[i].xyz * params.inv_cell);
@@ -32,7 +34,7 @@ fn grid_count(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nw
 fn grid_scatter(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                 @builtin(local_invocation_index) lid: u32) {
     let i = linear_id(wid, nwg, lid, WG);
-    if i >= params.n_particles {
+    if i >= params.n_particles || !rebuilding() {
         return;
     }
     sorted_tmp[bucket_start[hash[i]] + slot[i]] = i;
@@ -44,7 +46,7 @@ fn grid_scatter(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) 
 fn grid_order(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
               @builtin(local_invocation_index) lid: u32) {
     let i = linear_id(wid, nwg, lid, WG);
-    if i >= params.n_particles {
+    if i >= params.n_particles || !rebuilding() {
         return;
     }
     let b = hash[i];
@@ -58,4 +60,49 @@ fn grid_order(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nw
     }
     sorted_cell[lo + rank] = vec4<i32>(cell[i].xyz, i32(i));
     sorted_pos[lo + rank] = pos[i];
+}
+
+/// Neighbour list of particle i: every j ≠ i of the 27 cells around i's (cells of edge
+/// 2 r_max + skin) closer than r_i + r_j + skin, in the grid's order (cells by z, y, x offset,
+/// then particle index), so the contact sums run in the CPU's order.
+@compute @workgroup_size(WG)
+fn nbr_build(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+             @builtin(local_invocation_index) lid: u32) {
+    let i = linear_id(wid, nwg, lid, WG);
+    if i >= params.n_particles || !rebuilding() {
+        return;
+    }
+    let xr = pos[i];
+    x_ref[i] = xr;
+    let c = cell[i].xyz;
+    let cap = params.nbr_capacity;
+    var count = 0u;
+    for (var dz = -1; dz <= 1; dz++) {
+        for (var dy = -1; dy <= 1; dy++) {
+            for (var dx = -1; dx <= 1; dx++) {
+                let nc = c + vec3<i32>(dx, dy, dz);
+                let b = cell_hash(nc, params.mask);
+                for (var p = bucket_start[b]; p < bucket_start[b + 1u]; p++) {
+                    let sc = sorted_cell[p];
+                    let j = u32(sc.w);
+                    if j != i && all(sc.xyz == nc) {
+                        let xj = sorted_pos[p];
+                        let d = xr.xyz - xj.xyz;
+                        let rc = xr.w + xj.w + params.skin;
+                        if dot3(d, d) < rc * rc {
+                            if count < cap {
+                                nbr[i * cap + count] = j;
+                            }
+                            count++;
+                        }
+                    }
+                }
+            }
+        }
+    }
+    nbr_count[i] = count;
+    if count > cap {
+        atomicMax(&status[STATUS_OVERFLOW], 1u);
+        atomicMax(&status[STATUS_MAX_NBR], count);
+    }
 }

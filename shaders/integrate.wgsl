@@ -1,7 +1,8 @@
 // Opening part of a step (MODEL §2, `integrator::pre_force`): the opening kick where it is not
 // already fused into the previous step's closing kick, the drift x += h v and the attitude
 // update q ← q(Δα) ⊗ q. `integrate_check` runs first for rrp-exact so that nothing moves in a
-// step whose condition h²|Ω_h|² < 1 fails.
+// step whose condition h²|Ω_h|² < 1 fails. A particle that has moved more than half the Verlet
+// skin since the last rebuild (or an overflowed neighbour list) makes this step rebuild.
 
 /// Kick factor of the opening kick: h for campello (full kick), ½h for maps 23/25 at the first
 /// step of a batch, 0 afterwards (the previous step's particle kernel already applied it).
@@ -37,7 +38,14 @@ fn integrate_check(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroup
 fn integrate(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
              @builtin(local_invocation_index) lid: u32) {
     let i = linear_id(wid, nwg, lid, WG);
-    if i >= params.n_particles || fixed[i] != 0u || frozen() {
+    if i >= params.n_particles || frozen() {
+        return;
+    }
+    // While a list is too long for its capacity, the grid must be fresh every step (fallback).
+    if i == 0u && atomicLoad(&status[STATUS_OVERFLOW]) != 0u {
+        atomicMax(&status[STATUS_REBUILD], 1u);
+    }
+    if fixed[i] != 0u {
         return;
     }
     let h = params.h;
@@ -52,6 +60,12 @@ fn integrate(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg
         omega[i] = vec4<real>(w, 0.0);
     }
     let dalpha = rotation_increment(params.integrator, h, w);
-    pos[i] = vec4<real>(pos[i].xyz + v * h, pos[i].w);
+    let x = pos[i].xyz + v * h;
+    pos[i] = vec4<real>(x, pos[i].w);
     quat[i] = apply_increment(quat[i], dalpha);
+    let moved = x - x_ref[i].xyz;
+    // NaN positions fail the comparison and rebuild too (the grid then reports them).
+    if !(dot3(moved, moved) <= params.half_skin_sq) {
+        atomicMax(&status[STATUS_REBUILD], 1u);
+    }
 }

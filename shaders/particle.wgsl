@@ -1,6 +1,6 @@
 // Per-particle kernel: total force and spatial moment at the current state (bond results
-// gathered through the CSR incidence in bond order, contacts found in the grid in the CPU's
-// neighbour order, walls, gravity, pendulum), the particle's potential energies, then the
+// gathered through the CSR incidence in bond order, contacts from the Verlet list or, for an
+// overflowed list, the grid, both in the CPU's neighbour order, walls, gravity, pendulum), the particle's potential energies, then the
 // closing kick of maps 23/25, fused with the next step's opening kick inside a batch.
 
 /// Kicks after the force evaluation, in units of ½h: 0 for campello and for the initial
@@ -39,22 +39,38 @@ fn particle(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg:
     }
     let xr = pos[i];
     let xi = xr.xyz;
-    let c = cell[i].xyz;
     var u_contact: real = 0.0;
-    for (var dz = -1; dz <= 1; dz++) {
-        for (var dy = -1; dy <= 1; dy++) {
-            for (var dx = -1; dx <= 1; dx++) {
-                let nc = c + vec3<i32>(dx, dy, dz);
-                let b = cell_hash(nc, params.mask);
-                for (var p = bucket_start[b]; p < bucket_start[b + 1u]; p++) {
-                    let sc = sorted_cell[p];
-                    let j = u32(sc.w);
-                    if j != i && all(sc.xyz == nc) {
-                        let xj = sorted_pos[p];
-                        let ct = contact(xi - xj.xyz, xr.w + xj.w, params.k_contact);
-                        fi = fi + ct.force;
-                        if j > i {
-                            u_contact = u_contact + ct.energy;
+    let cnt = nbr_count[i];
+    if cnt <= params.nbr_capacity {
+        // Verlet list: the candidates of the last rebuild, in the grid's order.
+        let base = i * params.nbr_capacity;
+        for (var k = 0u; k < cnt; k++) {
+            let j = nbr[base + k];
+            let xj = pos[j];
+            let ct = contact(xi - xj.xyz, xr.w + xj.w, params.k_contact);
+            fi = fi + ct.force;
+            if j > i {
+                u_contact = u_contact + ct.energy;
+            }
+        }
+    } else {
+        // The list overflowed: search the grid, which an overflow keeps fresh every step.
+        let c = cell[i].xyz;
+        for (var dz = -1; dz <= 1; dz++) {
+            for (var dy = -1; dy <= 1; dy++) {
+                for (var dx = -1; dx <= 1; dx++) {
+                    let nc = c + vec3<i32>(dx, dy, dz);
+                    let b = cell_hash(nc, params.mask);
+                    for (var p = bucket_start[b]; p < bucket_start[b + 1u]; p++) {
+                        let sc = sorted_cell[p];
+                        let j = u32(sc.w);
+                        if j != i && all(sc.xyz == nc) {
+                            let xj = sorted_pos[p];
+                            let ct = contact(xi - xj.xyz, xr.w + xj.w, params.k_contact);
+                            fi = fi + ct.force;
+                            if j > i {
+                                u_contact = u_contact + ct.energy;
+                            }
                         }
                     }
                 }

@@ -1,6 +1,7 @@
 // Multi-level exclusive prefix sum of u32 counts (any length): `scan_blocks` scans blocks of
 // 2·SCAN_WG values in place and writes each block's total to `scan_sums`; the host scans the
-// totals the same way, level by level, then `scan_add` adds each block's offset back.
+// totals the same way, level by level, then `scan_add` adds each block's offset back. Both
+// run only in steps that rebuild the grid.
 
 /// Length of `scan_data` at this level (x; other lanes unused).
 @group(3) @binding(0) var<uniform> scan_len: vec4<u32>;
@@ -8,10 +9,18 @@
 @group(3) @binding(2) var<storage, read_write> scan_sums: array<u32>;
 
 var<workgroup> scan_sh: array<u32, SCAN_WG>;
+/// The rebuild flag, loaded once per workgroup so that the early return stays uniform.
+var<workgroup> scan_go: u32;
 
 @compute @workgroup_size(SCAN_WG)
 fn scan_blocks(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                @builtin(local_invocation_index) lid: u32) {
+    if lid == 0u {
+        scan_go = atomicLoad(&status[STATUS_REBUILD]);
+    }
+    if workgroupUniformLoad(&scan_go) == 0u {
+        return;
+    }
     let n = scan_len.x;
     let block = wid.y * nwg.x + wid.x;
     let base = block * 2u * SCAN_WG;
@@ -53,7 +62,7 @@ fn scan_blocks(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) n
 fn scan_add(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
             @builtin(local_invocation_index) lid: u32) {
     let i = linear_id(wid, nwg, lid, SCAN_WG);
-    if i < scan_len.x {
+    if i < scan_len.x && rebuilding() {
         scan_data[i] = scan_data[i] + scan_sums[i / (2u * SCAN_WG)];
     }
 }

@@ -130,4 +130,25 @@ fn polydisperse_cloud_with_crowded_cells_matches_cpu() {
     assert!(u > 0.0, "the cloud must have contacts");
     // f64 round-off over 200 steps of a contact-dominated gas: ~1e-14 ≪ 1e-10.
     assert!(dx <= 1e-10 * 12.0 && de <= 1e-10 * e0, "Δx = {dx:e}, ΔE = {de:e}");
+
+    // Neighbour lists of capacity 1 overflow at once. With room to grow, they are reallocated;
+    // without (binding capped at 100 kB, the particle arrays need 96 kB), every step falls back
+    // to the grid. Both must give the same bits as the default engine.
+    use rrpdem::gpu::{AdapterChoice, GpuEngine, GpuOptions};
+    let sref = g.snapshot().unwrap();
+    let dref = g.diagnostics().unwrap();
+    for (binding, grows) in [(None, true), (Some(100_000), false)] {
+        let options = GpuOptions { nbr_capacity: Some(1), max_binding_size: binding, ..Default::default() };
+        let mut t =
+            GpuEngine::with_options(&m, Integrator::RrpNewmark, dt, Precision::F64, AdapterChoice::Any, options)
+                .unwrap_or_else(|e| panic!("{e}"));
+        t.advance(120).unwrap();
+        t.advance(80).unwrap();
+        eprintln!("capacity 1, binding {binding:?}: capacity now {}", t.neighbour_capacity());
+        assert_eq!(t.neighbour_capacity() > 1, grows);
+        let s = t.snapshot().unwrap();
+        assert_eq!(max_position_diff(&s, &sref), 0.0);
+        assert_eq!(max_motion_diff(&s, &sref), 0.0);
+        assert_eq!(t.diagnostics().unwrap(), dref);
+    }
 }

@@ -96,7 +96,7 @@ pub struct GpuContext {
 }
 
 /// Storage buffers the widest kernel (`particle`) binds.
-pub const STORAGE_BUFFERS_NEEDED: u32 = 19;
+pub const STORAGE_BUFFERS_NEEDED: u32 = 21;
 
 impl GpuContext {
     /// Picks an adapter and opens a device with the adapter's own limits (wgpu's defaults cap

@@ -19,8 +19,11 @@ use super::context::{AdapterChoice, GpuContext};
 use super::error::GpuError;
 use super::params::{ParamInputs, SimParams32, SimParams64, WallGpu32, WallGpu64};
 use super::pipeline::DemPipeline;
-use super::shader::NQ;
-use super::state::{self, DemState, STATUS_NONE};
+use super::shader::{
+    NQ, STATUS_BAD_PARTICLE, STATUS_BAD_STEP, STATUS_EXACT_PARTICLE, STATUS_EXACT_STEP, STATUS_MAX_NBR, STATUS_NONE,
+    STATUS_OVERFLOW,
+};
+use super::state::{self, DemState};
 use crate::diagnostics::Diagnostics;
 use crate::engine::{Engine, EngineInfo, Precision};
 use crate::error::EngineError;
@@ -30,6 +33,12 @@ use glam::{DQuat, DVec3};
 
 /// Steps recorded per command buffer (bounds encoder memory; submits are not waited on).
 const STEPS_PER_SUBMIT: u64 = 256;
+/// Verlet skin in units of the largest radius (the lists are rebuilt after a particle moves half
+/// of it): thin enough to keep lists short, thick enough to rebuild rarely.
+const SKIN_FACTOR: f64 = 0.3;
+/// Initial capacity of each neighbour list; an overflow is handled exactly (grid fallback) and
+/// grows the capacity for the next batch.
+const INITIAL_NBR_CAPACITY: u32 = 16;
 
 /// Tuning options of `GpuEngine::with_options`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -39,6 +48,8 @@ pub struct GpuOptions {
     pub max_workgroups_per_dimension: Option<u32>,
     /// Caps the bytes per buffer binding below the adapter's limit (tests of the size check).
     pub max_binding_size: Option<u64>,
+    /// Initial capacity of each neighbour list (tests use a tiny one to exercise overflows).
+    pub nbr_capacity: Option<u32>,
 }
 
 pub struct GpuEngine {
@@ -50,9 +61,14 @@ pub struct GpuEngine {
     precision: Precision,
     params: crate::model::Params,
     inv_cell: f64,
+    skin: f64,
     /// Origin of the stored positions (see the module note).
     origin: DVec3,
     total_mass: f64,
+    /// Binding-size limit the neighbour lists must respect when they grow.
+    max_binding: u64,
+    /// The next batch starts with a rebuild (after the neighbour lists were reallocated).
+    rebuild_next: bool,
     step: u64,
     diag: Diagnostics,
 }
@@ -82,7 +98,8 @@ impl GpuEngine {
         let n = model.particles.len() as u64;
         let have = ctx.limits.max_storage_buffer_binding_size.min(ctx.limits.max_buffer_size);
         let have = options.max_binding_size.map_or(have, |m| m.min(have));
-        for (what, need) in state::buffer_sizes(model, precision) {
+        let nbr_capacity = options.nbr_capacity.unwrap_or(INITIAL_NBR_CAPACITY).max(1);
+        for (what, need) in state::buffer_sizes(model, precision, nbr_capacity) {
             if need > have {
                 return Err(GpuError::TooLarge {
                     adapter: ctx.adapter_name.clone(),
@@ -96,16 +113,18 @@ impl GpuEngine {
         let max_groups = ctx.limits.max_compute_workgroups_per_dimension;
         let max_groups = options.max_workgroups_per_dimension.map_or(max_groups, |m| m.clamp(1, max_groups));
         let pipe = DemPipeline::new(&ctx.device, precision, max_groups)?;
-        // Contact partners are at most r_i + r_j ≤ 2 r_max apart (as in the CPU engine).
-        let cell = (2.0 * model.max_radius()).max(f64::MIN_POSITIVE);
+        // List candidates are at most r_i + r_j + skin ≤ 2 r_max + skin apart: one cell.
+        let skin = SKIN_FACTOR * model.max_radius();
+        let cell = (2.0 * model.max_radius() + skin).max(f64::MIN_POSITIVE);
         let origin = match precision {
             Precision::F32 => bounding_box_centre(&model.particles.x),
             Precision::F64 => DVec3::ZERO,
         };
-        let engine_params = GpuEngineParams { model, integrator, dt, precision, inv_cell: 1.0 / cell, origin };
+        let engine_params =
+            GpuEngineParams { model, integrator, dt, precision, inv_cell: 1.0 / cell, skin, origin, nbr_capacity };
         let params_bytes = engine_params.bytes(0);
         let walls_bytes = engine_params.walls();
-        let state = DemState::new(&ctx.device, &pipe, model, &params_bytes, &walls_bytes, origin)?;
+        let state = DemState::new(&ctx.device, &pipe, model, &params_bytes, &walls_bytes, origin, nbr_capacity)?;
         ctx.take_error()?;
         let inv_cell = engine_params.inv_cell;
         let mut e = GpuEngine {
@@ -117,21 +136,38 @@ impl GpuEngine {
             precision,
             params: model.params.clone(),
             inv_cell,
+            skin,
             origin,
             total_mass: model.particles.mass.iter().sum(),
+            max_binding: have,
+            rebuild_next: false,
             step: 0,
             diag: Diagnostics::default(),
         };
-        e.state.reset_status(&e.ctx.queue);
-        let mut encoder = e.ctx.device.create_command_encoder(&Default::default());
-        e.state.record_initial(&e.pipe, &mut encoder);
-        e.state.record_readback(&e.pipe, &mut encoder);
-        e.ctx.queue.submit([encoder.finish()]);
-        e.finish_batch(0).map_err(|err| match err {
-            EngineError::Gpu(s) => GpuError::Wgpu(s),
-            other => GpuError::InitialState(Box::new(other)),
-        })?;
+        // The initial evaluation builds the lists; if one overflows, the forces are still exact
+        // (grid fallback) but the lists are reallocated, where they can grow, and built again.
+        loop {
+            let capacity = e.state.nbr_capacity;
+            e.ctx.queue.write_buffer(e.state.buffer("params"), 0, &e.params_bytes(0));
+            e.state.reset_status(&e.ctx.queue, true);
+            let mut encoder = e.ctx.device.create_command_encoder(&Default::default());
+            e.state.record_initial(&e.pipe, &mut encoder);
+            e.state.record_readback(&e.pipe, &mut encoder);
+            e.ctx.queue.submit([encoder.finish()]);
+            e.finish_batch(0).map_err(|err| match err {
+                EngineError::Gpu(s) => GpuError::Wgpu(s),
+                other => GpuError::InitialState(Box::new(other)),
+            })?;
+            if !e.rebuild_next || e.state.nbr_capacity == capacity {
+                break;
+            }
+        }
         Ok(e)
+    }
+
+    /// Capacity of each Verlet neighbour list (grows after an overflow).
+    pub fn neighbour_capacity(&self) -> u32 {
+        self.state.nbr_capacity
     }
 
     fn params_bytes(&self, batch_len: u32) -> Vec<u8> {
@@ -143,6 +179,8 @@ impl GpuEngine {
             n_particles: self.state.n,
             n_bonds: self.state.n_bonds,
             mask: self.state.buckets - 1,
+            skin: self.skin,
+            nbr_capacity: self.state.nbr_capacity,
         };
         params_bytes(&inputs, self.precision, batch_len)
     }
@@ -163,9 +201,9 @@ impl GpuEngine {
         self.ctx.take_error()?;
         let (status, rec) = self.state.read_status(&self.ctx.device)?;
         let start = self.step;
-        if status[state::STATUS_EXACT_STEP] != STATUS_NONE {
-            let s = status[state::STATUS_EXACT_STEP] as u64;
-            let particle = status[state::STATUS_EXACT_PARTICLE] as usize;
+        if status[STATUS_EXACT_STEP] != STATUS_NONE {
+            let s = status[STATUS_EXACT_STEP] as u64;
+            let particle = status[STATUS_EXACT_PARTICLE] as usize;
             self.step = start + s;
             let arrays = self.state.read_arrays(&self.ctx.device, &self.ctx.queue, &["omega", "moment", "inertial"])?;
             let at = |a: &Vec<f64>| DVec3::new(a[4 * particle], a[4 * particle + 1], a[4 * particle + 2]);
@@ -180,9 +218,9 @@ impl GpuEngine {
                 value: h * h * wh.length_squared(),
             });
         }
-        if status[state::STATUS_BAD_STEP] != STATUS_NONE {
-            let s = status[state::STATUS_BAD_STEP] as u64;
-            let particle = status[state::STATUS_BAD_PARTICLE] as usize;
+        if status[STATUS_BAD_STEP] != STATUS_NONE {
+            let s = status[STATUS_BAD_STEP] as u64;
+            let particle = status[STATUS_BAD_PARTICLE] as usize;
             // The failure shows in the force evaluation that ends step s (step index s + 1 of
             // the run), or in the initial evaluation of `new`.
             let step = if steps == 0 { start } else { start + s + 1 };
@@ -202,6 +240,17 @@ impl GpuEngine {
             });
         }
         self.step = start + steps;
+        // After an overflow the forces stayed exact (grid fallback). The next batch must start
+        // with a rebuild (its first step would otherwise use the lists without a fresh grid);
+        // the lists get room for it where the binding limit allows.
+        self.rebuild_next = status[STATUS_OVERFLOW] != 0;
+        if self.rebuild_next {
+            let cap = status[STATUS_MAX_NBR].saturating_add(status[STATUS_MAX_NBR] / 4 + 4);
+            let need = 4 * cap as u64 * self.state.n as u64;
+            if need <= self.max_binding {
+                self.state.set_nbr_capacity(&self.ctx.device, &self.pipe, cap)?;
+            }
+        }
         let mut d = diagnostics_from_record(&rec, self.step, self.time(self.step));
         d.l += self.origin.cross(d.p);
         if self.params.gravity != DVec3::ZERO {
@@ -214,13 +263,13 @@ impl GpuEngine {
     /// Runs one batch of at most u32::MAX steps.
     fn advance_batch(&mut self, steps: u32) -> Result<(), EngineError> {
         self.ctx.queue.write_buffer(self.state.buffer("params"), 0, &self.params_bytes(steps));
-        self.state.reset_status(&self.ctx.queue);
+        self.state.reset_status(&self.ctx.queue, self.rebuild_next);
         let mut done = 0u64;
         while done < steps as u64 {
             let chunk = STEPS_PER_SUBMIT.min(steps as u64 - done);
             let mut encoder = self.ctx.device.create_command_encoder(&Default::default());
-            for _ in 0..chunk {
-                self.state.record_step(&self.pipe, &mut encoder, self.integrator);
+            for k in 0..chunk {
+                self.state.record_step(&self.pipe, &mut encoder, self.integrator, done + k == 0);
             }
             done += chunk;
             if done == steps as u64 {
@@ -239,7 +288,9 @@ struct GpuEngineParams<'a> {
     dt: f64,
     precision: Precision,
     inv_cell: f64,
+    skin: f64,
     origin: DVec3,
+    nbr_capacity: u32,
 }
 
 impl GpuEngineParams<'_> {
@@ -253,6 +304,8 @@ impl GpuEngineParams<'_> {
             n_particles: n as u32,
             n_bonds: self.model.bonds.len() as u32,
             mask: ((2 * n.max(1)).next_power_of_two() - 1) as u32,
+            skin: self.skin,
+            nbr_capacity: self.nbr_capacity,
         };
         params_bytes(&inputs, self.precision, batch_len)
     }

@@ -20,6 +20,8 @@ pub struct ParamInputs<'a> {
     pub n_particles: u32,
     pub n_bonds: u32,
     pub mask: u32,
+    pub skin: f64,
+    pub nbr_capacity: u32,
 }
 
 macro_rules! sim_params {
@@ -39,6 +41,9 @@ macro_rules! sim_params {
             pub k_wall: $real,
             pub inv_cell: $real,
             pub pend_g: $real,
+            pub skin: $real,
+            pub half_skin_sq: $real,
+            pub _pad_r: [$real; 2],
             pub n_particles: u32,
             pub n_bonds: u32,
             pub n_walls: u32,
@@ -47,6 +52,8 @@ macro_rules! sim_params {
             pub integrator: u32,
             pub batch_len: u32,
             pub flags: u32,
+            pub nbr_capacity: u32,
+            pub _pad_u: [u32; 7],
         }
 
         const _: () = assert!(std::mem::size_of::<$name>() == $size);
@@ -75,6 +82,9 @@ macro_rules! sim_params {
                     k_wall: prm.k_wall as $real,
                     inv_cell: p.inv_cell as $real,
                     pend_g: pend.map_or(0.0, |p| p.g) as $real,
+                    skin: p.skin as $real,
+                    half_skin_sq: (0.25 * p.skin * p.skin) as $real,
+                    _pad_r: [0.0; 2],
                     n_particles: p.n_particles,
                     n_bonds: p.n_bonds,
                     n_walls: prm.walls.len() as u32,
@@ -86,6 +96,8 @@ macro_rules! sim_params {
                     integrator: p.integrator.code(),
                     batch_len: 0,
                     flags,
+                    nbr_capacity: p.nbr_capacity,
+                    _pad_u: [0; 7],
                 }
             }
         }
@@ -102,8 +114,8 @@ macro_rules! sim_params {
     };
 }
 
-// f32: three vec4 (48 B), eight reals (32 B), eight u32 (32 B).
-sim_params!(SimParams32, WallGpu32, f32, 112, 32);
-// f64: three vec4<f64> (96 B), eight reals (64 B), eight u32 (32 B); 192 is a multiple of the
-// 32-byte alignment of vec4<f64>, so there is no tail padding.
-sim_params!(SimParams64, WallGpu64, f64, 192, 64);
+// f32: three vec4 (48 B), twelve reals (48 B), sixteen u32 (64 B) = 160, a multiple of 16.
+sim_params!(SimParams32, WallGpu32, f32, 160, 32);
+// f64: three vec4<f64> (96 B), twelve reals (96 B), sixteen u32 (64 B) = 256, a multiple of the
+// 32-byte alignment of vec4<f64>, so there is no implicit tail padding in either precision.
+sim_params!(SimParams64, WallGpu64, f64, 256, 64);

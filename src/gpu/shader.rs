@@ -13,6 +13,24 @@ pub const SCAN_WG: u32 = 256;
 /// Reals per diagnostics record (see `shaders/reduce.wgsl`).
 pub const NQ: usize = 17;
 
+/// Slots of the u32 status buffer (`status` in shaders/bindings.wgsl), given to WGSL by the header.
+pub const STATUS_STEP: usize = 0;
+/// First step whose rrp-exact condition failed, and the lowest failing particle.
+pub const STATUS_EXACT_STEP: usize = 1;
+pub const STATUS_EXACT_PARTICLE: usize = 2;
+/// First step with a non-finite or out-of-range particle, and the lowest such particle.
+pub const STATUS_BAD_STEP: usize = 3;
+pub const STATUS_BAD_PARTICLE: usize = 4;
+/// Non-zero while the current step rebuilds the contact grid and neighbour lists.
+pub const STATUS_REBUILD: usize = 5;
+/// Non-zero once a neighbour list overflowed its capacity in this batch (sticky).
+pub const STATUS_OVERFLOW: usize = 6;
+/// Largest neighbour count seen by an overflowing rebuild.
+pub const STATUS_MAX_NBR: usize = 7;
+pub const STATUS_LEN: usize = 8;
+/// Value of an unset failure slot.
+pub const STATUS_NONE: u32 = u32::MAX;
+
 /// Library files composed, in this order, before every kernel file. The atan2 file depends on
 /// the precision (f64 has no builtin, see `shaders/atan2_f64.wgsl`).
 const COMMON: &str = include_str!("../../shaders/common.wgsl");
@@ -40,7 +58,7 @@ pub const KERNEL_FILES: &[KernelFile] = &[
     KernelFile {
         name: "grid_build",
         source: include_str!("../../shaders/grid_build.wgsl"),
-        entry_points: &["grid_count", "grid_scatter", "grid_order"],
+        entry_points: &["grid_count", "grid_scatter", "grid_order", "nbr_build"],
     },
     KernelFile {
         name: "scan",
@@ -75,7 +93,16 @@ pub fn header(precision: Precision) -> String {
          const SCAN_WG: u32 = {SCAN_WG}u;\n\
          const NQ: u32 = {NQ}u;\n\
          const MAX_REAL = {max};\n\
-         const MAX_CELL_COORD = {MAX_CELL_COORD:?};\n",
+         const MAX_CELL_COORD = {MAX_CELL_COORD:?};\n\
+         const STATUS_STEP: u32 = {STATUS_STEP}u;\n\
+         const STATUS_EXACT_STEP: u32 = {STATUS_EXACT_STEP}u;\n\
+         const STATUS_EXACT_PARTICLE: u32 = {STATUS_EXACT_PARTICLE}u;\n\
+         const STATUS_BAD_STEP: u32 = {STATUS_BAD_STEP}u;\n\
+         const STATUS_BAD_PARTICLE: u32 = {STATUS_BAD_PARTICLE}u;\n\
+         const STATUS_REBUILD: u32 = {STATUS_REBUILD}u;\n\
+         const STATUS_OVERFLOW: u32 = {STATUS_OVERFLOW}u;\n\
+         const STATUS_MAX_NBR: u32 = {STATUS_MAX_NBR}u;\n\
+         const STATUS_NONE: u32 = {STATUS_NONE}u;\n",
         p = precision.as_str(),
     )
 }

@@ -4,22 +4,15 @@
 
 use super::error::GpuError;
 use super::pipeline::DemPipeline;
-use super::shader::{NQ, SCAN_WG, WG};
+use super::shader::{
+    NQ, SCAN_WG, STATUS_BAD_STEP, STATUS_EXACT_PARTICLE, STATUS_EXACT_STEP, STATUS_LEN, STATUS_NONE, STATUS_REBUILD, WG,
+};
 use crate::engine::Precision;
 use crate::integrator::Integrator;
 use crate::model::Model;
 use std::collections::HashMap;
 use wgpu::util::DeviceExt;
 
-/// Value of an unset status slot (`STATUS_NONE` in shaders/bindings.wgsl).
-pub const STATUS_NONE: u32 = u32::MAX;
-/// Status slots (`STATUS_*` in shaders/bindings.wgsl).
-pub const STATUS_EXACT_STEP: usize = 1;
-pub const STATUS_EXACT_PARTICLE: usize = 2;
-pub const STATUS_BAD_STEP: usize = 3;
-pub const STATUS_BAD_PARTICLE: usize = 4;
-/// u32 slots of the status buffer.
-pub const STATUS_LEN: usize = 8;
 /// Status words at the start of the readback buffer; the diagnostics record follows.
 const STATUS_BYTES: u64 = (STATUS_LEN * 4) as u64;
 /// Every buffer is at least this large: no zero-size bindings, and at least one element of the
@@ -71,6 +64,8 @@ pub struct DemState {
     pub n_bonds: u32,
     /// Contact-grid bucket count (power of two ≥ 2N).
     pub buckets: u32,
+    /// Capacity of each Verlet neighbour list.
+    pub nbr_capacity: u32,
     buffers: HashMap<&'static str, wgpu::Buffer>,
     bind: HashMap<&'static str, Vec<wgpu::BindGroup>>,
     scan: Vec<ScanLevel>,
@@ -82,8 +77,12 @@ pub struct DemState {
     readback: wgpu::Buffer,
 }
 
+/// Kernels bound to the main state buffers (the scan and reduction levels bind their own).
+const MAIN_KERNELS: [&str; 8] =
+    ["integrate_check", "integrate", "grid_count", "grid_scatter", "grid_order", "nbr_build", "bonds", "particle"];
+
 /// Per-buffer size needs, checked against the adapter's limits before anything is allocated.
-pub fn buffer_sizes(model: &Model, precision: Precision) -> Vec<(&'static str, u64)> {
+pub fn buffer_sizes(model: &Model, precision: Precision, nbr_capacity: u32) -> Vec<(&'static str, u64)> {
     let n = model.particles.len() as u64;
     let b = model.bonds.len() as u64;
     let rs = real_size(precision) as u64;
@@ -95,6 +94,7 @@ pub fn buffer_sizes(model: &Model, precision: Precision) -> Vec<(&'static str, u
         ("bond results", 12 * rs * b),
         ("bond reference attitudes", 8 * rs * b),
         ("diagnostics partial sums", NQ as u64 * rs * records),
+        ("neighbour lists", 4 * nbr_capacity as u64 * n),
     ]
 }
 
@@ -106,6 +106,7 @@ impl DemState {
         params_bytes: &[u8],
         walls_bytes: &[u8],
         origin: glam::DVec3,
+        nbr_capacity: u32,
     ) -> Result<DemState, GpuError> {
         let precision = pipe.precision;
         let rs = real_size(precision);
@@ -132,8 +133,7 @@ impl DemState {
         let (inc_offsets, inc_entries) = model.incidence();
         let mut bucket_start = vec![0u32; buckets + 1];
         bucket_start[buckets] = n as u32;
-        let mut status = vec![0u32; STATUS_LEN];
-        status[1..5].fill(STATUS_NONE);
+        let status = initial_status(true);
         let records = n.max(nb).max(1).div_ceil(WG as usize);
 
         let storage = wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST | wgpu::BufferUsages::COPY_SRC;
@@ -175,6 +175,10 @@ impl DemState {
         buffers.insert("sorted_pos", empty("sorted_pos", 4 * rs * n));
         buffers.insert("status", make("status", &u(&status), storage));
         buffers.insert("step_next", empty("step_next", 16));
+        buffers.insert("zeros", empty("zeros", 16));
+        buffers.insert("nbr", empty("nbr", 4 * nbr_capacity as usize * n));
+        buffers.insert("nbr_count", empty("nbr_count", 4 * n));
+        buffers.insert("x_ref", make("x_ref", &r(&pos), storage));
         buffers.insert("red_a", empty("red_a", NQ * rs * records));
         buffers.insert("red_b", empty("red_b", NQ * rs * records.div_ceil(WG as usize)));
 
@@ -199,6 +203,7 @@ impl DemState {
                 "scan_len" => Some(len_buf.as_entire_binding()),
                 "scan_data" => Some(data.as_entire_binding()),
                 "scan_sums" => Some(sums.as_entire_binding()),
+                "status" => Some(buffers["status"].as_entire_binding()),
                 _ => None,
             };
             let blocks = pipe.bind(device, "scan_blocks", &lookup)?;
@@ -211,7 +216,7 @@ impl DemState {
             buffers.get(key).map(|b| b.as_entire_binding())
         };
         let mut bind = HashMap::new();
-        for k in ["integrate_check", "integrate", "grid_count", "grid_scatter", "grid_order", "bonds", "particle"] {
+        for k in MAIN_KERNELS {
             bind.insert(k, pipe.bind(device, k, &lookup_main)?);
         }
         // Reductions: level 0 writes `records` partial records into red_a; each further level
@@ -249,6 +254,7 @@ impl DemState {
             n: n as u32,
             n_bonds: nb as u32,
             buckets: buckets as u32,
+            nbr_capacity,
             buffers,
             bind,
             scan,
@@ -263,18 +269,50 @@ impl DemState {
         &self.buffers[name]
     }
 
-    /// Resets the status words and the step counter before a batch (queued before the next submit).
-    pub fn reset_status(&self, queue: &wgpu::Queue) {
-        let mut status = [0u32; STATUS_LEN];
-        status[1..5].fill(STATUS_NONE);
+    /// Gives the neighbour lists a new capacity (after an overflow): a new list buffer and the
+    /// bind groups of the kernels that use it. The caller forces a rebuild next.
+    pub fn set_nbr_capacity(&mut self, device: &wgpu::Device, pipe: &DemPipeline, cap: u32) -> Result<(), GpuError> {
+        let bytes = (4 * cap as usize * self.n as usize).max(MIN_BUFFER) as u64;
+        let usage = wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST | wgpu::BufferUsages::COPY_SRC;
+        let buffer = device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("nbr"),
+            size: bytes,
+            usage,
+            mapped_at_creation: false,
+        });
+        self.buffers.insert("nbr", buffer);
+        self.nbr_capacity = cap;
+        let buffers = &self.buffers;
+        let lookup = |name: &str| {
+            let key = if name == "bucket_count" { "bucket_start" } else { name };
+            buffers.get(key).map(|b| b.as_entire_binding())
+        };
+        let mut bind = HashMap::new();
+        for k in MAIN_KERNELS {
+            bind.insert(k, pipe.bind(device, k, &lookup)?);
+        }
+        self.bind = bind;
+        Ok(())
+    }
+
+    /// Resets the status words and the step counter before a batch (queued before the next
+    /// submit); `rebuild` makes its first step rebuild the grid and the neighbour lists.
+    pub fn reset_status(&self, queue: &wgpu::Queue, rebuild: bool) {
+        let status = initial_status(rebuild);
         queue.write_buffer(&self.buffers["status"], 0, bytemuck::cast_slice(&status));
         queue.write_buffer(&self.buffers["step_next"], 0, bytemuck::cast_slice(&[0u32; 4]));
     }
 
-    /// Clears the bucket counts and publishes the step counter; must be outside a compute pass.
-    fn record_step_prologue(&self, encoder: &mut wgpu::CommandEncoder) {
+    /// Clears the bucket counts, publishes the step counter and (except at the first step of a
+    /// batch, whose flag the host sets) clears the rebuild flag, which `integrate` then raises
+    /// where needed. Must be outside a compute pass.
+    fn record_step_prologue(&self, encoder: &mut wgpu::CommandEncoder, first: bool) {
         encoder.clear_buffer(&self.buffers["bucket_start"], 0, Some(4 * self.buckets as u64));
         encoder.copy_buffer_to_buffer(&self.buffers["step_next"], 0, &self.buffers["status"], 0, 4);
+        if !first {
+            let at = 4 * STATUS_REBUILD as u64;
+            encoder.copy_buffer_to_buffer(&self.buffers["zeros"], 0, &self.buffers["status"], at, 4);
+        }
     }
 
     /// Force evaluation at the current positions: grid, bonds, then the particle kernel (which
@@ -292,13 +330,14 @@ impl DemState {
         }
         pipe.dispatch(pass, "grid_scatter", &self.bind["grid_scatter"], n, WG);
         pipe.dispatch(pass, "grid_order", &self.bind["grid_order"], n, WG);
+        pipe.dispatch(pass, "nbr_build", &self.bind["nbr_build"], n, WG);
         pipe.dispatch(pass, "bonds", &self.bind["bonds"], self.n_bonds, WG);
         pipe.dispatch(pass, "particle", &self.bind["particle"], n, WG);
     }
 
     /// The initial force evaluation (params.batch_len = 0: no kicks).
     pub fn record_initial(&self, pipe: &DemPipeline, encoder: &mut wgpu::CommandEncoder) {
-        self.record_step_prologue(encoder);
+        self.record_step_prologue(encoder, true);
         let mut pass = encoder
             .begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some("evaluate"), timestamp_writes: None });
         self.record_evaluate(pipe, &mut pass);
@@ -306,8 +345,14 @@ impl DemState {
 
     /// One full step: (rrp-exact check), opening kick + drift + rotation, force evaluation and
     /// closing kick.
-    pub fn record_step(&self, pipe: &DemPipeline, encoder: &mut wgpu::CommandEncoder, integrator: Integrator) {
-        self.record_step_prologue(encoder);
+    pub fn record_step(
+        &self,
+        pipe: &DemPipeline,
+        encoder: &mut wgpu::CommandEncoder,
+        integrator: Integrator,
+        first: bool,
+    ) {
+        self.record_step_prologue(encoder, first);
         let mut pass =
             encoder.begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some("step"), timestamp_writes: None });
         if integrator == Integrator::RrpExact {
@@ -375,6 +420,16 @@ impl DemState {
         let bytes = map_read(device, &staging)?;
         Ok(bytes.chunks_exact(len as usize).map(|c| bytes_to_reals(c, self.precision)).collect())
     }
+}
+
+/// Status words at the start of a batch: no failure yet, step 0, rebuild flag as asked.
+fn initial_status(rebuild: bool) -> [u32; STATUS_LEN] {
+    let mut status = [0u32; STATUS_LEN];
+    for slot in [STATUS_EXACT_STEP, STATUS_EXACT_PARTICLE, STATUS_BAD_STEP, super::shader::STATUS_BAD_PARTICLE] {
+        status[slot] = STATUS_NONE;
+    }
+    status[STATUS_REBUILD] = rebuild as u32;
+    status
 }
 
 /// Maps a MAP_READ buffer, waits, copies its bytes out and unmaps it.
