@@ -4,6 +4,13 @@
 //! Layout: [`shader`] composes and validates the WGSL in `shaders/`, [`params`] mirrors its
 //! uniform struct, [`context`] picks the adapter, [`pipeline`] holds the compiled kernels,
 //! [`state`] the buffers and the recording of steps, [`engine`] the `Engine` implementation.
+//!
+//! A step on the device: (rrp-exact check), kick + drift + rotation, then, only in steps where a
+//! particle has moved more than half the Verlet skin since the last rebuild, the hashed contact
+//! grid of `grid::cell_hash` (counts, multi-level scan, scatter, in-bucket index order) and the
+//! neighbour lists; then the per-bond kernel and the per-particle kernel (bond gather in CSR
+//! order, contacts from the lists in the grid's order, walls, fields, closing kick). Every sum
+//! has a fixed order and no float atomics are used, so runs repeat bit for bit.
 
 pub mod context;
 pub mod engine;
