@@ -13,13 +13,14 @@ use rayon::prelude::*;
 /// Largest allowed |cell coordinate|; beyond it a particle is treated as escaped/non-finite.
 pub const MAX_CELL_COORD: f64 = (1u32 << 30) as f64;
 
+/// Multipliers of the cell hash (the GPU header injects these into `shaders/grid.wgsl`).
+pub const CELL_HASH_PRIMES: [u32; 3] = [73_856_093, 19_349_663, 83_492_791];
+
 /// Hash of integer cell coordinates (wrapping u32 arithmetic, identical in WGSL).
 #[inline]
 pub fn cell_hash(c: [i32; 3], mask: u32) -> u32 {
-    ((c[0] as u32).wrapping_mul(73_856_093)
-        ^ (c[1] as u32).wrapping_mul(19_349_663)
-        ^ (c[2] as u32).wrapping_mul(83_492_791))
-        & mask
+    let [a, b, d] = CELL_HASH_PRIMES;
+    ((c[0] as u32).wrapping_mul(a) ^ (c[1] as u32).wrapping_mul(b) ^ (c[2] as u32).wrapping_mul(d)) & mask
 }
 
 /// The grid, rebuilt every step from the positions.
@@ -55,8 +56,9 @@ impl CellGrid {
         let mask = self.mask;
         let place = |i: usize, c: &mut [i32; 3], h: &mut u32| {
             let f = (position(i) * inv).floor();
-            // NaN fails this comparison too.
-            if f.abs().max_element().partial_cmp(&MAX_CELL_COORD) != Some(std::cmp::Ordering::Less) {
+            // Every component must be finite and in range (a NaN in one lane fails `is_finite`;
+            // `max_element` alone would skip it).
+            if !(f.is_finite() && f.abs().max_element() < MAX_CELL_COORD) {
                 return Some(i);
             }
             *c = [f.x as i32, f.y as i32, f.z as i32];

@@ -2,7 +2,7 @@
 //! hardware-only choice on a machine with only a software adapter, and a blown-up run reported
 //! as the CPU engine reports it.
 
-#[path = "gpu_common.rs"]
+#[path = "common/gpu.rs"]
 mod gpu_common;
 
 use gpu_common::*;

@@ -2,7 +2,7 @@
 //! colliding; an unbonded, overlapping cloud), and a system large enough that every kernel runs
 //! many workgroups per dispatch (multi-level scan and reduction), all against the CPU engine.
 
-#[path = "gpu_common.rs"]
+#[path = "common/gpu.rs"]
 mod gpu_common;
 
 use gpu_common::*;

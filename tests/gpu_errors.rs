@@ -1,7 +1,7 @@
 //! Failures on the GPU are reported like the CPU engine reports them: the rrp-exact condition
 //! names the lowest failing particle and the step (V2), at the first step of a batch and later.
 
-#[path = "gpu_common.rs"]
+#[path = "common/gpu.rs"]
 mod gpu_common;
 
 use gpu_common::*;

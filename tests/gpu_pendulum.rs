@@ -1,7 +1,7 @@
 //! The 3-D pendulum (`scenarios/pendulum.json`) on the GPU: a single body, no bonds or contacts,
 //! only the pendulum field; f64 against the CPU engine for all three integrators.
 
-#[path = "gpu_common.rs"]
+#[path = "common/gpu.rs"]
 mod gpu_common;
 
 use gpu_common::*;

@@ -2,7 +2,7 @@
 //! shaders/atan2_f64.wgsl (f64 has no GPU builtin) against f64::atan2 over all quadrants and many
 //! magnitudes, the f32 builtin, and `cell_hash` against `grid::cell_hash`.
 
-#[path = "gpu_common.rs"]
+#[path = "common/gpu.rs"]
 mod gpu_common;
 
 use gpu_common::Lcg;

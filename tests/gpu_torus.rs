@@ -1,7 +1,7 @@
 //! V7 on the paper's torus impact (`scenarios/torus_impact.json`): the GPU engine in f64 and
 //! f32 against the f64 CPU reference, for every integrator, and bit-for-bit repeatability.
 
-#[path = "gpu_common.rs"]
+#[path = "common/gpu.rs"]
 mod gpu_common;
 
 use gpu_common::*;

@@ -3,7 +3,7 @@
 //! naga (no adapter needed) and reflected to learn which bindings each entry point uses.
 
 use crate::engine::Precision;
-use crate::grid::MAX_CELL_COORD;
+use crate::grid::{CELL_HASH_PRIMES, MAX_CELL_COORD};
 use std::collections::BTreeMap;
 
 /// Invocations per workgroup of the per-particle, per-bond and reduction kernels.
@@ -94,6 +94,7 @@ pub fn header(precision: Precision) -> String {
          const NQ: u32 = {NQ}u;\n\
          const MAX_REAL = {max};\n\
          const MAX_CELL_COORD = {MAX_CELL_COORD:?};\n\
+         const CELL_HASH_PRIMES = vec3<u32>({h0}u, {h1}u, {h2}u);\n\
          const STATUS_STEP: u32 = {STATUS_STEP}u;\n\
          const STATUS_EXACT_STEP: u32 = {STATUS_EXACT_STEP}u;\n\
          const STATUS_EXACT_PARTICLE: u32 = {STATUS_EXACT_PARTICLE}u;\n\
@@ -104,6 +105,9 @@ pub fn header(precision: Precision) -> String {
          const STATUS_MAX_NBR: u32 = {STATUS_MAX_NBR}u;\n\
          const STATUS_NONE: u32 = {STATUS_NONE}u;\n",
         p = precision.as_str(),
+        h0 = CELL_HASH_PRIMES[0],
+        h1 = CELL_HASH_PRIMES[1],
+        h2 = CELL_HASH_PRIMES[2],
     )
 }
 
