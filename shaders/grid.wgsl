@@ -6,3 +6,9 @@ fn cell_hash(c: vec3<i32>, mask: u32) -> u32 {
     let h = vec3<u32>(c) * CELL_HASH_PRIMES;
     return (h.x ^ h.y ^ h.z) & mask;
 }
+
+/// The k-th (k = 0..26) of the 27 cells around `c`, in the CPU's order
+/// (`CellGrid::for_each_neighbour`): offsets by z, then y, then x, each from −1 to 1.
+fn neighbour_cell(c: vec3<i32>, k: i32) -> vec3<i32> {
+    return c + vec3<i32>(k % 3 - 1, (k / 3) % 3 - 1, k / 9 - 1);
+}

@@ -77,25 +77,21 @@ fn nbr_build(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg
     let c = cell[i].xyz;
     let cap = params.nbr_capacity;
     var count = 0u;
-    for (var dz = -1; dz <= 1; dz++) {
-        for (var dy = -1; dy <= 1; dy++) {
-            for (var dx = -1; dx <= 1; dx++) {
-                let nc = c + vec3<i32>(dx, dy, dz);
-                let b = cell_hash(nc, params.mask);
-                for (var p = bucket_start[b]; p < bucket_start[b + 1u]; p++) {
-                    let sc = sorted_cell[p];
-                    let j = u32(sc.w);
-                    if j != i && all(sc.xyz == nc) {
-                        let xj = sorted_pos[p];
-                        let d = xr.xyz - xj.xyz;
-                        let rc = xr.w + xj.w + params.skin;
-                        if dot3(d, d) < rc * rc {
-                            if count < cap {
-                                nbr[i * cap + count] = j;
-                            }
-                            count++;
-                        }
+    for (var k = 0; k < 27; k++) {
+        let nc = neighbour_cell(c, k);
+        let b = cell_hash(nc, params.mask);
+        for (var p = bucket_start[b]; p < bucket_start[b + 1u]; p++) {
+            let sc = sorted_cell[p];
+            let j = u32(sc.w);
+            if j != i && all(sc.xyz == nc) {
+                let xj = sorted_pos[p];
+                let d = xr.xyz - xj.xyz;
+                let rc = xr.w + xj.w + params.skin;
+                if dot3(d, d) < rc * rc {
+                    if count < cap {
+                        nbr[i * cap + count] = j;
                     }
+                    count++;
                 }
             }
         }

@@ -56,22 +56,18 @@ fn particle(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg:
     } else {
         // The list overflowed: search the grid, which an overflow keeps fresh every step.
         let c = cell[i].xyz;
-        for (var dz = -1; dz <= 1; dz++) {
-            for (var dy = -1; dy <= 1; dy++) {
-                for (var dx = -1; dx <= 1; dx++) {
-                    let nc = c + vec3<i32>(dx, dy, dz);
-                    let b = cell_hash(nc, params.mask);
-                    for (var p = bucket_start[b]; p < bucket_start[b + 1u]; p++) {
-                        let sc = sorted_cell[p];
-                        let j = u32(sc.w);
-                        if j != i && all(sc.xyz == nc) {
-                            let xj = sorted_pos[p];
-                            let ct = contact(xi - xj.xyz, xr.w + xj.w, params.k_contact);
-                            fi = fi + ct.force;
-                            if j > i {
-                                u_contact = u_contact + ct.energy;
-                            }
-                        }
+        for (var k = 0; k < 27; k++) {
+            let nc = neighbour_cell(c, k);
+            let b = cell_hash(nc, params.mask);
+            for (var p = bucket_start[b]; p < bucket_start[b + 1u]; p++) {
+                let sc = sorted_cell[p];
+                let j = u32(sc.w);
+                if j != i && all(sc.xyz == nc) {
+                    let xj = sorted_pos[p];
+                    let ct = contact(xi - xj.xyz, xr.w + xj.w, params.k_contact);
+                    fi = fi + ct.force;
+                    if j > i {
+                        u_contact = u_contact + ct.energy;
                     }
                 }
             }

@@ -89,8 +89,12 @@ impl Conserved {
         let normals: Vec<DVec3> = prm.walls.iter().map(|w| w.normal).collect();
         let has_bonds = !model.bonds.is_empty();
         let gravity = prm.gravity != DVec3::ZERO;
-        // P: no gravity; only directions orthogonal to every wall normal.
-        let p = if gravity { vec![] } else { orthogonal_complement(&normals) };
+        // P: the directions orthogonal to every wall normal and to gravity.
+        let mut pushers = normals.clone();
+        if gravity {
+            pushers.push(prm.gravity.normalize());
+        }
+        let p = orthogonal_complement(&pushers);
         // Torque-free directions of the pendulum field (its torque is orthogonal to `up`).
         let pend_dirs = prm.pendulum.map(|pd| vec![pd.up.normalize()]);
         // S: bending and paper shear exert opposite moments; objective shear does not.
@@ -146,10 +150,4 @@ fn orthogonal_complement(normals: &[DVec3]) -> Vec<DVec3> {
 fn intersect(dirs: &[DVec3], n: DVec3) -> Vec<DVec3> {
     let proj: DVec3 = dirs.iter().map(|d| *d * d.dot(n)).sum();
     if (proj - n).length() < 1e-9 { vec![n] } else { vec![] }
-}
-
-/// Largest deviation, over a series, of the projection of `Q(t) − Q(0)` onto a basis.
-pub fn drift_along(series: &[DVec3], basis: &[DVec3]) -> f64 {
-    let Some(first) = series.first() else { return 0.0 };
-    series.iter().flat_map(|q| basis.iter().map(move |b| (*q - *first).dot(*b).abs())).fold(0.0, f64::max)
 }

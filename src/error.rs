@@ -39,4 +39,6 @@ pub enum EngineError {
     Unstable { dt: f64, h_max: f64, reason: String },
     #[error("GPU: {0}")]
     Gpu(String),
+    #[error("{0}")]
+    Unsupported(String),
 }

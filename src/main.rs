@@ -35,9 +35,6 @@ enum Command {
         out: Option<PathBuf>,
         #[command(flatten)]
         over: Overrides,
-        /// Record diagnostics every N steps.
-        #[arg(long)]
-        record_every: Option<u64>,
     },
     /// Run a scenario on the CPU reference and on a GPU side by side and print their differences.
     Compare {
@@ -90,6 +87,9 @@ struct Overrides {
     /// End time.
     #[arg(long)]
     t_end: Option<f64>,
+    /// Record diagnostics every N steps.
+    #[arg(long)]
+    record_every: Option<u64>,
     /// Run even when dt exceeds the stability estimate.
     #[arg(long)]
     force: bool,
@@ -139,7 +139,7 @@ fn main() {
 fn real_main() -> Result<()> {
     let cli = Cli::parse();
     match cli.command {
-        Command::Run { scenario, out, over, record_every } => cmd_run(&scenario, out, &over, record_every),
+        Command::Run { scenario, out, over } => cmd_run(&scenario, out, &over),
         Command::Compare { scenario, steps, precision, integrator } => {
             cmd_compare(&scenario, steps, precision.into(), integrator)
         }
@@ -162,6 +162,9 @@ fn load(path: &Path, over: &Overrides) -> Result<Scenario> {
     if let Some(t) = over.t_end {
         s.t_end = t;
     }
+    if let Some(r) = over.record_every {
+        s.record_every = r;
+    }
     s.force_dt |= over.force;
     if let Some(b) = over.backend {
         s.backend = match b {
@@ -177,17 +180,16 @@ fn load(path: &Path, over: &Overrides) -> Result<Scenario> {
     Ok(s)
 }
 
-fn cmd_run(path: &Path, out: Option<PathBuf>, over: &Overrides, record_every: Option<u64>) -> Result<()> {
-    let mut scenario = load(path, over)?;
-    if let Some(r) = record_every {
-        scenario.record_every = r;
-    }
-    scenario.validate()?;
+fn cmd_run(path: &Path, out: Option<PathBuf>, over: &Overrides) -> Result<()> {
+    let scenario = load(path, over)?;
     let model = scenario.build_model()?;
     let est = stability::estimate(&model);
     check_step(&scenario, &est)?;
     let out_dir = out.unwrap_or_else(|| Path::new("out").join(&scenario.name));
     let mut engine = engine::create(&model, scenario.integrator, scenario.dt, scenario.backend, scenario.precision)?;
+    if scenario.precision == Some(Precision::F32) && engine.info().precision == Precision::F64 {
+        eprintln!("note: precision f32 asked for, but no hardware GPU was found: running the CPU engine in f64");
+    }
     eprintln!(
         "rrpdem: {} — {} particles, {} bonds, {} steps of {} with {} on {}",
         scenario.name,

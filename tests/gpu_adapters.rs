@@ -2,10 +2,9 @@
 //! hardware-only choice on a machine with only a software adapter, and a blown-up run reported
 //! as the CPU engine reports it.
 
-#[path = "common/gpu.rs"]
-mod gpu_common;
+mod common;
 
-use gpu_common::*;
+use common::gpu::*;
 use rrpdem::engine::{Engine, Precision};
 use rrpdem::error::EngineError;
 use rrpdem::gpu::{AdapterChoice, GpuEngine, GpuError, hardware_adapter_available, list_adapters};

@@ -2,10 +2,10 @@
 //! colliding; an unbonded, overlapping cloud), and a system large enough that every kernel runs
 //! many workgroups per dispatch (multi-level scan and reduction), all against the CPU engine.
 
-#[path = "common/gpu.rs"]
-mod gpu_common;
+mod common;
 
-use gpu_common::*;
+use common::Rng;
+use common::gpu::*;
 use rrpdem::engine::{Engine, Precision};
 use rrpdem::integrator::Integrator;
 
@@ -109,13 +109,13 @@ fn polydisperse_cloud_with_crowded_cells_matches_cpu() {
     // in-bucket ordering of the grid. No bonds, no walls, no gravity: P and L are conserved.
     use glam::DVec3;
     use rrpdem::model::{Model, Params, Particles};
-    let mut rng = Lcg(21);
+    let mut rng = Rng(21);
     let mut p = Particles::default();
     for _ in 0..3000 {
         let x = DVec3::new(rng.uniform(), rng.uniform(), rng.uniform()) * 12.0;
         let r = 0.05 + 0.45 * rng.uniform();
         let m = r * r * r * 8.0;
-        p.push(x, rng.vec(0.2), glam::DQuat::IDENTITY, DVec3::ZERO, m, 0.4 * m * r * r, r, false);
+        p.push(x, rng.cube(0.2), glam::DQuat::IDENTITY, DVec3::ZERO, m, 0.4 * m * r * r, r, false);
     }
     let m = Model::new(p, &[], Params { k_contact: 50.0, ..Default::default() });
     let dt = 1e-3;

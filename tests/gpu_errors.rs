@@ -1,10 +1,9 @@
 //! Failures on the GPU are reported like the CPU engine reports them: the rrp-exact condition
 //! names the lowest failing particle and the step (V2), at the first step of a batch and later.
 
-#[path = "common/gpu.rs"]
-mod gpu_common;
+mod common;
 
-use gpu_common::*;
+use common::gpu::*;
 use rrpdem::engine::{Engine, Precision};
 use rrpdem::error::EngineError;
 use rrpdem::integrator::Integrator;

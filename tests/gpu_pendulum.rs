@@ -1,10 +1,9 @@
 //! The 3-D pendulum (`scenarios/pendulum.json`) on the GPU: a single body, no bonds or contacts,
 //! only the pendulum field; f64 against the CPU engine for all three integrators.
 
-#[path = "common/gpu.rs"]
-mod gpu_common;
+mod common;
 
-use gpu_common::*;
+use common::gpu::*;
 use rrpdem::engine::Precision;
 use rrpdem::integrator::Integrator;
 

@@ -2,10 +2,9 @@
 //! shaders/atan2_f64.wgsl (f64 has no GPU builtin) against f64::atan2 over all quadrants and many
 //! magnitudes, the f32 builtin, and `cell_hash` against `grid::cell_hash`.
 
-#[path = "common/gpu.rs"]
-mod gpu_common;
+mod common;
 
-use gpu_common::Lcg;
+use common::Rng;
 use rrpdem::engine::Precision;
 use rrpdem::gpu::{atan2_on_device, cell_hash_on_device};
 
@@ -21,7 +20,7 @@ fn ulps(a: f64, b: f64) -> u64 {
 }
 
 fn inputs() -> Vec<(f64, f64)> {
-    let mut rng = Lcg(3);
+    let mut rng = Rng(3);
     let mut v = Vec::new();
     for _ in 0..20000 {
         let y = (rng.uniform() - 0.5) * 10f64.powf(rng.uniform() * 12.0 - 6.0);
@@ -79,7 +78,7 @@ fn atan2_f32_builtin_is_close() {
 
 #[test]
 fn cell_hash_matches_the_cpu_grid() {
-    let mut rng = Lcg(9);
+    let mut rng = Rng(9);
     let mut cells: Vec<[i32; 3]> = (0..5000)
         .map(|_| {
             let mut c = || ((rng.uniform() - 0.5) * 2.0 * (1u64 << 30) as f64) as i32;

@@ -1,10 +1,9 @@
 //! V7 on the paper's torus impact (`scenarios/torus_impact.json`): the GPU engine in f64 and
 //! f32 against the f64 CPU reference, for every integrator, and bit-for-bit repeatability.
 
-#[path = "common/gpu.rs"]
-mod gpu_common;
+mod common;
 
-use gpu_common::*;
+use common::gpu::*;
 use rrpdem::engine::{Engine, Precision};
 use rrpdem::integrator::Integrator;
 

@@ -70,7 +70,7 @@ pub fn create(
     };
     match backend {
         Backend::Cpu => match precision {
-            Some(Precision::F32) => Err(EngineError::Gpu(
+            Some(Precision::F32) => Err(EngineError::Unsupported(
                 "precision f32 is only offered by the GPU engine; the CPU engine computes in f64".into(),
             )),
             _ => Ok(Box::new(CpuEngine::new(model, integrator, dt)?)),

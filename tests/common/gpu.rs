@@ -1,26 +1,22 @@
 //! Shared helpers of the GPU tests: engines for a scenario, and max differences between runs.
 
-#![allow(dead_code)]
-
 use rrpdem::diagnostics::Diagnostics;
 use rrpdem::engine::{CpuEngine, Engine, Precision};
 use rrpdem::gpu::{AdapterChoice, GpuEngine};
 use rrpdem::integrator::{Integrator, Kinematics};
 use rrpdem::model::Model;
 use rrpdem::scenario::Scenario;
-use std::path::Path;
 
 /// Loads a scenario of `scenarios/` and builds its model.
 pub fn scenario_model(name: &str) -> (Scenario, Model) {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios").join(name);
-    let s = Scenario::load(&path).unwrap_or_else(|e| panic!("{e}"));
+    let s = super::scenario(name);
     let m = s.build_model().unwrap_or_else(|e| panic!("{e}"));
     (s, m)
 }
 
 /// Builds a scenario from JSON text.
 pub fn model_from_json(text: &str) -> (Scenario, Model) {
-    let s = Scenario::from_json(text, Path::new("inline.json")).unwrap_or_else(|e| panic!("{e}"));
+    let s = super::scenario_from(text);
     let m = s.build_model().unwrap_or_else(|e| panic!("{e}"));
     (s, m)
 }
@@ -70,22 +66,6 @@ pub fn compare(gpu: &mut dyn Engine, cpu: &mut dyn Engine, steps: u64) -> (f64, 
     (max_position_diff(&sg, &sc), max_motion_diff(&sg, &sc), max_energy_diff(&dg, &dc))
 }
 
-/// A deterministic pseudo-random generator for test configurations (no extra dependency).
-pub struct Lcg(pub u64);
-
-impl Lcg {
-    /// Uniform in [0, 1).
-    pub fn uniform(&mut self) -> f64 {
-        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-        (self.0 >> 11) as f64 / (1u64 << 53) as f64
-    }
-
-    /// Uniform in [−a, a) per component.
-    pub fn vec(&mut self, a: f64) -> glam::DVec3 {
-        glam::DVec3::new(self.uniform() - 0.5, self.uniform() - 0.5, self.uniform() - 0.5) * (2.0 * a)
-    }
-}
-
 /// A block of `nx·ny·nz` unit-diameter spheres on a jittered lattice of spacing `spacing`
 /// (< 1 gives overlaps everywhere), random velocities, spins and attitudes; every 97th particle
 /// is fixed; with `bonds`, each particle is bonded to its +x neighbour. Objective shear, a floor
@@ -94,16 +74,16 @@ pub fn lattice_model(nx: usize, ny: usize, nz: usize, spacing: f64, bonds: bool,
     use glam::DVec3;
     use rrpdem::interactions::{ShearVariant, Wall};
     use rrpdem::model::{Params, Particles};
-    let mut rng = Lcg(seed);
+    let mut rng = super::Rng(seed);
     let mut p = Particles::default();
     let idx = |x: usize, y: usize, z: usize| (z * ny + y) * nx + x;
     for z in 0..nz {
         for y in 0..ny {
             for x in 0..nx {
-                let pos = DVec3::new(x as f64, y as f64, z as f64 + 0.5) * spacing + rng.vec(0.02);
-                let q = rrpdem::rrp::quat_from_rotation_vector(rng.vec(0.5));
+                let pos = DVec3::new(x as f64, y as f64, z as f64 + 0.5) * spacing + rng.cube(0.02);
+                let q = rrpdem::rrp::quat_from_rotation_vector(rng.cube(0.5));
                 let fixed = idx(x, y, z) % 97 == 0;
-                p.push(pos, rng.vec(0.5), q, rng.vec(1.0), 1.0 + 0.2 * rng.uniform(), 0.1, 0.5, fixed);
+                p.push(pos, rng.cube(0.5), q, rng.cube(1.0), 1.0 + 0.2 * rng.uniform(), 0.1, 0.5, fixed);
             }
         }
     }

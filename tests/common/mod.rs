@@ -2,6 +2,8 @@
 //! loading, small random generators (deterministic, no extra dependency).
 #![allow(dead_code)]
 
+pub mod gpu;
+
 use glam::{DQuat, DVec3};
 use rrpdem::engine::{CpuEngine, Engine, Precision};
 use rrpdem::gpu::{AdapterChoice, GpuEngine};
@@ -44,6 +46,11 @@ impl Rng {
 
     pub fn range(&mut self, lo: f64, hi: f64) -> f64 {
         lo + (hi - lo) * self.uniform()
+    }
+
+    /// Uniform in [−a, a) per component.
+    pub fn cube(&mut self, a: f64) -> DVec3 {
+        DVec3::new(self.range(-a, a), self.range(-a, a), self.range(-a, a))
     }
 
     /// Uniform direction on the unit sphere.
