@@ -6,7 +6,7 @@
 //! by exactly one task and every sum runs in a fixed order, so results do not depend on the
 //! number of threads.
 
-use super::{Engine, EngineInfo, Precision};
+use super::{Engine, EngineInfo, EngineState, Precision, wrong_state_kind};
 use crate::diagnostics::Diagnostics;
 use crate::error::EngineError;
 use crate::grid::NeighbourList;
@@ -67,6 +67,8 @@ pub struct CpuEngine {
     neighbours: NeighbourList,
     step: u64,
     diag: Diagnostics,
+    /// Step and kinematics at the start of the last `advance` (for `rollback`).
+    saved: (u64, Vec<Kinematics>),
 }
 
 impl CpuEngine {
@@ -99,6 +101,7 @@ impl CpuEngine {
             neighbours: NeighbourList::new(n, r_max, (0.3 * r_max).max(f64::MIN_POSITIVE)),
             step: 0,
             diag: Diagnostics::default(),
+            saved: (0, Vec::new()),
         };
         e.evaluate()?;
         e.diag = e.sum_diagnostics();
@@ -277,6 +280,50 @@ impl CpuEngine {
     }
 }
 
+/// f64 values per particle in a saved CPU state: x, v, q (x, y, z, w), Ω.
+const STATE_REALS: usize = 13;
+
+fn encode_kinematics(kin: &[Kinematics]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(kin.len() * STATE_REALS * 8);
+    for k in kin {
+        for v in [k.x.x, k.x.y, k.x.z, k.v.x, k.v.y, k.v.z, k.q.x, k.q.y, k.q.z, k.q.w, k.w.x, k.w.y, k.w.z] {
+            out.extend_from_slice(&v.to_le_bytes());
+        }
+    }
+    out
+}
+
+fn decode_kinematics(data: &[u8], n: usize) -> Option<Vec<Kinematics>> {
+    if data.len() != n * STATE_REALS * 8 {
+        return None;
+    }
+    let reals: Vec<f64> = data.chunks_exact(8).map(|c| f64::from_le_bytes(c.try_into().expect("8 bytes"))).collect();
+    Some(
+        reals
+            .chunks_exact(STATE_REALS)
+            .map(|r| Kinematics {
+                x: DVec3::new(r[0], r[1], r[2]),
+                v: DVec3::new(r[3], r[4], r[5]),
+                q: glam::DQuat::from_xyzw(r[6], r[7], r[8], r[9]),
+                w: DVec3::new(r[10], r[11], r[12]),
+            })
+            .collect(),
+    )
+}
+
+impl CpuEngine {
+    /// Sets the kinematics and step and re-evaluates forces and diagnostics. The forces are a
+    /// function of the state alone (contact partners are summed in index order), so stepping
+    /// on from here is bit-identical to never having left.
+    fn set_state(&mut self, step: u64, kin: Vec<Kinematics>) -> Result<(), EngineError> {
+        self.kin = kin;
+        self.step = step;
+        self.evaluate()?;
+        self.diag = self.sum_diagnostics();
+        Ok(())
+    }
+}
+
 impl Engine for CpuEngine {
     fn info(&self) -> EngineInfo {
         EngineInfo {
@@ -295,6 +342,8 @@ impl Engine for CpuEngine {
     }
 
     fn advance(&mut self, steps: u64) -> Result<(), EngineError> {
+        self.saved.0 = self.step;
+        self.saved.1.clone_from(&self.kin);
         for _ in 0..steps {
             self.one_step()?;
         }
@@ -309,5 +358,52 @@ impl Engine for CpuEngine {
 
     fn snapshot(&mut self) -> Result<Vec<Kinematics>, EngineError> {
         Ok(self.kin.clone())
+    }
+
+    fn state_kind(&self) -> String {
+        "cpu-f64".into()
+    }
+
+    fn save_state(&mut self) -> Result<EngineState, EngineError> {
+        Ok(EngineState { kind: self.state_kind(), step: self.step, data: encode_kinematics(&self.kin) })
+    }
+
+    fn load_state(&mut self, state: &EngineState) -> Result<(), EngineError> {
+        if state.kind != self.state_kind() {
+            return Err(wrong_state_kind(&state.kind, &self.state_kind()));
+        }
+        let kin = decode_kinematics(&state.data, self.kin.len()).ok_or_else(|| {
+            EngineError::Unsupported(format!(
+                "the saved state holds {} bytes; {} particles need {}",
+                state.data.len(),
+                self.kin.len(),
+                self.kin.len() * STATE_REALS * 8
+            ))
+        })?;
+        self.set_state(state.step, kin)
+    }
+
+    fn rollback(&mut self) -> Result<(), EngineError> {
+        if self.saved.1.len() != self.kin.len() {
+            return Ok(()); // no advance yet: the current state is the initial one
+        }
+        let (step, kin) = (self.saved.0, self.saved.1.clone());
+        self.set_state(step, kin)
+    }
+
+    fn largest_force(&mut self) -> Result<Option<(usize, f64)>, EngineError> {
+        Ok(self
+            .acc
+            .iter()
+            .map(|a| a.force.length())
+            .enumerate()
+            .fold(None, |best: Option<(usize, f64)>, (i, f)| match best {
+                Some((_, b)) if !(f > b) => best,
+                _ => Some((i, f)),
+            }))
+    }
+
+    fn guard_interval(&self) -> u64 {
+        1
     }
 }

@@ -36,6 +36,18 @@ pub struct EngineInfo {
     pub precision: Precision,
 }
 
+/// An engine's own state at a step, enough for the same kind of engine to continue
+/// bit-identically (`Engine::save_state` / `Engine::load_state`; stored in checkpoints).
+#[derive(Clone, Debug, PartialEq)]
+pub struct EngineState {
+    /// The kind of engine that wrote it (`Engine::state_kind`); another kind refuses it.
+    pub kind: String,
+    /// Steps taken when it was saved.
+    pub step: u64,
+    /// Engine-specific bytes (little-endian), e.g. the raw particle arrays.
+    pub data: Vec<u8>,
+}
+
 /// A time-stepping engine for one model.
 pub trait Engine {
     fn info(&self) -> EngineInfo;
@@ -49,6 +61,31 @@ pub trait Engine {
     fn diagnostics(&mut self) -> Result<Diagnostics, EngineError>;
     /// Full particle state at the current step, in f64.
     fn snapshot(&mut self) -> Result<Vec<Kinematics>, EngineError>;
+    /// What `save_state` calls this engine's state (backend and precision, e.g. `cpu-f64`).
+    fn state_kind(&self) -> String;
+    /// The engine's state at the current step, raw, so that `load_state` on an engine of the
+    /// same kind built from the same model continues bit-identically.
+    fn save_state(&mut self) -> Result<EngineState, EngineError>;
+    /// Replaces the current state by a saved one (same kind, same model) and re-evaluates the
+    /// forces and diagnostics of that state.
+    fn load_state(&mut self, state: &EngineState) -> Result<(), EngineError>;
+    /// Returns to the state at the start of the last `advance` call: after a failure or a guard
+    /// trip, this is the last state the run driver checked.
+    fn rollback(&mut self) -> Result<(), EngineError>;
+    /// The particle with the largest |F| at the current state and that |F| (`None` if there
+    /// are no particles). For error reports.
+    fn largest_force(&mut self) -> Result<Option<(usize, f64)>, EngineError>;
+    /// Steps between the run driver's guard checks (energy and momenta): each check costs the
+    /// GPU a host wait, the CPU only a sum.
+    fn guard_interval(&self) -> u64;
+}
+
+/// The error for a saved state of another kind.
+pub fn wrong_state_kind(have: &str, want: &str) -> EngineError {
+    EngineError::Unsupported(format!(
+        "the saved state was written by the {have} engine; this is the {want} engine (resume with the same backend and \
+         precision)"
+    ))
 }
 
 /// Creates the engine a run asked for.

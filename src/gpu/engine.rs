@@ -424,6 +424,31 @@ impl Engine for GpuEngine {
             })
             .collect())
     }
+
+    fn state_kind(&self) -> String {
+        format!("gpu-{}", self.precision.as_str())
+    }
+
+    // TODO(issue 6): raw device state, device-side rollback copy, force readback.
+    fn save_state(&mut self) -> Result<crate::engine::EngineState, EngineError> {
+        Err(EngineError::Unsupported("GPU checkpoints are not implemented yet".into()))
+    }
+
+    fn load_state(&mut self, _state: &crate::engine::EngineState) -> Result<(), EngineError> {
+        Err(EngineError::Unsupported("GPU checkpoints are not implemented yet".into()))
+    }
+
+    fn rollback(&mut self) -> Result<(), EngineError> {
+        Ok(())
+    }
+
+    fn largest_force(&mut self) -> Result<Option<(usize, f64)>, EngineError> {
+        Ok(None)
+    }
+
+    fn guard_interval(&self) -> u64 {
+        100
+    }
 }
 
 /// Runs a probe kernel of shaders/probe.wgsl over `input` (raw bytes of its input array) and
