@@ -4,10 +4,10 @@
 use crate::interactions::ShearVariant;
 use crate::model::Model;
 use glam::DVec3;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Energy components and momenta at one step.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Diagnostics {
     pub step: u64,
     pub t: f64,
@@ -71,7 +71,7 @@ impl Diagnostics {
 }
 
 /// Orthonormal bases of the directions along which P, S and L are conserved exactly (MODEL §4).
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Conserved {
     pub p: Vec<DVec3>,
     pub s: Vec<DVec3>,

@@ -6,9 +6,11 @@ use rrpdem::converge::{self, CONVERGE_HEADER};
 use rrpdem::diagnostics::Diagnostics;
 use rrpdem::engine::{self, CpuEngine, Precision};
 use rrpdem::integrator::Integrator;
-use rrpdem::run::{self, Summary};
+use rrpdem::checkpoint::{self, Checkpoint};
+use rrpdem::output::OutputDir;
+use rrpdem::run::{self, RunOptions, Start, Summary};
 use rrpdem::scenario::Backend;
-use rrpdem::scenario::Scenario;
+use rrpdem::scenario::{MAX_STEPS, Scenario};
 use rrpdem::stability;
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -26,15 +28,33 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Run a scenario and write series.csv, final_state.csv and summary.json.
+    /// Run a scenario and write series.csv, final_state.csv and summary.json (and checkpoints).
     Run {
         /// Scenario file (JSON).
         scenario: PathBuf,
         /// Output folder [default: out/<scenario name>].
         #[arg(long)]
         out: Option<PathBuf>,
+        /// Replace the outputs of an earlier run in the output folder (refused without it).
+        #[arg(long)]
+        overwrite: bool,
         #[command(flatten)]
         over: Overrides,
+        #[command(flatten)]
+        ctl: RunControl,
+    },
+    /// Continue an interrupted or checkpointed run from DIR/checkpoint.bin, bit-identically.
+    Resume {
+        /// The run's output folder.
+        dir: PathBuf,
+        /// New end time [default: the run's].
+        #[arg(long)]
+        t_end: Option<f64>,
+        /// Refuse unless the checkpoint belongs to this scenario file (all fields but t_end equal).
+        #[arg(long)]
+        scenario: Option<PathBuf>,
+        #[command(flatten)]
+        ctl: RunControl,
     },
     /// Run a scenario on the CPU reference and on a GPU side by side and print their differences.
     Compare {
@@ -75,6 +95,15 @@ enum Command {
     },
 }
 
+/// How a run is checkpointed.
+#[derive(clap::Args)]
+struct RunControl {
+    /// Write DIR/checkpoint.bin every N steps (atomically; the previous one is kept until the
+    /// new one is complete). An interrupt (Ctrl-C, SIGTERM) always writes one.
+    #[arg(long, value_name = "N")]
+    checkpoint_every: Option<u64>,
+}
+
 /// Settings that override the scenario file.
 #[derive(clap::Args)]
 struct Overrides {
@@ -93,6 +122,9 @@ struct Overrides {
     /// Run even when dt exceeds the stability estimate.
     #[arg(long)]
     force: bool,
+    /// Stop when |E + E_released - E0|/|E0| exceeds this [default: the scenario's, 0.05].
+    #[arg(long)]
+    max_energy_error: Option<f64>,
     /// Engine: auto (a hardware GPU if there is one, else the CPU), cpu, gpu (software adapters too).
     #[arg(long, value_enum)]
     backend: Option<BackendArg>,
@@ -132,14 +164,30 @@ fn main() {
     }
     if let Err(e) = real_main() {
         eprintln!("error: {e:#}");
-        std::process::exit(1);
+        let interrupted = e.downcast_ref::<run::RunError>().is_some_and(|r| matches!(r, run::RunError::Interrupted { .. }));
+        // 130 = 128 + SIGINT, what shells report for a program stopped by Ctrl-C.
+        std::process::exit(if interrupted { 130 } else { 1 });
     }
+}
+
+/// SIGINT/SIGTERM/SIGHUP: the first asks the run to stop after the current chunk of steps and
+/// write everything (with a checkpoint); a second one ends the process at once.
+fn install_interrupt_handler() -> Result<()> {
+    ctrlc::set_handler(|| {
+        if run::INTERRUPT.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            eprintln!("\nrrpdem: second interrupt, stopping now without writing");
+            std::process::exit(130);
+        }
+        eprintln!("\nrrpdem: interrupt received, finishing the current steps and writing the outputs (again to abort)");
+    })
+    .context("installing the interrupt handler")
 }
 
 fn real_main() -> Result<()> {
     let cli = Cli::parse();
     match cli.command {
-        Command::Run { scenario, out, over } => cmd_run(&scenario, out, &over),
+        Command::Run { scenario, out, overwrite, over, ctl } => cmd_run(&scenario, out, overwrite, &over, &ctl),
+        Command::Resume { dir, t_end, scenario, ctl } => cmd_resume(&dir, t_end, scenario.as_deref(), &ctl),
         Command::Compare { scenario, steps, precision, integrator } => {
             cmd_compare(&scenario, steps, precision.into(), integrator)
         }
@@ -165,6 +213,9 @@ fn load(path: &Path, over: &Overrides) -> Result<Scenario> {
     if let Some(r) = over.record_every {
         s.record_every = r;
     }
+    if let Some(m) = over.max_energy_error {
+        s.max_energy_error = m;
+    }
     s.force_dt |= over.force;
     if let Some(b) = over.backend {
         s.backend = match b {
@@ -180,12 +231,13 @@ fn load(path: &Path, over: &Overrides) -> Result<Scenario> {
     Ok(s)
 }
 
-fn cmd_run(path: &Path, out: Option<PathBuf>, over: &Overrides) -> Result<()> {
+fn cmd_run(path: &Path, out: Option<PathBuf>, overwrite: bool, over: &Overrides, ctl: &RunControl) -> Result<()> {
     let scenario = load(path, over)?;
     let model = scenario.build_model()?;
     let est = stability::estimate(&model);
     check_step(&scenario, &est)?;
     let out_dir = out.unwrap_or_else(|| Path::new("out").join(&scenario.name));
+    let dir = OutputDir::create(&out_dir, overwrite)?;
     let mut engine = engine::create(&model, scenario.integrator, scenario.dt, scenario.backend, scenario.precision)?;
     if scenario.precision == Some(Precision::F32) && engine.info().precision == Precision::F64 {
         eprintln!("note: precision f32 asked for, but no hardware GPU was found: running the CPU engine in f64");
@@ -200,8 +252,61 @@ fn cmd_run(path: &Path, out: Option<PathBuf>, over: &Overrides) -> Result<()> {
         scenario.integrator,
         engine.info().device
     );
-    let summary = run::run(&scenario, &model, engine.as_mut(), est, &out_dir, std::io::stderr().is_terminal())?;
+    install_interrupt_handler()?;
+    let opts = RunOptions { progress: std::io::stderr().is_terminal(), checkpoint_every: checkpoint_every(ctl)?, stop_at: None };
+    let summary = run::run(&scenario, &model, engine.as_mut(), Start::Fresh { stability: est }, &dir, opts)?;
     print_summary(&summary, &out_dir);
+    Ok(())
+}
+
+fn checkpoint_every(ctl: &RunControl) -> Result<Option<u64>> {
+    match ctl.checkpoint_every {
+        Some(0) => bail!("--checkpoint-every must be at least 1"),
+        c => Ok(c),
+    }
+}
+
+fn cmd_resume(dir_path: &Path, t_end: Option<f64>, check: Option<&Path>, ctl: &RunControl) -> Result<()> {
+    let dir = OutputDir::reopen(dir_path)?;
+    let cp_path = dir.join(checkpoint::FILE_NAME);
+    let cp = Checkpoint::read(&cp_path)?;
+    if let Some(file) = check {
+        cp.check_scenario(&Scenario::load(file)?, &cp_path, &format!("scenario {}", file.display()))?;
+    }
+    let mut scenario = cp.scenario.clone();
+    if let Some(t) = t_end {
+        scenario.t_end = t;
+        scenario.validate().context("after applying --t-end")?;
+    }
+    if scenario.total_steps() < cp.engine.step {
+        bail!(
+            "the checkpoint is at step {} (t = {}); --t-end {} ends before it",
+            cp.engine.step,
+            cp.progress.last.t,
+            scenario.t_end
+        );
+    }
+    let (backend, precision) = match cp.engine.kind.as_str() {
+        "cpu-f64" => (Backend::Cpu, None),
+        "gpu-f32" => (Backend::Gpu, Some(Precision::F32)),
+        "gpu-f64" => (Backend::Gpu, Some(Precision::F64)),
+        other => bail!("{}: unknown engine kind `{other}` in the checkpoint", cp_path.display()),
+    };
+    let mut engine = engine::create(&cp.model, scenario.integrator, scenario.dt, backend, precision)?;
+    engine.load_state(&cp.engine)?;
+    eprintln!(
+        "rrpdem: resuming {} at step {} (t = {}) to step {} on {}",
+        scenario.name,
+        cp.engine.step,
+        cp.progress.last.t,
+        scenario.total_steps(),
+        engine.info().device
+    );
+    install_interrupt_handler()?;
+    let opts = RunOptions { progress: std::io::stderr().is_terminal(), checkpoint_every: checkpoint_every(ctl)?, stop_at: None };
+    let start = Start::Resume { progress: cp.progress.clone() };
+    let summary = run::run(&scenario, &cp.model, engine.as_mut(), start, &dir, opts)?;
+    print_summary(&summary, dir_path);
     Ok(())
 }
 
@@ -321,9 +426,27 @@ fn cmd_converge(
 ) -> Result<()> {
     let scenario = Scenario::load(path)?;
     let model = scenario.build_model()?;
-    let dts = dt.unwrap_or_else(|| (0..levels.max(1)).map(|k| scenario.dt / 2f64.powi(k as i32)).collect());
+    if dt.is_none() && !(1..=40).contains(&levels) {
+        bail!("--levels {levels}: use 1 to 40 (each level halves dt and doubles the work)");
+    }
+    if ref_factor == 0 {
+        bail!("--ref-factor must be at least 1");
+    }
+    let dts = dt.unwrap_or_else(|| (0..levels).map(|k| scenario.dt / 2f64.powi(k as i32)).collect());
+    if let Some(bad) = dts.iter().find(|d| !(d.is_finite() && **d > 0.0)) {
+        bail!("--dt {bad}: every step must be a finite number > 0");
+    }
     let integrators = integrators.unwrap_or_else(|| Integrator::ALL.to_vec());
     let t_end = t_end.unwrap_or(scenario.t_end);
+    // The reference solution is the longest run: min(dt)/ref_factor to t_end.
+    let finest = dts.iter().copied().fold(f64::INFINITY, f64::min) / ref_factor as f64;
+    let ref_steps = t_end / finest;
+    if !(ref_steps <= MAX_STEPS as f64) {
+        bail!(
+            "the reference solution would take {ref_steps:.3e} steps (t_end {t_end} / (min dt / {ref_factor})); at most \
+             {MAX_STEPS:.0e} are allowed: use fewer levels, a shorter t_end or a smaller --ref-factor"
+        );
+    }
     let est = stability::estimate(&model);
     if let Some(big) = dts.iter().find(|&&d| d > est.h_max) {
         bail!("dt = {big} exceeds the stability estimate {:.3e} ({})", est.h_max, est.limiting);

@@ -1,10 +1,12 @@
-//! Output files: `series.csv` (one row per recorded step), `final_state.csv` and `summary.json`.
+//! Output files: `series.csv` (one row per recorded step), `final_state.csv` and `summary.json`,
+//! and the output folder itself (one run at a time, never a mix of two runs' files).
 
 use crate::diagnostics::{Diagnostics, SERIES_HEADER, fmt17};
 use crate::integrator::Kinematics;
+use crate::model::Particles;
 use crate::rrp;
 use std::fs::File;
-use std::io::{self, BufWriter, Write};
+use std::io::{self, BufRead, BufWriter, Write};
 use std::path::{Path, PathBuf};
 use thiserror::Error;
 
@@ -21,8 +23,83 @@ fn wrap(path: &Path) -> impl Fn(io::Error) -> OutputError + '_ {
     move |source| OutputError { path: path.to_owned(), source }
 }
 
-/// Header of `final_state.csv`.
-pub const FINAL_STATE_HEADER: &str = "id,x,y,z,vx,vy,vz,qw,qx,qy,qz,wx,wy,wz";
+/// Header of `final_state.csv`: every column a `csv` body reads.
+pub const FINAL_STATE_HEADER: &str = "id,x,y,z,vx,vy,vz,qw,qx,qy,qz,wx,wy,wz,mass,inertia,diameter,fixed";
+
+/// What a run writes into its folder (files and folders); a new run replaces all of them.
+pub const RUN_OUTPUTS: [&str; 7] =
+    ["series.csv", "final_state.csv", "summary.json", "checkpoint.bin", "checkpoint.bin.tmp", "breaks.csv", "vtk"];
+
+/// Name of the lock file that keeps a second run out of a folder in use.
+pub const LOCK_FILE: &str = ".rrpdem.lock";
+
+/// Why an output folder cannot be used.
+#[derive(Debug, Error)]
+pub enum OutputDirError {
+    #[error(transparent)]
+    Io(#[from] OutputError),
+    #[error("{path}: another rrpdem process is writing into this folder (it holds {LOCK_FILE}); wait for it or use --out")]
+    Busy { path: PathBuf },
+    #[error(
+        "{path} holds the outputs of an earlier run ({files}); pass --overwrite to replace them, or choose another \
+         folder with --out"
+    )]
+    Occupied { path: PathBuf, files: String },
+    #[error("{path} holds no run to resume ({missing} is missing)")]
+    NothingToResume { path: PathBuf, missing: String },
+}
+
+/// An output folder held by this process for one run: a lock file (an OS advisory lock,
+/// released when the process ends, even by a crash) keeps other runs out.
+#[derive(Debug)]
+pub struct OutputDir {
+    pub path: PathBuf,
+    _lock: File,
+}
+
+impl OutputDir {
+    fn lock(path: &Path) -> Result<OutputDir, OutputDirError> {
+        std::fs::create_dir_all(path).map_err(wrap(path))?;
+        let lock_path = path.join(LOCK_FILE);
+        let lock = File::options().create(true).truncate(false).write(true).open(&lock_path).map_err(wrap(&lock_path))?;
+        match lock.try_lock() {
+            Ok(()) => Ok(OutputDir { path: path.to_owned(), _lock: lock }),
+            Err(std::fs::TryLockError::WouldBlock) => Err(OutputDirError::Busy { path: path.to_owned() }),
+            Err(std::fs::TryLockError::Error(e)) => Err(OutputError { path: lock_path, source: e }.into()),
+        }
+    }
+
+    /// Takes a folder for a new run. Earlier outputs are removed with `overwrite`, refused without.
+    pub fn create(path: &Path, overwrite: bool) -> Result<OutputDir, OutputDirError> {
+        let dir = OutputDir::lock(path)?;
+        let present: Vec<&str> = RUN_OUTPUTS.iter().copied().filter(|f| path.join(f).exists()).collect();
+        if !present.is_empty() {
+            if !overwrite {
+                return Err(OutputDirError::Occupied { path: path.to_owned(), files: present.join(", ") });
+            }
+            for f in present {
+                let p = path.join(f);
+                let r = if p.is_dir() { std::fs::remove_dir_all(&p) } else { std::fs::remove_file(&p) };
+                r.map_err(wrap(&p))?;
+            }
+        }
+        Ok(dir)
+    }
+
+    /// Takes the folder of an earlier run to continue it (`resume`).
+    pub fn reopen(path: &Path) -> Result<OutputDir, OutputDirError> {
+        for f in ["series.csv", crate::checkpoint::FILE_NAME] {
+            if !path.join(f).is_file() {
+                return Err(OutputDirError::NothingToResume { path: path.to_owned(), missing: f.into() });
+            }
+        }
+        OutputDir::lock(path)
+    }
+
+    pub fn join(&self, name: &str) -> PathBuf {
+        self.path.join(name)
+    }
+}
 
 /// Streams `series.csv`; rows are flushed as they are written so none is lost on an error.
 pub struct SeriesWriter {
@@ -38,6 +115,41 @@ impl SeriesWriter {
         Ok(w)
     }
 
+    /// Reopens `series.csv` to continue a run from `step`: rows after `step` (written after
+    /// the checkpoint, before the run stopped) are dropped, and a torn last line with them.
+    pub fn resume(path: &Path, step: u64) -> Result<SeriesWriter, OutputError> {
+        let file = File::open(path).map_err(wrap(path))?;
+        let mut keep = 0u64;
+        let mut reader = io::BufReader::new(file);
+        let mut line = String::new();
+        let mut first = true;
+        loop {
+            line.clear();
+            let n = reader.read_line(&mut line).map_err(wrap(path))?;
+            if n == 0 || !line.ends_with('\n') {
+                break;
+            }
+            if !first {
+                match line.split(',').next().and_then(|v| v.parse::<u64>().ok()) {
+                    Some(s) if s <= step => {}
+                    _ => break,
+                }
+            } else if line.trim_end() != SERIES_HEADER {
+                return Err(OutputError {
+                    path: path.to_owned(),
+                    source: io::Error::other("not this version's series.csv (its header differs)"),
+                });
+            }
+            first = false;
+            keep += n as u64;
+        }
+        let file = File::options().write(true).open(path).map_err(wrap(path))?;
+        file.set_len(keep).map_err(wrap(path))?;
+        let mut out = BufWriter::new(file);
+        io::Seek::seek(&mut out, io::SeekFrom::End(0)).map_err(wrap(path))?;
+        Ok(SeriesWriter { path: path.to_owned(), out })
+    }
+
     pub fn write(&mut self, d: &Diagnostics) -> Result<(), OutputError> {
         writeln!(self.out, "{}", d.csv_row()).map_err(wrap(&self.path))
     }
@@ -47,19 +159,39 @@ impl SeriesWriter {
     }
 }
 
-/// Writes `final_state.csv`: q with `qw ≥ 0`, w the spatial angular velocity, 17 digits.
-pub fn write_final_state(path: &Path, state: &[Kinematics]) -> Result<(), OutputError> {
+/// Writes `final_state.csv`: q with `qw ≥ 0`, w the spatial angular velocity, the constants of
+/// `particles` (mass, inertia, diameter, fixed), 17 digits. A `csv` body reads it back.
+pub fn write_final_state(path: &Path, state: &[Kinematics], particles: &Particles) -> Result<(), OutputError> {
     let file = File::create(path).map_err(wrap(path))?;
     let mut out = BufWriter::new(file);
     writeln!(out, "{FINAL_STATE_HEADER}").map_err(wrap(path))?;
     for (i, k) in state.iter().enumerate() {
         let q = rrp::canonical(k.q);
-        let vals = [k.x.x, k.x.y, k.x.z, k.v.x, k.v.y, k.v.z, q.w, q.x, q.y, q.z, k.w.x, k.w.y, k.w.z];
+        let p = particles;
+        let vals = [
+            k.x.x,
+            k.x.y,
+            k.x.z,
+            k.v.x,
+            k.v.y,
+            k.v.z,
+            q.w,
+            q.x,
+            q.y,
+            q.z,
+            k.w.x,
+            k.w.y,
+            k.w.z,
+            p.mass[i],
+            p.inertia[i],
+            2.0 * p.radius[i],
+        ];
         let mut line = i.to_string();
         for v in vals {
             line.push(',');
             line.push_str(&fmt17(v));
         }
+        line.push_str(if p.fixed[i] { ",1" } else { ",0" });
         writeln!(out, "{line}").map_err(wrap(path))?;
     }
     out.flush().map_err(wrap(path))

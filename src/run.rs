@@ -1,17 +1,19 @@
 //! Runs a scenario to its end: steps an engine, records diagnostics, shows progress and writes
 //! the outputs. On an engine error everything recorded so far is still written.
 
+use crate::checkpoint::{self, Checkpoint, CheckpointError, RunProgress};
 use crate::diagnostics::{Conserved, Diagnostics};
 use crate::engine::{Engine, EngineInfo};
 use crate::error::EngineError;
 use crate::model::Model;
-use crate::output::{self, OutputError, SeriesWriter};
+use crate::output::{self, OutputDir, OutputError, SeriesWriter};
 use crate::scenario::Scenario;
 use crate::stability::StabilityEstimate;
 use glam::DVec3;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use serde::Serialize;
-use std::path::{Path, PathBuf};
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 use thiserror::Error;
 
@@ -19,19 +21,26 @@ use thiserror::Error;
 pub enum RunError {
     #[error(transparent)]
     Output(#[from] OutputError),
-    #[error("{source}\n(what was recorded up to then is in {})", out_dir.display())]
+    #[error(transparent)]
+    Checkpoint(#[from] CheckpointError),
+    #[error("{error}\n(the outputs up to the last good step, {step}, are in {})", out_dir.display())]
     Engine {
-        #[source]
-        source: EngineError,
+        error: EngineError,
+        /// The last good step: what `final_state.csv` and `summary.json` describe.
+        step: u64,
         out_dir: PathBuf,
     },
+    #[error("interrupted at step {step} (t = {t}); continue with `rrpdem resume {}`", out_dir.display())]
+    Interrupted { step: u64, t: f64, out_dir: PathBuf },
 }
 
-/// Running record of the energy budget and of the momenta's drift.
-#[derive(Clone, Debug, Serialize)]
+/// Running record of the energy budget and of the momenta's drift, updated at every step the
+/// guard checks (every step on the CPU, every `guard_interval` steps on the GPU, and the last),
+/// whatever the record cadence.
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Budget {
     pub e0: f64,
-    /// `max |E − E0| / |E0|` over the recorded steps.
+    /// `max |E − E0| / |E0|` over the checked steps.
     pub max_rel_energy_deviation: f64,
     pub final_rel_energy_deviation: f64,
     /// `max_t |Q(t) − Q(0)|` per component for P, S and L.
@@ -44,7 +53,9 @@ pub struct Budget {
     pub conserved_drift_p: f64,
     pub conserved_drift_s: f64,
     pub conserved_drift_l: f64,
-    #[serde(skip)]
+    /// Diagnostics at step 0 (kept in checkpoints; summary.json has them as the first row of
+    /// series.csv).
+    #[serde(skip_serializing, default)]
     first: Diagnostics,
 }
 
@@ -65,9 +76,14 @@ impl Budget {
         }
     }
 
-    pub fn update(&mut self, d: &Diagnostics) {
+    /// `|E − E0| / |E0|` at `d` (relative to 1 when `E0 = 0`).
+    pub fn deviation(&self, d: &Diagnostics) -> f64 {
         let scale = if self.e0 != 0.0 { self.e0.abs() } else { 1.0 };
-        let dev = (d.total() - self.e0).abs() / scale;
+        (d.total() - self.e0).abs() / scale
+    }
+
+    pub fn update(&mut self, d: &Diagnostics) {
+        let dev = self.deviation(d);
         self.max_rel_energy_deviation = self.max_rel_energy_deviation.max(dev);
         self.final_rel_energy_deviation = dev;
         let f = self.first;
@@ -91,12 +107,16 @@ impl Budget {
 /// Contents of `summary.json`.
 #[derive(Clone, Debug, Serialize)]
 pub struct Summary {
-    /// `completed`, or the error that stopped the run.
+    /// `completed`, `interrupted`, or the error that stopped the run.
     pub status: String,
     pub scenario: Scenario,
+    /// Identifies the scenario (all but `t_end`) for `resume`'s checks.
+    pub scenario_hash: String,
     pub engine: EngineInfo,
     pub particles: usize,
     pub bonds: usize,
+    /// Steps taken from t = 0 to the state in `final_state.csv` (the last good step after a
+    /// failure).
     pub steps: u64,
     pub t_final: f64,
     pub wall_time_s: f64,
@@ -106,86 +126,204 @@ pub struct Summary {
     pub final_diagnostics: Diagnostics,
 }
 
-/// Runs `scenario` (already resolved into `model`) on `engine`, writing into `out_dir`.
+/// Set by the SIGINT/SIGTERM handler; the run driver stops after the current chunk of steps.
+pub static INTERRUPT: AtomicBool = AtomicBool::new(false);
+
+/// How a run is driven (beyond the scenario).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RunOptions {
+    /// Show a progress bar on stderr.
+    pub progress: bool,
+    /// Write `checkpoint.bin` every this many steps (counted from t = 0).
+    pub checkpoint_every: Option<u64>,
+    /// Stop as an interrupt would once this step is reached (deterministic interrupts for tests).
+    pub stop_at: Option<u64>,
+}
+
+/// Where a run starts: at t = 0, or from a checkpoint.
+pub enum Start {
+    Fresh { stability: StabilityEstimate },
+    Resume { progress: RunProgress },
+}
+
+/// Runs `scenario` (resolved into `model`) on `engine` from its current step to the scenario's
+/// last, writing into `dir`.
+///
+/// Every `guard_interval` steps (and at each record and the end) the energy error and momenta
+/// are checked; an error above `scenario.max_energy_error`, a non-finite state or any engine
+/// failure stops the run, returns the engine to the last checked state and writes everything
+/// up to it. An interrupt (`INTERRUPT`) stops after the current chunk and writes a checkpoint.
 pub fn run(
     scenario: &Scenario,
     model: &Model,
     engine: &mut dyn Engine,
-    stability: StabilityEstimate,
-    out_dir: &Path,
-    progress: bool,
+    start: Start,
+    dir: &OutputDir,
+    opts: RunOptions,
 ) -> Result<Summary, RunError> {
-    std::fs::create_dir_all(out_dir).map_err(|source| OutputError { path: out_dir.to_owned(), source })?;
     let total = scenario.total_steps();
-    let mut series = SeriesWriter::create(&out_dir.join("series.csv"))?;
     let n = engine.n_particles();
-    let bar = progress_bar(total, progress);
-
-    let engine_err = |source| RunError::Engine { source, out_dir: out_dir.to_owned() };
-    let first = engine.diagnostics().map_err(engine_err)?;
-    series.write(&first)?;
-    let mut budget = Budget::new(&first, Conserved::for_model(model));
-    let mut last = first;
+    let step0 = engine.steps_done();
+    let engine_err = |error, step| RunError::Engine { error, step, out_dir: dir.path.clone() };
+    let series_path = dir.join("series.csv");
+    let (mut series, mut budget, stability, wall_before, mut last) = match start {
+        Start::Fresh { stability } => {
+            let mut series = SeriesWriter::create(&series_path)?;
+            let first = engine.diagnostics().map_err(|e| engine_err(e, step0))?;
+            series.write(&first)?;
+            (series, Budget::new(&first, Conserved::for_model(model)), stability, 0.0, first)
+        }
+        Start::Resume { progress } => {
+            let mut budget = progress.budget;
+            budget.first = progress.first;
+            (SeriesWriter::resume(&series_path, step0)?, budget, progress.stability, progress.wall_time_s, progress.last)
+        }
+    };
+    let bar = progress_bar(total, opts.progress);
+    bar.set_position(step0);
+    let guard = engine.guard_interval().max(1);
+    let limit = scenario.max_energy_error;
     let start = Instant::now();
     let mut failure = None;
-    let start_steps = engine.steps_done();
-    while engine.steps_done() - start_steps < total {
-        let chunk = scenario.record_every.min(total - (engine.steps_done() - start_steps));
-        if let Err(e) = engine.advance(chunk) {
+    let mut interrupted = false;
+    let next_multiple = |s: u64, every: u64| (s / every + 1) * every;
+    let checkpoint_path = dir.join(checkpoint::FILE_NAME);
+    let mut step = step0;
+    while step < total {
+        let mut next = total.min(next_multiple(step, guard)).min(next_multiple(step, scenario.record_every));
+        if let Some(c) = opts.checkpoint_every {
+            next = next.min(next_multiple(step, c));
+        }
+        if let Some(s) = opts.stop_at.filter(|&s| s > step) {
+            next = next.min(s);
+        }
+        if let Err(e) = engine.advance(next - step) {
             failure = Some(e);
             break;
         }
-        match engine.diagnostics() {
-            Ok(d) => {
-                series.write(&d)?;
-                budget.update(&d);
-                last = d;
-            }
+        let d = match engine.diagnostics() {
+            Ok(d) => d,
             Err(e) => {
                 failure = Some(e);
                 break;
             }
+        };
+        if next % guard == 0 || next == total {
+            let dev = budget.deviation(&d);
+            // `!(≤)` so that a NaN energy trips the guard too.
+            if !(dev <= limit) {
+                // The particle under the largest force at the last good state is where the
+                // trouble starts (after a blow-up the culprits may already have flown apart).
+                let largest = engine.rollback().and_then(|()| engine.largest_force()).ok().flatten();
+                failure = Some(EngineError::EnergyGuard {
+                    step: next,
+                    t: d.t,
+                    error: dev,
+                    limit,
+                    particle: largest.map(|l| l.0),
+                    force: largest.map_or(f64::NAN, |l| l.1),
+                });
+                break;
+            }
+            budget.update(&d);
         }
-        bar.set_position(engine.steps_done() - start_steps);
+        if next % scenario.record_every == 0 || next == total {
+            series.write(&d)?;
+        }
+        last = d;
+        step = next;
+        bar.set_position(step);
         let secs = start.elapsed().as_secs_f64();
         if secs > 0.0 {
-            let rate = (engine.steps_done() - start_steps) as f64 * n as f64 / secs;
-            bar.set_message(format!(
-                "{rate:.3e} particle-steps/s  E/E0-1 = {:+.2e}",
-                budget.final_rel_energy_deviation
-            ));
+            let rate = (step - step0) as f64 * n as f64 / secs;
+            bar.set_message(format!("{rate:.3e} particle-steps/s  E/E0-1 = {:+.2e}", budget.final_rel_energy_deviation));
+        }
+        interrupted = INTERRUPT.load(Ordering::Relaxed) || opts.stop_at.is_some_and(|s| step >= s && step < total);
+        let checkpoint_due = opts.checkpoint_every.is_some_and(|c| step % c == 0) && step < total;
+        if interrupted || checkpoint_due {
+            series.flush()?;
+            let progress = RunProgress {
+                budget: budget.clone(),
+                first: budget.first,
+                last,
+                stability: stability.clone(),
+                wall_time_s: wall_before + start.elapsed().as_secs_f64(),
+            };
+            write_checkpoint(scenario, model, engine, progress, &checkpoint_path).map_err(|e| match e {
+                RunError::Engine { error, .. } => engine_err(error, step),
+                other => other,
+            })?;
+        }
+        if interrupted {
+            break;
         }
     }
     bar.finish_and_clear();
     series.flush()?;
-    let wall = start.elapsed().as_secs_f64();
-    let steps = engine.steps_done() - start_steps;
-    let snapshot = engine.snapshot();
-    if let Ok(state) = &snapshot {
-        output::write_final_state(&out_dir.join("final_state.csv"), state)?;
+    if failure.is_some() && engine.steps_done() != step {
+        // Back to the last checked state: that is what final_state.csv and summary.json describe.
+        match engine.rollback().and_then(|()| engine.diagnostics()) {
+            Ok(d) => last = d,
+            Err(e) => eprintln!("warning: could not return to the last good state ({e}); final_state.csv is not written"),
+        }
+    }
+    let wall = wall_before + start.elapsed().as_secs_f64();
+    let steps_now = last.step;
+    let snapshot = if failure.is_some() && engine.steps_done() != last.step { None } else { engine.snapshot().ok() };
+    if let Some(state) = &snapshot {
+        output::write_final_state(&dir.join("final_state.csv"), state, &model.particles)?;
     }
     let summary = Summary {
-        status: match &failure {
-            None => "completed".into(),
-            Some(e) => format!("error: {e}"),
+        status: match (&failure, interrupted) {
+            (Some(e), _) => format!("error: {e}"),
+            (None, true) => "interrupted".into(),
+            (None, false) => "completed".into(),
         },
         scenario: scenario.clone(),
+        scenario_hash: format!("{:016x}", checkpoint::scenario_hash(scenario)),
         engine: engine.info(),
         particles: n,
         bonds: model.bonds.len(),
-        steps,
+        steps: steps_now,
         t_final: last.t,
         wall_time_s: wall,
-        particle_steps_per_s: if wall > 0.0 { steps as f64 * n as f64 / wall } else { 0.0 },
+        particle_steps_per_s: if wall > 0.0 { steps_now as f64 * n as f64 / wall } else { 0.0 },
         stability,
         energy_and_momenta: budget,
         final_diagnostics: last,
     };
-    output::write_json(&out_dir.join("summary.json"), &summary)?;
-    match (failure, snapshot) {
-        (Some(e), _) | (None, Err(e)) => Err(engine_err(e)),
-        (None, Ok(_)) => Ok(summary),
+    output::write_json(&dir.join("summary.json"), &summary)?;
+    match failure {
+        Some(e) => Err(engine_err(e, steps_now)),
+        None if interrupted => Err(RunError::Interrupted { step: steps_now, t: last.t, out_dir: dir.path.clone() }),
+        None if snapshot.is_none() => Err(engine_err(
+            EngineError::Unsupported("the final state could not be read from the engine".into()),
+            steps_now,
+        )),
+        None => Ok(summary),
     }
+}
+
+/// Writes `checkpoint.bin` for the engine's current state.
+fn write_checkpoint(
+    scenario: &Scenario,
+    model: &Model,
+    engine: &mut dyn Engine,
+    progress: RunProgress,
+    path: &std::path::Path,
+) -> Result<(), RunError> {
+    let step = engine.steps_done();
+    let err = |error| RunError::Engine { error, step, out_dir: path.parent().unwrap_or(path).to_owned() };
+    let state = engine.snapshot().map_err(err)?;
+    let engine_state = engine.save_state().map_err(err)?;
+    let cp = Checkpoint {
+        scenario: scenario.clone(),
+        model: checkpoint::model_at(model, &state),
+        engine: engine_state,
+        progress,
+    };
+    cp.write(path)?;
+    Ok(())
 }
 
 fn progress_bar(total: u64, show: bool) -> ProgressBar {

@@ -45,6 +45,10 @@ pub struct Scenario {
     /// Run even when `dt` exceeds the stability estimate.
     #[serde(default)]
     pub force_dt: bool,
+    /// The energy guard: a run stops with an error when `|E + E_released − E0| / |E0|` exceeds
+    /// this at any checked step.
+    #[serde(default = "default_max_energy_error")]
+    pub max_energy_error: f64,
     #[serde(default)]
     pub backend: Backend,
     /// Precision of the GPU engine (the CPU engine is always f64); default f32 on a GPU.
@@ -70,6 +74,18 @@ pub struct Scenario {
 fn one() -> u64 {
     1
 }
+
+fn default_max_energy_error() -> f64 {
+    DEFAULT_MAX_ENERGY_ERROR
+}
+
+/// Default limit of the energy guard (5 %): far above the error of any stable run (the paper's
+/// torus stays below 3e-3), far below what a blow-up gives.
+pub const DEFAULT_MAX_ENERGY_ERROR: f64 = 0.05;
+
+/// Most steps a run may take: beyond it a run would not finish in a lifetime on any machine,
+/// so a larger count is a typo (say `t_end` in the wrong unit), not a plan.
+pub const MAX_STEPS: u64 = 1_000_000_000_000;
 
 /// Defaults for every particle (a body or a particle may override them).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -236,13 +252,29 @@ impl Scenario {
 
     /// Checks every scalar setting (geometry is checked when the model is built).
     pub fn validate(&self) -> Result<(), ScenarioError> {
-        if self.name.trim().is_empty() || self.name.contains(['/', '\\']) {
-            return Err(
-                self.invalid("name", "must be a non-empty name without path separators (it names the output folder)")
-            );
+        if !is_safe_name(&self.name) {
+            return Err(self.invalid(
+                "name",
+                format!(
+                    "`{}` cannot name the output folder: use letters, digits and `-_.+` (no path separators, not `.` \
+                     or `..`, no control characters, no surrounding spaces)",
+                    self.name.escape_debug()
+                ),
+            ));
         }
         positive(self, "dt", self.dt)?;
         positive(self, "t_end", self.t_end)?;
+        let steps = self.t_end / self.dt;
+        if !(steps.round() <= MAX_STEPS as f64) {
+            return Err(self.invalid(
+                "t_end",
+                format!(
+                    "t_end / dt = {steps:.3e} steps; at most {MAX_STEPS:.0e} are allowed (is t_end or dt in the wrong \
+                     unit?)"
+                ),
+            ));
+        }
+        positive(self, "max_energy_error", self.max_energy_error)?;
         if self.record_every == 0 {
             return Err(self.invalid("record_every", "must be ≥ 1"));
         }
@@ -289,10 +321,12 @@ impl Scenario {
     pub fn build_model(&self) -> Result<Model, ScenarioError> {
         let mut particles = Particles::default();
         let mut pairs: Vec<(u32, u32)> = Vec::new();
+        let mut body_starts = Vec::with_capacity(self.bodies.len());
         for (b, body) in self.bodies.iter().enumerate() {
             let field = format!("bodies[{b}]");
             let (raw, bonds) = self.generate(body, &field)?;
             let offset = particles.len() as u32;
+            body_starts.push(particles.len());
             for (k, p) in raw.iter().enumerate() {
                 let pf = format!("{field}.particles[{k}]");
                 finite_vec(self, &format!("{pf}.x"), p.x)?;
@@ -342,8 +376,14 @@ impl Scenario {
         if particles.len() > u32::MAX as usize / 2 {
             return Err(self.invalid("bodies", "too many particles"));
         }
+        self.check_coincident(&particles, &body_starts)?;
+        Ok(Model::new(particles, &pairs, self.params()))
+    }
+
+    /// The interaction parameters (stiffnesses, shear law, walls, fields) of this scenario.
+    pub fn params(&self) -> Params {
         let k = &self.stiffness;
-        let params = Params {
+        Params {
             k_bend: k.bending,
             k_axial: k.axial,
             k_shear: k.shear,
@@ -353,8 +393,45 @@ impl Scenario {
             walls: self.walls.iter().map(|w| Wall { point: w.point, normal: w.normal.normalize() }).collect(),
             gravity: self.gravity,
             pendulum: self.pendulum.map(|p| Pendulum { up: p.up.normalize(), ..p }),
+        }
+    }
+
+    /// Refuses two particles at the same place (bonded or not): their contact has no direction
+    /// and would turn the first force evaluation into NaN. Linear: a cell search.
+    fn check_coincident(&self, p: &Particles, body_starts: &[usize]) -> Result<(), ScenarioError> {
+        let n = p.len();
+        if n < 2 {
+            return Ok(());
+        }
+        let r_max = p.radius.iter().copied().fold(0.0, f64::max);
+        let mut grid = crate::grid::CellGrid::new(n, 2.0 * r_max);
+        // Positions were checked finite; one too far for the grid is left to the engines' range check.
+        if grid.build(|i| p.x[i]).is_err() {
+            return Ok(());
+        }
+        let coincident = |i: usize| {
+            let mut hit = None;
+            grid.for_each_neighbour(i, |j| {
+                // Within 1e-9 of the radii: a contact direction from such a difference is noise.
+                if j > i && hit.is_none() && (p.x[i] - p.x[j]).length() <= 1e-9 * (p.radius[i] + p.radius[j]) {
+                    hit = Some(j);
+                }
+            });
+            hit.map(|j| (i, j))
         };
-        Ok(Model::new(particles, &pairs, params))
+        use rayon::prelude::*;
+        let found = (0..n).into_par_iter().with_min_len(4096).filter_map(coincident).min();
+        if let Some((i, j)) = found {
+            let name = |k: usize| {
+                let b = body_starts.partition_point(|&s| s <= k) - 1;
+                format!("bodies[{b}].particles[{}]", k - body_starts[b])
+            };
+            return Err(self.invalid(
+                name(i),
+                format!("particle {i} ({}) and particle {j} ({}) are at the same position {}", name(i), name(j), p.x[i]),
+            ));
+        }
+        Ok(())
     }
 
     fn generate(&self, body: &Body, field: &str) -> Result<BodyParts, ScenarioError> {
@@ -478,6 +555,15 @@ impl Scenario {
         let bonds = if t.bonded { (0..n).map(|k| (k, (k + 1) % n)).collect() } else { vec![] };
         Ok((raw, bonds))
     }
+}
+
+/// A name that can be one path component of the output folder and nothing else.
+pub fn is_safe_name(name: &str) -> bool {
+    !name.is_empty()
+        && name != "."
+        && name != ".."
+        && name.trim() == name
+        && !name.chars().any(|c| c == '/' || c == '\\' || c == ':' || c.is_control())
 }
 
 fn finite(s: &Scenario, field: &str, v: f64) -> Result<(), ScenarioError> {
