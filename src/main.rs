@@ -6,7 +6,6 @@ use rrpdem::converge::{self, CONVERGE_HEADER};
 use rrpdem::diagnostics::Diagnostics;
 use rrpdem::engine::{self, CpuEngine, Precision};
 use rrpdem::integrator::Integrator;
-use rrpdem::checkpoint::{self, Checkpoint};
 use rrpdem::output::OutputDir;
 use rrpdem::run::{self, RunOptions, Start, Summary};
 use rrpdem::scenario::Backend;
@@ -164,7 +163,8 @@ fn main() {
     }
     if let Err(e) = real_main() {
         eprintln!("error: {e:#}");
-        let interrupted = e.downcast_ref::<run::RunError>().is_some_and(|r| matches!(r, run::RunError::Interrupted { .. }));
+        let interrupted =
+            e.downcast_ref::<run::RunError>().is_some_and(|r| matches!(r, run::RunError::Interrupted { .. }));
         // 130 = 128 + SIGINT, what shells report for a program stopped by Ctrl-C.
         std::process::exit(if interrupted { 130 } else { 1 });
     }
@@ -253,7 +253,11 @@ fn cmd_run(path: &Path, out: Option<PathBuf>, overwrite: bool, over: &Overrides,
         engine.info().device
     );
     install_interrupt_handler()?;
-    let opts = RunOptions { progress: std::io::stderr().is_terminal(), checkpoint_every: checkpoint_every(ctl)?, stop_at: None };
+    let opts = RunOptions {
+        progress: std::io::stderr().is_terminal(),
+        checkpoint_every: checkpoint_every(ctl)?,
+        stop_at: None,
+    };
     let summary = run::run(&scenario, &model, engine.as_mut(), Start::Fresh { stability: est }, &dir, opts)?;
     print_summary(&summary, &out_dir);
     Ok(())
@@ -268,44 +272,14 @@ fn checkpoint_every(ctl: &RunControl) -> Result<Option<u64>> {
 
 fn cmd_resume(dir_path: &Path, t_end: Option<f64>, check: Option<&Path>, ctl: &RunControl) -> Result<()> {
     let dir = OutputDir::reopen(dir_path)?;
-    let cp_path = dir.join(checkpoint::FILE_NAME);
-    let cp = Checkpoint::read(&cp_path)?;
-    if let Some(file) = check {
-        cp.check_scenario(&Scenario::load(file)?, &cp_path, &format!("scenario {}", file.display()))?;
-    }
-    let mut scenario = cp.scenario.clone();
-    if let Some(t) = t_end {
-        scenario.t_end = t;
-        scenario.validate().context("after applying --t-end")?;
-    }
-    if scenario.total_steps() < cp.engine.step {
-        bail!(
-            "the checkpoint is at step {} (t = {}); --t-end {} ends before it",
-            cp.engine.step,
-            cp.progress.last.t,
-            scenario.t_end
-        );
-    }
-    let (backend, precision) = match cp.engine.kind.as_str() {
-        "cpu-f64" => (Backend::Cpu, None),
-        "gpu-f32" => (Backend::Gpu, Some(Precision::F32)),
-        "gpu-f64" => (Backend::Gpu, Some(Precision::F64)),
-        other => bail!("{}: unknown engine kind `{other}` in the checkpoint", cp_path.display()),
-    };
-    let mut engine = engine::create(&cp.model, scenario.integrator, scenario.dt, backend, precision)?;
-    engine.load_state(&cp.engine)?;
-    eprintln!(
-        "rrpdem: resuming {} at step {} (t = {}) to step {} on {}",
-        scenario.name,
-        cp.engine.step,
-        cp.progress.last.t,
-        scenario.total_steps(),
-        engine.info().device
-    );
+    let check = check.map(Scenario::load).transpose()?;
     install_interrupt_handler()?;
-    let opts = RunOptions { progress: std::io::stderr().is_terminal(), checkpoint_every: checkpoint_every(ctl)?, stop_at: None };
-    let start = Start::Resume { progress: cp.progress.clone() };
-    let summary = run::run(&scenario, &cp.model, engine.as_mut(), start, &dir, opts)?;
+    let opts = RunOptions {
+        progress: std::io::stderr().is_terminal(),
+        checkpoint_every: checkpoint_every(ctl)?,
+        stop_at: None,
+    };
+    let summary = run::resume(&dir, t_end, check.as_ref(), opts, |what| eprintln!("rrpdem: {what}"))?;
     print_summary(&summary, dir_path);
     Ok(())
 }

@@ -38,7 +38,9 @@ pub const LOCK_FILE: &str = ".rrpdem.lock";
 pub enum OutputDirError {
     #[error(transparent)]
     Io(#[from] OutputError),
-    #[error("{path}: another rrpdem process is writing into this folder (it holds {LOCK_FILE}); wait for it or use --out")]
+    #[error(
+        "{path}: another rrpdem process is writing into this folder (it holds {LOCK_FILE}); wait for it or use --out"
+    )]
     Busy { path: PathBuf },
     #[error(
         "{path} holds the outputs of an earlier run ({files}); pass --overwrite to replace them, or choose another \
@@ -61,7 +63,8 @@ impl OutputDir {
     fn lock(path: &Path) -> Result<OutputDir, OutputDirError> {
         std::fs::create_dir_all(path).map_err(wrap(path))?;
         let lock_path = path.join(LOCK_FILE);
-        let lock = File::options().create(true).truncate(false).write(true).open(&lock_path).map_err(wrap(&lock_path))?;
+        let lock =
+            File::options().create(true).truncate(false).write(true).open(&lock_path).map_err(wrap(&lock_path))?;
         match lock.try_lock() {
             Ok(()) => Ok(OutputDir { path: path.to_owned(), _lock: lock }),
             Err(std::fs::TryLockError::WouldBlock) => Err(OutputDirError::Busy { path: path.to_owned() }),

@@ -32,6 +32,14 @@ pub enum RunError {
     },
     #[error("interrupted at step {step} (t = {t}); continue with `rrpdem resume {}`", out_dir.display())]
     Interrupted { step: u64, t: f64, out_dir: PathBuf },
+    #[error(transparent)]
+    Scenario(#[from] crate::error::ScenarioError),
+    #[error("the checkpoint is at step {step} (t = {t}); an end time of {t_end} ends before it")]
+    EndsBeforeCheckpoint { step: u64, t: f64, t_end: f64 },
+    #[error("{path}: unknown engine kind `{kind}` in the checkpoint")]
+    UnknownEngineKind { path: PathBuf, kind: String },
+    #[error("cannot start the engine: {0}")]
+    EngineStart(#[source] EngineError),
 }
 
 /// Running record of the energy budget and of the momenta's drift, updated at every step the
@@ -176,7 +184,13 @@ pub fn run(
         Start::Resume { progress } => {
             let mut budget = progress.budget;
             budget.first = progress.first;
-            (SeriesWriter::resume(&series_path, step0)?, budget, progress.stability, progress.wall_time_s, progress.last)
+            (
+                SeriesWriter::resume(&series_path, step0)?,
+                budget,
+                progress.stability,
+                progress.wall_time_s,
+                progress.last,
+            )
         }
     };
     let bar = progress_bar(total, opts.progress);
@@ -236,7 +250,10 @@ pub fn run(
         let secs = start.elapsed().as_secs_f64();
         if secs > 0.0 {
             let rate = (step - step0) as f64 * n as f64 / secs;
-            bar.set_message(format!("{rate:.3e} particle-steps/s  E/E0-1 = {:+.2e}", budget.final_rel_energy_deviation));
+            bar.set_message(format!(
+                "{rate:.3e} particle-steps/s  E/E0-1 = {:+.2e}",
+                budget.final_rel_energy_deviation
+            ));
         }
         interrupted = INTERRUPT.load(Ordering::Relaxed) || opts.stop_at.is_some_and(|s| step >= s && step < total);
         let checkpoint_due = opts.checkpoint_every.is_some_and(|c| step % c == 0) && step < total;
@@ -264,7 +281,9 @@ pub fn run(
         // Back to the last checked state: that is what final_state.csv and summary.json describe.
         match engine.rollback().and_then(|()| engine.diagnostics()) {
             Ok(d) => last = d,
-            Err(e) => eprintln!("warning: could not return to the last good state ({e}); final_state.csv is not written"),
+            Err(e) => {
+                eprintln!("warning: could not return to the last good state ({e}); final_state.csv is not written")
+            }
         }
     }
     let wall = wall_before + start.elapsed().as_secs_f64();
@@ -302,6 +321,55 @@ pub fn run(
         )),
         None => Ok(summary),
     }
+}
+
+/// Continues the run in `dir` from its `checkpoint.bin` on an engine of the kind that wrote it,
+/// to the scenario's end time or `t_end`. With `check`, refuses a checkpoint of another
+/// scenario. `announce` is told what is about to run (the CLI prints it).
+pub fn resume(
+    dir: &OutputDir,
+    t_end: Option<f64>,
+    check: Option<&Scenario>,
+    opts: RunOptions,
+    announce: impl FnOnce(&str),
+) -> Result<Summary, RunError> {
+    let cp_path = dir.join(checkpoint::FILE_NAME);
+    let cp = Checkpoint::read(&cp_path)?;
+    if let Some(s) = check {
+        cp.check_scenario(s, &cp_path, &format!("scenario {}", s.source.display()))?;
+    }
+    let mut scenario = cp.scenario.clone();
+    if let Some(t) = t_end {
+        scenario.t_end = t;
+        scenario.validate()?;
+    }
+    if scenario.total_steps() < cp.engine.step {
+        return Err(RunError::EndsBeforeCheckpoint {
+            step: cp.engine.step,
+            t: cp.progress.last.t,
+            t_end: scenario.t_end,
+        });
+    }
+    use crate::engine::Precision;
+    use crate::scenario::Backend;
+    let (backend, precision) = match cp.engine.kind.as_str() {
+        "cpu-f64" => (Backend::Cpu, None),
+        "gpu-f32" => (Backend::Gpu, Some(Precision::F32)),
+        "gpu-f64" => (Backend::Gpu, Some(Precision::F64)),
+        other => return Err(RunError::UnknownEngineKind { path: cp_path, kind: other.into() }),
+    };
+    let mut engine = crate::engine::create(&cp.model, scenario.integrator, scenario.dt, backend, precision)
+        .map_err(RunError::EngineStart)?;
+    engine.load_state(&cp.engine).map_err(RunError::EngineStart)?;
+    announce(&format!(
+        "resuming {} at step {} (t = {}) to step {} on {}",
+        scenario.name,
+        cp.engine.step,
+        cp.progress.last.t,
+        scenario.total_steps(),
+        engine.info().device
+    ));
+    run(&scenario, &cp.model, engine.as_mut(), Start::Resume { progress: cp.progress.clone() }, dir, opts)
 }
 
 /// Writes `checkpoint.bin` for the engine's current state.

@@ -392,15 +392,12 @@ impl Engine for CpuEngine {
     }
 
     fn largest_force(&mut self) -> Result<Option<(usize, f64)>, EngineError> {
-        Ok(self
-            .acc
-            .iter()
-            .map(|a| a.force.length())
-            .enumerate()
-            .fold(None, |best: Option<(usize, f64)>, (i, f)| match best {
+        Ok(self.acc.iter().map(|a| a.force.length()).enumerate().fold(None, |best: Option<(usize, f64)>, (i, f)| {
+            match best {
                 Some((_, b)) if !(f > b) => best,
                 _ => Some((i, f)),
-            }))
+            }
+        }))
     }
 
     fn guard_interval(&self) -> u64 {

@@ -428,7 +428,12 @@ impl Scenario {
             };
             return Err(self.invalid(
                 name(i),
-                format!("particle {i} ({}) and particle {j} ({}) are at the same position {}", name(i), name(j), p.x[i]),
+                format!(
+                    "particle {i} ({}) and particle {j} ({}) are at the same position {}",
+                    name(i),
+                    name(j),
+                    p.x[i]
+                ),
             ));
         }
         Ok(())
