@@ -76,6 +76,7 @@ pub struct RunProgress {
     pub stability: StabilityEstimate,
     /// Wall time spent stepping before the checkpoint.
     pub wall_time_s: f64,
+    pub impact: crate::impact::ImpactTracker,
 }
 
 #[derive(Serialize, Deserialize)]

@@ -29,11 +29,21 @@ pub struct Diagnostics {
     pub s: DVec3,
     /// Angular momentum about the origin `L = Σ x × m v + S`.
     pub l: DVec3,
+    /// Bond energy released by ruptures so far (cumulative); `E + E_released` is what stays
+    /// bounded.
+    pub e_released: f64,
+    /// Bonds broken so far.
+    pub n_broken: u64,
+    /// Total force of the walls on the particles (MODEL §9).
+    pub f_wall: DVec3,
+    /// Centre of mass `Σ m x / Σ m` and its velocity `P / Σ m`.
+    pub x_cm: DVec3,
+    pub v_cm: DVec3,
 }
 
 /// Header of `series.csv`.
-pub const SERIES_HEADER: &str =
-    "step,t,E,E_trans,E_rot,U_bend,U_axial,U_shear,U_contact,U_wall,U_gravity,P_x,P_y,P_z,S_x,S_y,S_z,L_x,L_y,L_z";
+pub const SERIES_HEADER: &str = "step,t,E,E_trans,E_rot,U_bend,U_axial,U_shear,U_contact,U_wall,U_gravity,P_x,P_y,P_z,\
+     S_x,S_y,S_z,L_x,L_y,L_z,E_released,n_broken,F_wall_x,F_wall_y,F_wall_z,x_cm,y_cm,z_cm,v_cm_x,v_cm_y,v_cm_z";
 
 /// Formats a number with 17 significant digits (round-trips f64 exactly).
 pub fn fmt17(v: f64) -> String {
@@ -41,7 +51,12 @@ pub fn fmt17(v: f64) -> String {
 }
 
 impl Diagnostics {
-    /// Total energy.
+    /// What the energy guard watches: `E + E_released` (MODEL §6).
+    pub fn budget_total(&self) -> f64 {
+        self.total() + self.e_released
+    }
+
+    /// Total mechanical energy `E` (without what ruptures released).
     pub fn total(&self) -> f64 {
         self.e_trans
             + self.e_rot
@@ -62,7 +77,12 @@ impl Diagnostics {
     pub fn csv_row(&self) -> String {
         let mut row = format!("{},{},{}", self.step, fmt17(self.t), fmt17(self.total()));
         let vecs = [self.p, self.s, self.l];
-        for v in self.components().into_iter().chain(vecs.iter().flat_map(|v| v.to_array())) {
+        for v in self.components().into_iter().chain(vecs.iter().flat_map(|v| v.to_array())).chain([self.e_released]) {
+            row.push(',');
+            row.push_str(&fmt17(v));
+        }
+        row.push_str(&format!(",{}", self.n_broken));
+        for v in [self.f_wall, self.x_cm, self.v_cm].iter().flat_map(|v| v.to_array()) {
             row.push(',');
             row.push_str(&fmt17(v));
         }

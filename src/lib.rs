@@ -15,6 +15,7 @@ pub mod engine;
 pub mod error;
 pub mod gpu;
 pub mod grid;
+pub mod impact;
 pub mod integrator;
 pub mod interactions;
 pub mod model;

@@ -342,7 +342,26 @@ fn print_summary(s: &Summary, out: &Path) {
         dirs(&b.conserved.l),
         b.conserved_drift_l
     );
-    println!("outputs         {}/{{series.csv, final_state.csv, summary.json}}", out.display());
+    if s.scenario.rupture.is_some() {
+        println!(
+            "rupture         {} of {} bonds broken, E_released = {:.6e} (the energy error above is of E + E_released)",
+            d.n_broken, s.bonds, d.e_released
+        );
+    }
+    if let Some(i) = &s.impact {
+        let o = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.4}"));
+        println!(
+            "impact          contact t = {} … {}  peak |F_wall| = {:.4e}  speed in {} out {}  restitution {}",
+            o(i.first_contact_t),
+            o(i.last_contact_t),
+            i.peak_wall_force,
+            o(i.impact_speed),
+            o(i.rebound_speed),
+            o(i.restitution)
+        );
+    }
+    let extra = if s.scenario.rupture.is_some() { ", breaks.csv" } else { "" };
+    println!("outputs         {}/{{series.csv, final_state.csv, summary.json{extra}}}", out.display());
 }
 
 fn cmd_info() -> Result<()> {

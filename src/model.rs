@@ -1,7 +1,7 @@
 //! The resolved physical model an engine runs: particles, bonds with their reference data, and
 //! interaction parameters. Built from a scenario; independent of any engine.
 
-use crate::interactions::{BondOut, Pendulum, ShearVariant, Wall, axial, bending, shear};
+use crate::interactions::{BondOut, Pendulum, Rupture, ShearVariant, Wall, axial, bending, shear};
 use glam::{DQuat, DVec3};
 use serde::Serialize;
 
@@ -71,6 +71,8 @@ pub struct Params {
     pub walls: Vec<Wall>,
     pub gravity: DVec3,
     pub pendulum: Option<Pendulum>,
+    /// Binder rupture (MODEL §6); `None`: bonds never break.
+    pub rupture: Option<Rupture>,
 }
 
 impl Default for Params {
@@ -85,6 +87,7 @@ impl Default for Params {
             walls: Vec::new(),
             gravity: DVec3::ZERO,
             pendulum: None,
+            rupture: None,
         }
     }
 }

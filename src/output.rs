@@ -3,6 +3,7 @@
 
 use crate::diagnostics::{Diagnostics, SERIES_HEADER, fmt17};
 use crate::integrator::Kinematics;
+use crate::interactions::BreakEvent;
 use crate::model::Particles;
 use crate::rrp;
 use std::fs::File;
@@ -104,23 +105,56 @@ impl OutputDir {
     }
 }
 
-/// Streams `series.csv`; rows are flushed as they are written so none is lost on an error.
+/// Header of `breaks.csv` (one row per broken bond, MODEL §6).
+pub const BREAKS_HEADER: &str = "step,t,bond,i,j,mode,x,y,z,energy";
+
+/// Streams a CSV log whose rows start with a step number (`series.csv`, `breaks.csv`). Rows are
+/// buffered and flushed at checkpoints and at the end; an interrupted run flushes them too.
 pub struct SeriesWriter {
     path: PathBuf,
     out: BufWriter<File>,
 }
 
 impl SeriesWriter {
+    /// `series.csv`.
     pub fn create(path: &Path) -> Result<SeriesWriter, OutputError> {
+        SeriesWriter::with_header(path, SERIES_HEADER)
+    }
+
+    pub fn with_header(path: &Path, header: &str) -> Result<SeriesWriter, OutputError> {
         let file = File::create(path).map_err(wrap(path))?;
         let mut w = SeriesWriter { path: path.to_owned(), out: BufWriter::new(file) };
-        writeln!(w.out, "{SERIES_HEADER}").map_err(wrap(path))?;
+        writeln!(w.out, "{header}").map_err(wrap(path))?;
         Ok(w)
+    }
+
+    /// One row of breaks.csv.
+    pub fn write_break(&mut self, e: &BreakEvent) -> Result<(), OutputError> {
+        let mode = crate::interactions::rupture::CHANNELS[e.mode as usize];
+        writeln!(
+            self.out,
+            "{},{},{},{},{},{mode},{},{},{},{}",
+            e.step,
+            fmt17(e.t),
+            e.bond,
+            e.i,
+            e.j,
+            fmt17(e.x.x),
+            fmt17(e.x.y),
+            fmt17(e.x.z),
+            fmt17(e.energy)
+        )
+        .map_err(wrap(&self.path))
     }
 
     /// Reopens `series.csv` to continue a run from `step`: rows after `step` (written after
     /// the checkpoint, before the run stopped) are dropped, and a torn last line with them.
     pub fn resume(path: &Path, step: u64) -> Result<SeriesWriter, OutputError> {
+        SeriesWriter::resume_with_header(path, SERIES_HEADER, step)
+    }
+
+    /// `resume` for a log with another header.
+    pub fn resume_with_header(path: &Path, header: &str, step: u64) -> Result<SeriesWriter, OutputError> {
         let file = File::open(path).map_err(wrap(path))?;
         let mut keep = 0u64;
         let mut reader = io::BufReader::new(file);
@@ -137,7 +171,7 @@ impl SeriesWriter {
                     Some(s) if s <= step => {}
                     _ => break,
                 }
-            } else if line.trim_end() != SERIES_HEADER {
+            } else if line.trim_end() != header {
                 return Err(OutputError {
                     path: path.to_owned(),
                     source: io::Error::other("not this version's series.csv (its header differs)"),

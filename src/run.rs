@@ -5,6 +5,7 @@ use crate::checkpoint::{self, Checkpoint, CheckpointError, RunProgress};
 use crate::diagnostics::{Conserved, Diagnostics};
 use crate::engine::{Engine, EngineInfo};
 use crate::error::EngineError;
+use crate::impact::ImpactTracker;
 use crate::model::Model;
 use crate::output::{self, OutputDir, OutputError, SeriesWriter};
 use crate::scenario::Scenario;
@@ -70,7 +71,7 @@ pub struct Budget {
 impl Budget {
     pub fn new(first: &Diagnostics, conserved: Conserved) -> Budget {
         Budget {
-            e0: first.total(),
+            e0: first.budget_total(),
             max_rel_energy_deviation: 0.0,
             final_rel_energy_deviation: 0.0,
             drift_p: [0.0; 3],
@@ -84,10 +85,10 @@ impl Budget {
         }
     }
 
-    /// `|E − E0| / |E0|` at `d` (relative to 1 when `E0 = 0`).
+    /// `|E + E_released − E0| / |E0|` at `d` (relative to 1 when `E0 = 0`).
     pub fn deviation(&self, d: &Diagnostics) -> f64 {
         let scale = if self.e0 != 0.0 { self.e0.abs() } else { 1.0 };
-        (d.total() - self.e0).abs() / scale
+        (d.budget_total() - self.e0).abs() / scale
     }
 
     pub fn update(&mut self, d: &Diagnostics) {
@@ -132,6 +133,9 @@ pub struct Summary {
     pub stability: StabilityEstimate,
     pub energy_and_momenta: Budget,
     pub final_diagnostics: Diagnostics,
+    /// Impact measures (MODEL §9) where the scenario has walls.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub impact: Option<crate::impact::Impact>,
 }
 
 /// Set by the SIGINT/SIGTERM handler; the run driver stops after the current chunk of steps.
@@ -174,25 +178,39 @@ pub fn run(
     let step0 = engine.steps_done();
     let engine_err = |error, step| RunError::Engine { error, step, out_dir: dir.path.clone() };
     let series_path = dir.join("series.csv");
-    let (mut series, mut budget, stability, wall_before, mut last) = match start {
+    let breaks_path = dir.join("breaks.csv");
+    let walls = &model.params.walls;
+    let (mut series, mut breaks, mut budget, stability, wall_before, mut last, mut impact) = match start {
         Start::Fresh { stability } => {
             let mut series = SeriesWriter::create(&series_path)?;
+            let breaks = match model.params.rupture {
+                Some(_) => Some(SeriesWriter::with_header(&breaks_path, output::BREAKS_HEADER)?),
+                None => None,
+            };
             let first = engine.diagnostics().map_err(|e| engine_err(e, step0))?;
             series.write(&first)?;
-            (series, Budget::new(&first, Conserved::for_model(model)), stability, 0.0, first)
+            let mut impact = ImpactTracker::default();
+            impact.record(&first, walls);
+            (series, breaks, Budget::new(&first, Conserved::for_model(model)), stability, 0.0, first, impact)
         }
         Start::Resume { progress } => {
             let mut budget = progress.budget;
             budget.first = progress.first;
-            (
-                SeriesWriter::resume(&series_path, step0)?,
-                budget,
-                progress.stability,
-                progress.wall_time_s,
-                progress.last,
-            )
+            let breaks = match model.params.rupture {
+                Some(_) => Some(SeriesWriter::resume_with_header(&breaks_path, output::BREAKS_HEADER, step0)?),
+                None => None,
+            };
+            let series = SeriesWriter::resume(&series_path, step0)?;
+            (series, breaks, budget, progress.stability, progress.wall_time_s, progress.last, progress.impact)
         }
     };
+    // Bonds that broke in the evaluation of the starting state (a fresh start only: on a
+    // resume they were written before the checkpoint).
+    for e in engine.take_breaks() {
+        if let Some(b) = breaks.as_mut() {
+            b.write_break(&e)?;
+        }
+    }
     let bar = progress_bar(total, opts.progress);
     bar.set_position(step0);
     let guard = engine.guard_interval().max(1);
@@ -241,8 +259,14 @@ pub fn run(
             }
             budget.update(&d);
         }
+        for e in engine.take_breaks() {
+            if let Some(b) = breaks.as_mut() {
+                b.write_break(&e)?;
+            }
+        }
         if next % scenario.record_every == 0 || next == total {
             series.write(&d)?;
+            impact.record(&d, walls);
         }
         last = d;
         step = next;
@@ -259,12 +283,16 @@ pub fn run(
         let checkpoint_due = opts.checkpoint_every.is_some_and(|c| step % c == 0) && step < total;
         if interrupted || checkpoint_due {
             series.flush()?;
+            if let Some(b) = breaks.as_mut() {
+                b.flush()?;
+            }
             let progress = RunProgress {
                 budget: budget.clone(),
                 first: budget.first,
                 last,
                 stability: stability.clone(),
                 wall_time_s: wall_before + start.elapsed().as_secs_f64(),
+                impact: impact.clone(),
             };
             write_checkpoint(scenario, model, engine, progress, &checkpoint_path).map_err(|e| match e {
                 RunError::Engine { error, .. } => engine_err(error, step),
@@ -277,6 +305,9 @@ pub fn run(
     }
     bar.finish_and_clear();
     series.flush()?;
+    if let Some(b) = breaks.as_mut() {
+        b.flush()?;
+    }
     if failure.is_some() && engine.steps_done() != step {
         // Back to the last checked state: that is what final_state.csv and summary.json describe.
         match engine.rollback().and_then(|()| engine.diagnostics()) {
@@ -308,6 +339,7 @@ pub fn run(
         wall_time_s: wall,
         particle_steps_per_s: if wall > 0.0 { steps_now as f64 * n as f64 / wall } else { 0.0 },
         stability,
+        impact: (!walls.is_empty()).then(|| impact.finish(budget.e0, &last, model.bonds.len())),
         energy_and_momenta: budget,
         final_diagnostics: last,
     };

@@ -11,7 +11,7 @@ use crate::diagnostics::Diagnostics;
 use crate::error::EngineError;
 use crate::grid::NeighbourList;
 use crate::integrator::{self, Integrator, Kinematics};
-use crate::interactions::{BondOut, contact, gravity, pendulum, wall};
+use crate::interactions::{BondOut, BreakEvent, contact, gravity, pendulum, rupture, rupture_measures, wall};
 use crate::model::{Bond, Model, Params, bond_terms};
 use glam::DVec3;
 use rayon::prelude::*;
@@ -39,13 +39,25 @@ fn first_index(n: usize, pred: impl Fn(usize) -> bool + Sync + Send) -> Option<u
     }
 }
 
-/// What one force evaluation gives a particle: force, spatial moment, and its potential
-/// energies (contact pairs with `j > i`, walls, gravity + pendulum).
+/// What one force evaluation gives a particle: force, spatial moment, its potential energies
+/// (contact pairs with `j > i`, walls, gravity + pendulum) and the force of the walls on it.
 #[derive(Clone, Copy, Debug, Default)]
 struct ParticleAcc {
     force: DVec3,
     moment: DVec3,
     pot: [f64; 3],
+    f_wall: DVec3,
+}
+
+/// One bond's result of a force evaluation and its rupture state.
+#[derive(Clone, Copy, Debug, Default)]
+struct BondSlot {
+    out: BondOut,
+    broken: bool,
+    /// The channel that broke it in this evaluation, if it broke now.
+    broke_now: Option<u8>,
+    /// Its energy when it broke now.
+    released: f64,
 }
 
 pub struct CpuEngine {
@@ -62,13 +74,20 @@ pub struct CpuEngine {
     bonds: Vec<Bond>,
     inc_offsets: Vec<u32>,
     inc_entries: Vec<u32>,
-    bond_out: Vec<BondOut>,
+    bond_out: Vec<BondSlot>,
+    /// Per-bond scale of the rupture thresholds (Weibull; 1 without).
+    bond_scale: Vec<f64>,
     acc: Vec<ParticleAcc>,
+    total_mass: f64,
+    e_released: f64,
+    n_broken: u64,
+    /// Breaks not yet taken by `take_breaks`.
+    breaks: Vec<BreakEvent>,
     neighbours: NeighbourList,
     step: u64,
     diag: Diagnostics,
-    /// Step and kinematics at the start of the last `advance` (for `rollback`).
-    saved: (u64, Vec<Kinematics>),
+    /// State at the start of the last `advance` (for `rollback`).
+    saved: Saved,
 }
 
 impl CpuEngine {
@@ -96,12 +115,20 @@ impl CpuEngine {
             bonds: model.bonds.clone(),
             inc_offsets,
             inc_entries,
-            bond_out: vec![BondOut::default(); model.bonds.len()],
+            bond_out: vec![BondSlot::default(); model.bonds.len()],
+            bond_scale: model
+                .params
+                .rupture
+                .map_or_else(Vec::new, |r| r.scales(model.bonds.iter().map(|b| (b.i, b.j)))),
             acc: vec![ParticleAcc::default(); n],
+            total_mass: p.mass.iter().sum(),
+            e_released: 0.0,
+            n_broken: 0,
+            breaks: Vec::new(),
             neighbours: NeighbourList::new(n, r_max, (0.3 * r_max).max(f64::MIN_POSITIVE)),
             step: 0,
             diag: Diagnostics::default(),
-            saved: (0, Vec::new()),
+            saved: Saved::default(),
         };
         e.evaluate()?;
         e.diag = e.sum_diagnostics();
@@ -142,18 +169,41 @@ impl CpuEngine {
         })?;
         let prm = &self.params;
         let bonds = &self.bonds;
-        for_each_indexed(&mut self.bond_out, |k, out| {
+        let scale = &self.bond_scale;
+        for_each_indexed(&mut self.bond_out, |k, slot| {
+            slot.broke_now = None;
+            if slot.broken {
+                slot.out = BondOut::default();
+                return;
+            }
             let b = &bonds[k];
             let (ki, kj) = (&kin[b.i as usize], &kin[b.j as usize]);
-            *out = bond_terms(b, ki.x, kj.x, ki.q, kj.q, prm);
+            slot.out = bond_terms(b, ki.x, kj.x, ki.q, kj.q, prm);
+            if let Some(r) = &prm.rupture {
+                let (dq_i, dq_j) = (ki.q * b.q_i0.conjugate(), kj.q * b.q_j0.conjugate());
+                let m = rupture_measures(prm.shear, ki.x - kj.x, b.l0, b.dhat0, dq_i, dq_j);
+                if let Some(mode) =
+                    rupture(m, r.inv_thresholds, scale[k], r.rule == crate::interactions::RuptureRule::Sum)
+                {
+                    // Broken from this evaluation on: it exerts nothing from F_k on (MODEL §6).
+                    slot.broken = true;
+                    slot.broke_now = Some(mode as u8);
+                    slot.released = slot.out.u_bend + slot.out.u_axial + slot.out.u_shear;
+                    slot.out = BondOut::default();
+                }
+            }
         });
+        if self.params.rupture.is_some() {
+            self.collect_breaks(t);
+        }
+        let (kin, prm) = (&self.kin, &self.params);
         let bond_out = &self.bond_out;
         let (off, ent) = (&self.inc_offsets, &self.inc_entries);
         let (radius, mass, nbr) = (&self.radius, &self.mass, &self.neighbours);
         for_each_indexed(&mut self.acc, |i, acc| {
             let (mut fi, mut mi) = (DVec3::ZERO, DVec3::ZERO);
             for &e in &ent[off[i] as usize..off[i + 1] as usize] {
-                let o = &bond_out[(e >> 1) as usize];
+                let o = &bond_out[(e >> 1) as usize].out;
                 if e & 1 == 0 {
                     fi += o.f_i;
                     mi += o.m_i;
@@ -173,9 +223,11 @@ impl CpuEngine {
                 }
             }
             let mut u_wall = 0.0;
+            let mut f_wall = DVec3::ZERO;
             for w in &prm.walls {
                 let c = wall(xi, radius[i], w.point, w.normal, prm.k_wall);
                 fi += c.force;
+                f_wall += c.force;
                 u_wall += c.energy;
             }
             let mut u_grav = 0.0;
@@ -189,9 +241,40 @@ impl CpuEngine {
                 mi += g.moment;
                 u_grav += g.energy;
             }
-            *acc = ParticleAcc { force: fi, moment: mi, pot: [u_contact, u_wall, u_grav] };
+            *acc = ParticleAcc { force: fi, moment: mi, pot: [u_contact, u_wall, u_grav], f_wall };
         });
         Ok(())
+    }
+
+    /// Books the bonds that broke in the evaluation just made, in bond order.
+    fn collect_breaks(&mut self, t: f64) {
+        let step = self.step;
+        let (bonds, kin) = (&self.bonds, &self.kin);
+        let found: Vec<BreakEvent> = self
+            .bond_out
+            .par_iter()
+            .with_min_len(PAR_MIN)
+            .enumerate()
+            .filter_map(|(k, s)| {
+                let mode = s.broke_now?;
+                let b = &bonds[k];
+                Some(BreakEvent {
+                    step,
+                    t,
+                    bond: k as u32,
+                    i: b.i,
+                    j: b.j,
+                    mode,
+                    x: 0.5 * (kin[b.i as usize].x + kin[b.j as usize].x),
+                    energy: s.released,
+                })
+            })
+            .collect();
+        for e in &found {
+            self.e_released += e.energy;
+        }
+        self.n_broken += found.len() as u64;
+        self.breaks.extend(found);
     }
 
     /// Sums the diagnostics of the current state in particle/bond order (deterministic).
@@ -208,8 +291,14 @@ impl CpuEngine {
             d.u_contact += pot[0];
             d.u_wall += pot[1];
             d.u_gravity += pot[2];
+            d.f_wall += self.acc[i].f_wall;
+            d.x_cm += m * k.x;
         }
-        for o in &self.bond_out {
+        d.x_cm /= self.total_mass;
+        d.v_cm = d.p / self.total_mass;
+        d.e_released = self.e_released;
+        d.n_broken = self.n_broken;
+        for o in self.bond_out.iter().map(|s| &s.out) {
             d.u_bend += o.u_bend;
             d.u_axial += o.u_axial;
             d.u_shear += o.u_shear;
@@ -280,44 +369,77 @@ impl CpuEngine {
     }
 }
 
-/// f64 values per particle in a saved CPU state: x, v, q (x, y, z, w), Ω.
-const STATE_REALS: usize = 13;
+/// The engine's state at the start of an `advance` (for `rollback`).
+#[derive(Clone, Debug, Default)]
+struct Saved {
+    step: u64,
+    kin: Vec<Kinematics>,
+    broken: Vec<bool>,
+    e_released: f64,
+    n_broken: u64,
+}
 
-fn encode_kinematics(kin: &[Kinematics]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(kin.len() * STATE_REALS * 8);
-    for k in kin {
+/// Encodes a state (little-endian): per particle x, v, q (x, y, z, w), Ω as f64; then
+/// `E_released` (f64), `n_broken` (u64) and one byte per bond (1 = broken).
+fn encode_state(s: &Saved) -> Vec<u8> {
+    let mut out = Vec::with_capacity(s.kin.len() * 104 + 16 + s.broken.len());
+    for k in &s.kin {
         for v in [k.x.x, k.x.y, k.x.z, k.v.x, k.v.y, k.v.z, k.q.x, k.q.y, k.q.z, k.q.w, k.w.x, k.w.y, k.w.z] {
             out.extend_from_slice(&v.to_le_bytes());
         }
     }
+    out.extend_from_slice(&s.e_released.to_le_bytes());
+    out.extend_from_slice(&s.n_broken.to_le_bytes());
+    out.extend(s.broken.iter().map(|&b| b as u8));
     out
 }
 
-fn decode_kinematics(data: &[u8], n: usize) -> Option<Vec<Kinematics>> {
-    if data.len() != n * STATE_REALS * 8 {
+fn decode_state(data: &[u8], step: u64, n: usize, n_bonds: usize) -> Option<Saved> {
+    if data.len() != n * 104 + 16 + n_bonds {
         return None;
     }
-    let reals: Vec<f64> = data.chunks_exact(8).map(|c| f64::from_le_bytes(c.try_into().expect("8 bytes"))).collect();
-    Some(
-        reals
-            .chunks_exact(STATE_REALS)
-            .map(|r| Kinematics {
-                x: DVec3::new(r[0], r[1], r[2]),
-                v: DVec3::new(r[3], r[4], r[5]),
-                q: glam::DQuat::from_xyzw(r[6], r[7], r[8], r[9]),
-                w: DVec3::new(r[10], r[11], r[12]),
-            })
-            .collect(),
-    )
+    let real = |k: usize| f64::from_le_bytes(data[8 * k..8 * k + 8].try_into().expect("8 bytes"));
+    let kin = (0..n)
+        .map(|i| {
+            let r = |c: usize| real(13 * i + c);
+            Kinematics {
+                x: DVec3::new(r(0), r(1), r(2)),
+                v: DVec3::new(r(3), r(4), r(5)),
+                q: glam::DQuat::from_xyzw(r(6), r(7), r(8), r(9)),
+                w: DVec3::new(r(10), r(11), r(12)),
+            }
+        })
+        .collect();
+    let tail = 13 * n;
+    let n_broken = u64::from_le_bytes(data[8 * tail + 8..8 * tail + 16].try_into().expect("8 bytes"));
+    let broken = data[8 * tail + 16..].iter().map(|&b| b != 0).collect();
+    Some(Saved { step, kin, broken, e_released: real(tail), n_broken })
 }
 
 impl CpuEngine {
-    /// Sets the kinematics and step and re-evaluates forces and diagnostics. The forces are a
-    /// function of the state alone (contact partners are summed in index order), so stepping
-    /// on from here is bit-identical to never having left.
-    fn set_state(&mut self, step: u64, kin: Vec<Kinematics>) -> Result<(), EngineError> {
-        self.kin = kin;
-        self.step = step;
+    fn current(&self) -> Saved {
+        Saved {
+            step: self.step,
+            kin: self.kin.clone(),
+            broken: self.bond_out.iter().map(|s| s.broken).collect(),
+            e_released: self.e_released,
+            n_broken: self.n_broken,
+        }
+    }
+
+    /// Sets the state and re-evaluates forces and diagnostics. The forces are a function of the
+    /// state alone (contact partners are summed in index order; a bond that broke at this step
+    /// is already marked), so stepping on from here is bit-identical to never having left.
+    fn set_state(&mut self, s: Saved) -> Result<(), EngineError> {
+        self.kin = s.kin;
+        self.step = s.step;
+        for (slot, b) in self.bond_out.iter_mut().zip(s.broken) {
+            slot.broken = b;
+        }
+        self.e_released = s.e_released;
+        self.n_broken = s.n_broken;
+        // Breaks after this step never happened.
+        self.breaks.retain(|e| e.step <= s.step);
         self.evaluate()?;
         self.diag = self.sum_diagnostics();
         Ok(())
@@ -342,8 +464,12 @@ impl Engine for CpuEngine {
     }
 
     fn advance(&mut self, steps: u64) -> Result<(), EngineError> {
-        self.saved.0 = self.step;
-        self.saved.1.clone_from(&self.kin);
+        self.saved.step = self.step;
+        self.saved.kin.clone_from(&self.kin);
+        self.saved.broken.clear();
+        self.saved.broken.extend(self.bond_out.iter().map(|s| s.broken));
+        self.saved.e_released = self.e_released;
+        self.saved.n_broken = self.n_broken;
         for _ in 0..steps {
             self.one_step()?;
         }
@@ -365,30 +491,33 @@ impl Engine for CpuEngine {
     }
 
     fn save_state(&mut self) -> Result<EngineState, EngineError> {
-        Ok(EngineState { kind: self.state_kind(), step: self.step, data: encode_kinematics(&self.kin) })
+        Ok(EngineState { kind: self.state_kind(), step: self.step, data: encode_state(&self.current()) })
     }
 
     fn load_state(&mut self, state: &EngineState) -> Result<(), EngineError> {
         if state.kind != self.state_kind() {
             return Err(wrong_state_kind(&state.kind, &self.state_kind()));
         }
-        let kin = decode_kinematics(&state.data, self.kin.len()).ok_or_else(|| {
+        let (n, nb) = (self.kin.len(), self.bonds.len());
+        let saved = decode_state(&state.data, state.step, n, nb).ok_or_else(|| {
             EngineError::Unsupported(format!(
-                "the saved state holds {} bytes; {} particles need {}",
+                "the saved state holds {} bytes; {n} particles and {nb} bonds need {}",
                 state.data.len(),
-                self.kin.len(),
-                self.kin.len() * STATE_REALS * 8
+                n * 104 + 16 + nb
             ))
         })?;
-        self.set_state(state.step, kin)
+        self.set_state(saved)
     }
 
     fn rollback(&mut self) -> Result<(), EngineError> {
-        if self.saved.1.len() != self.kin.len() {
+        if self.saved.kin.len() != self.kin.len() {
             return Ok(()); // no advance yet: the current state is the initial one
         }
-        let (step, kin) = (self.saved.0, self.saved.1.clone());
-        self.set_state(step, kin)
+        self.set_state(self.saved.clone())
+    }
+
+    fn take_breaks(&mut self) -> Vec<BreakEvent> {
+        std::mem::take(&mut self.breaks)
     }
 
     fn largest_force(&mut self) -> Result<Option<(usize, f64)>, EngineError> {

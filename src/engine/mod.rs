@@ -75,6 +75,8 @@ pub trait Engine {
     /// The particle with the largest |F| at the current state and that |F| (`None` if there
     /// are no particles). For error reports.
     fn largest_force(&mut self) -> Result<Option<(usize, f64)>, EngineError>;
+    /// Bonds broken since the last call, by step and then bond index.
+    fn take_breaks(&mut self) -> Vec<crate::interactions::BreakEvent>;
     /// Steps between the run driver's guard checks (energy and momenta): each check costs the
     /// GPU a host wait, the CPU only a sum.
     fn guard_interval(&self) -> u64;

@@ -378,6 +378,7 @@ fn diagnostics_from_record(r: &[f64], step: u64, t: f64) -> Diagnostics {
         p: v(8),
         s: v(11),
         l: v(14),
+        ..Default::default()
     }
 }
 
@@ -448,6 +449,11 @@ impl Engine for GpuEngine {
 
     fn guard_interval(&self) -> u64 {
         100
+    }
+
+    // TODO(issue 7): rupture on the GPU.
+    fn take_breaks(&mut self) -> Vec<crate::interactions::BreakEvent> {
+        Vec::new()
     }
 }
 

@@ -8,6 +8,7 @@ pub mod bending;
 pub mod contact;
 pub mod gravity;
 pub mod pendulum;
+pub mod rupture;
 pub mod shear;
 pub mod wall;
 
@@ -16,6 +17,7 @@ pub use bending::bending;
 pub use contact::contact;
 pub use gravity::gravity;
 pub use pendulum::{Pendulum, pendulum};
+pub use rupture::{BreakEvent, Rupture, RuptureRule, rupture, rupture_measures};
 pub use shear::{ShearVariant, shear};
 pub use wall::{Wall, wall};
 

@@ -5,7 +5,7 @@ mod csv;
 
 use crate::error::ScenarioError;
 use crate::integrator::Integrator;
-use crate::interactions::{Pendulum, ShearVariant, Wall};
+use crate::interactions::{Pendulum, Rupture, RuptureRule, ShearVariant, Wall};
 use crate::model::{Model, Params, Particles};
 use crate::rrp;
 use glam::{DQuat, DVec3};
@@ -65,6 +65,9 @@ pub struct Scenario {
     pub gravity: DVec3,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pendulum: Option<Pendulum>,
+    /// Binder rupture thresholds (MODEL §6); without it bonds never break.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rupture: Option<RuptureSpec>,
     pub bodies: Vec<Body>,
     /// The file this scenario came from (CSV paths are relative to its folder).
     #[serde(skip)]
@@ -86,6 +89,37 @@ pub const DEFAULT_MAX_ENERGY_ERROR: f64 = 0.05;
 /// Most steps a run may take: beyond it a run would not finish in a lifetime on any machine,
 /// so a larger count is a typo (say `t_end` in the wrong unit), not a plan.
 pub const MAX_STEPS: u64 = 1_000_000_000_000;
+
+/// The `rupture` block: a threshold per channel (a channel without one never breaks a bond).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RuptureSpec {
+    /// Tensile strain `L/L0 − 1`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tension: Option<f64>,
+    /// Shear angle (radians).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shear: Option<f64>,
+    /// Bending angle (radians).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bending: Option<f64>,
+    /// Twist angle (radians).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub twist: Option<f64>,
+    #[serde(default)]
+    pub rule: RuptureRule,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub weibull: Option<WeibullSpec>,
+}
+
+/// Per-bond scatter of the thresholds: a Weibull factor of unit mean.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WeibullSpec {
+    pub modulus: f64,
+    #[serde(default)]
+    pub seed: u64,
+}
 
 /// Defaults for every particle (a body or a particle may override them).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -305,6 +339,22 @@ impl Scenario {
             finite_vec(self, "pendulum.rho0", p.rho0)?;
             unit_direction(self, "pendulum.up", p.up)?;
         }
+        if let Some(r) = &self.rupture {
+            let given = [("tension", r.tension), ("shear", r.shear), ("bending", r.bending), ("twist", r.twist)];
+            for (f, v) in given {
+                if let Some(v) = v {
+                    positive(self, &format!("rupture.{f}"), v)?;
+                }
+            }
+            if given.iter().all(|(_, v)| v.is_none()) {
+                return Err(
+                    self.invalid("rupture", "give a threshold for at least one of tension, shear, bending, twist")
+                );
+            }
+            if let Some(w) = r.weibull {
+                positive(self, "rupture.weibull.modulus", w.modulus)?;
+            }
+        }
         if self.bodies.is_empty() {
             return Err(self.invalid("bodies", "must list at least one body"));
         }
@@ -393,6 +443,14 @@ impl Scenario {
             walls: self.walls.iter().map(|w| Wall { point: w.point, normal: w.normal.normalize() }).collect(),
             gravity: self.gravity,
             pendulum: self.pendulum.map(|p| Pendulum { up: p.up.normalize(), ..p }),
+            rupture: self.rupture.as_ref().map(|r| {
+                let inv = |t: Option<f64>| t.map_or(0.0, |t| 1.0 / t);
+                Rupture {
+                    inv_thresholds: [inv(r.tension), inv(r.shear), inv(r.bending), inv(r.twist)],
+                    rule: r.rule,
+                    weibull: r.weibull.map(|w| (w.modulus, w.seed)),
+                }
+            }),
         }
     }
 
