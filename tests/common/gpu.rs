@@ -107,6 +107,7 @@ pub fn lattice_model(nx: usize, ny: usize, nz: usize, spacing: f64, bonds: bool,
         walls: vec![Wall { point: DVec3::ZERO, normal: DVec3::Z }],
         gravity: DVec3::new(0.0, 0.0, -1.0),
         pendulum: None,
+        rupture: None,
     };
     Model::new(p, &pairs, params)
 }
