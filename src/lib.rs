@@ -24,3 +24,4 @@ pub mod rrp;
 pub mod run;
 pub mod scenario;
 pub mod stability;
+pub mod study;

@@ -7,10 +7,11 @@ use rrpdem::diagnostics::Diagnostics;
 use rrpdem::engine::{self, CpuEngine, Precision};
 use rrpdem::integrator::Integrator;
 use rrpdem::output::OutputDir;
-use rrpdem::run::{self, RunOptions, Start, Summary};
+use rrpdem::run::{self, EngineChoice, RunOptions, Summary};
 use rrpdem::scenario::Backend;
 use rrpdem::scenario::{MAX_STEPS, Scenario};
 use rrpdem::stability;
+use rrpdem::study::{self, Study};
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 
@@ -54,6 +55,31 @@ enum Command {
         scenario: Option<PathBuf>,
         #[command(flatten)]
         ctl: RunControl,
+    },
+    /// Run a study (a base scenario and its variants): out/<study>/variants/<k>/ and study.csv.
+    Study {
+        /// Study file (JSON); not needed with --merge.
+        #[arg(required_unless_present = "merge")]
+        study: Option<PathBuf>,
+        /// Output folder [default: out/<study name>].
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// Run only the variants k ≡ i (mod n), as task i of n on a cluster (e.g. 0/4).
+        #[arg(long, value_name = "i/n")]
+        shard: Option<String>,
+        /// Assemble DIR/study.csv from the variants' outputs (after sharded runs) and report
+        /// missing or failed variants.
+        #[arg(long, value_name = "DIR", conflicts_with_all = ["shard", "out"])]
+        merge: Option<PathBuf>,
+        /// Replace the outputs of an earlier run of a variant.
+        #[arg(long)]
+        overwrite: bool,
+        /// Engine for every variant [default: each variant's backend].
+        #[arg(long, value_enum)]
+        backend: Option<BackendArg>,
+        /// GPU precision for every variant.
+        #[arg(long, value_enum)]
+        precision: Option<PrecisionArg>,
     },
     /// Run a scenario on the CPU reference and on a GPU side by side and print their differences.
     Compare {
@@ -145,6 +171,16 @@ enum PrecisionArg {
     F64,
 }
 
+impl From<BackendArg> for Backend {
+    fn from(b: BackendArg) -> Backend {
+        match b {
+            BackendArg::Auto => Backend::Auto,
+            BackendArg::Cpu => Backend::Cpu,
+            BackendArg::Gpu => Backend::Gpu,
+        }
+    }
+}
+
 impl From<PrecisionArg> for Precision {
     fn from(p: PrecisionArg) -> Precision {
         match p {
@@ -192,6 +228,15 @@ fn real_main() -> Result<()> {
             cmd_compare(&scenario, steps, precision.into(), integrator)
         }
         Command::Info => cmd_info(),
+        Command::Study { study, out, shard, merge, overwrite, backend, precision } => match merge {
+            Some(dir) => cmd_study_merge(&dir),
+            None => {
+                let choice =
+                    EngineChoice { backend: backend.map(Backend::from), precision: precision.map(Precision::from) };
+                let study = study.expect("clap requires it without --merge");
+                cmd_study(&study, out, shard.as_deref(), overwrite, &choice)
+            }
+        },
         Command::Converge { scenario, dt, levels, integrator, t_end, ref_factor, out } => {
             cmd_converge(&scenario, dt, levels, integrator, t_end, ref_factor, out)
         }
@@ -233,34 +278,136 @@ fn load(path: &Path, over: &Overrides) -> Result<Scenario> {
 
 fn cmd_run(path: &Path, out: Option<PathBuf>, overwrite: bool, over: &Overrides, ctl: &RunControl) -> Result<()> {
     let scenario = load(path, over)?;
-    let model = scenario.build_model()?;
-    let est = stability::estimate(&model);
-    check_step(&scenario, &est)?;
     let out_dir = out.unwrap_or_else(|| Path::new("out").join(&scenario.name));
-    let dir = OutputDir::create(&out_dir, overwrite)?;
-    let mut engine = engine::create(&model, scenario.integrator, scenario.dt, scenario.backend, scenario.precision)?;
-    if scenario.precision == Some(Precision::F32) && engine.info().precision == Precision::F64 {
-        eprintln!("note: precision f32 asked for, but no hardware GPU was found: running the CPU engine in f64");
-    }
-    eprintln!(
-        "rrpdem: {} — {} particles, {} bonds, {} steps of {} with {} on {}",
-        scenario.name,
-        model.particles.len(),
-        model.bonds.len(),
-        scenario.total_steps(),
-        scenario.dt,
-        scenario.integrator,
-        engine.info().device
-    );
     install_interrupt_handler()?;
     let opts = RunOptions {
         progress: std::io::stderr().is_terminal(),
         checkpoint_every: checkpoint_every(ctl)?,
         stop_at: None,
     };
-    let summary = run::run(&scenario, &model, engine.as_mut(), Start::Fresh { stability: est }, &dir, opts)?;
+    let summary = run::run_scenario(&scenario, &out_dir, overwrite, &EngineChoice::default(), opts, &|what| {
+        eprintln!("rrpdem: {what}")
+    })?;
     print_summary(&summary, &out_dir);
     Ok(())
+}
+
+fn cmd_study(
+    path: &Path,
+    out: Option<PathBuf>,
+    shard: Option<&str>,
+    overwrite: bool,
+    choice: &EngineChoice,
+) -> Result<()> {
+    let study = Study::load(path)?;
+    let shard = shard.map(study::parse_shard).transpose().map_err(|e| anyhow::anyhow!("--shard {e}"))?;
+    let which = study::shard_variants(study.variants.len(), shard);
+    let out_dir = out.unwrap_or_else(|| Path::new("out").join(&study.name));
+    study::write_resolved(&study, &out_dir)?;
+    eprintln!(
+        "rrpdem study: {} — {} variants{}, outputs in {}",
+        study.name,
+        study.variants.len(),
+        shard.map_or(String::new(), |(i, n)| format!(", shard {i}/{n}: {} of them", which.len())),
+        out_dir.display()
+    );
+    let bar = if std::io::stderr().is_terminal() {
+        indicatif::ProgressBar::new(which.len() as u64)
+    } else {
+        indicatif::ProgressBar::hidden()
+    };
+    if let Ok(style) =
+        indicatif::ProgressStyle::with_template("{elapsed_precise} [{bar:30}] {pos}/{len} variants, ETA {eta}  {msg}")
+    {
+        bar.set_style(style.progress_chars("=> "));
+    }
+    let work = std::sync::atomic::AtomicU64::new(0);
+    let start = std::time::Instant::now();
+    let tick = |k: usize, r: &Result<Summary, String>| {
+        match r {
+            Ok(s) => {
+                let done = work.fetch_add(s.steps * s.particles as u64, std::sync::atomic::Ordering::Relaxed);
+                let rate = (done + s.steps * s.particles as u64) as f64 / start.elapsed().as_secs_f64().max(1e-9);
+                bar.set_message(format!("{rate:.3e} particle-steps/s"));
+            }
+            Err(e) => bar.println(format!("variant {k}: {e}")),
+        }
+        bar.inc(1);
+    };
+    let report = study::run_variants(&study, path, &which, &out_dir, choice, overwrite, &tick)?;
+    bar.finish_and_clear();
+    let failed: Vec<usize> = report
+        .ran
+        .iter()
+        .filter(|(_, r)| r.as_ref().map_or(true, |s| s.status != "completed"))
+        .map(|(k, _)| *k)
+        .collect();
+    if shard.is_none() {
+        let (csv, missing, _) = study::table(&study, &out_dir);
+        let file = out_dir.join("study.csv");
+        std::fs::write(&file, &csv).with_context(|| format!("writing {}", file.display()))?;
+        print_study_table(&csv);
+        if !missing.is_empty() {
+            bail!("variants without a summary: {missing:?}");
+        }
+        eprintln!("wrote {}", file.display());
+    } else {
+        eprintln!(
+            "shard done; assemble study.csv with `rrpdem study --merge {}` once every shard has run",
+            out_dir.display()
+        );
+    }
+    if !failed.is_empty() {
+        eprintln!("note: {} variant(s) did not complete: {failed:?} (see their summary.json)", failed.len());
+    }
+    Ok(())
+}
+
+fn cmd_study_merge(dir: &Path) -> Result<()> {
+    let study = study::read_resolved(dir)?;
+    let (csv, missing, failed) = study::table(&study, dir);
+    let file = dir.join("study.csv");
+    std::fs::write(&file, &csv).with_context(|| format!("writing {}", file.display()))?;
+    print_study_table(&csv);
+    eprintln!("wrote {} ({} variants)", file.display(), study.variants.len());
+    for (k, status) in &failed {
+        eprintln!("variant {k} did not complete: {status}");
+    }
+    if !missing.is_empty() {
+        bail!("{} variant(s) have no outputs yet (missing or still running): {missing:?}", missing.len());
+    }
+    Ok(())
+}
+
+/// Prints the study table's main columns, aligned.
+fn print_study_table(csv: &str) {
+    let rows: Vec<Vec<&str>> = csv.lines().map(|l| l.split(',').collect()).collect();
+    let Some(header) = rows.first() else { return };
+    let keep = |name: &str| {
+        !matches!(
+            name,
+            "steps"
+                | "t_final"
+                | "conserved_drift_s"
+                | "conserved_drift_l"
+                | "first_contact_t"
+                | "wall_time_s"
+                | "particle_steps_per_s"
+        )
+    };
+    let cols: Vec<usize> = (0..header.len()).filter(|&c| keep(header[c])).collect();
+    let show = |v: &str| match v.parse::<f64>() {
+        Ok(x) if v.contains('.') || v.contains('e') => format!("{x:.4e}"),
+        _ => v.to_string(),
+    };
+    let cells: Vec<Vec<String>> =
+        rows.iter().map(|r| cols.iter().map(|&c| show(r.get(c).copied().unwrap_or(""))).collect()).collect();
+    let width: Vec<usize> =
+        (0..cols.len()).map(|c| cells.iter().map(|r| r[c].chars().count()).max().unwrap_or(0)).collect();
+    for r in &cells {
+        let line: Vec<String> = r.iter().zip(&width).map(|(v, w)| format!("{v:>w$}")).collect();
+        println!("{}", line.join("  "));
+    }
 }
 
 fn checkpoint_every(ctl: &RunControl) -> Result<Option<u64>> {

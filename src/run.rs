@@ -23,6 +23,8 @@ pub enum RunError {
     #[error(transparent)]
     Output(#[from] OutputError),
     #[error(transparent)]
+    OutputDir(#[from] crate::output::OutputDirError),
+    #[error(transparent)]
     Checkpoint(#[from] CheckpointError),
     #[error("{error}\n(the outputs up to the last good step, {step}, are in {})", out_dir.display())]
     Engine {
@@ -353,6 +355,71 @@ pub fn run(
         )),
         None => Ok(summary),
     }
+}
+
+/// Engine settings given on the command line, over the scenario's.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct EngineChoice {
+    pub backend: Option<crate::scenario::Backend>,
+    pub precision: Option<crate::engine::Precision>,
+}
+
+impl EngineChoice {
+    /// The backend and precision a scenario runs with. `auto` resolves to the CPU when no
+    /// hardware GPU is present.
+    pub fn resolve(&self, s: &Scenario) -> (crate::scenario::Backend, Option<crate::engine::Precision>) {
+        use crate::scenario::Backend;
+        let backend = match self.backend.unwrap_or(s.backend) {
+            Backend::Auto if crate::gpu::hardware_adapter_available() => Backend::Gpu,
+            Backend::Auto => Backend::Cpu,
+            b => b,
+        };
+        (backend, self.precision.or(s.precision))
+    }
+}
+
+/// Runs a scenario from t = 0 into the folder `out` as `rrpdem run` does: builds the model,
+/// checks the time step against the stability estimate, takes the folder (refusing an earlier
+/// run's files unless `overwrite`), creates the engine and runs. `announce` is told what is
+/// about to run.
+pub fn run_scenario(
+    scenario: &Scenario,
+    out: &std::path::Path,
+    overwrite: bool,
+    choice: &EngineChoice,
+    opts: RunOptions,
+    announce: &dyn Fn(&str),
+) -> Result<Summary, RunError> {
+    let model = scenario.build_model()?;
+    let est = crate::stability::estimate(&model);
+    if let Some(warning) =
+        crate::stability::check_step(scenario.dt, scenario.force_dt, &est).map_err(RunError::EngineStart)?
+    {
+        announce(&format!("warning: {warning}"));
+    }
+    let dir = OutputDir::create(out, overwrite)?;
+    let (backend, mut precision) = choice.resolve(scenario);
+    let asked = choice.backend.unwrap_or(scenario.backend);
+    if backend == crate::scenario::Backend::Cpu
+        && asked == crate::scenario::Backend::Auto
+        && precision == Some(crate::engine::Precision::F32)
+    {
+        announce("note: precision f32 asked for, but no hardware GPU was found: running the CPU engine in f64");
+        precision = None;
+    }
+    let mut engine = crate::engine::create(&model, scenario.integrator, scenario.dt, backend, precision)
+        .map_err(RunError::EngineStart)?;
+    announce(&format!(
+        "{} — {} particles, {} bonds, {} steps of {} with {} on {}",
+        scenario.name,
+        model.particles.len(),
+        model.bonds.len(),
+        scenario.total_steps(),
+        scenario.dt,
+        scenario.integrator,
+        engine.info().device
+    ));
+    run(scenario, &model, engine.as_mut(), Start::Fresh { stability: est }, &dir, opts)
 }
 
 /// Continues the run in `dir` from its `checkpoint.bin` on an engine of the kind that wrote it,

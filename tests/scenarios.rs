@@ -14,7 +14,27 @@ fn every_shipped_scenario_loads_and_runs() {
         if path.extension().and_then(|e| e.to_str()) != Some("json") {
             continue;
         }
+        let text = std::fs::read_to_string(&path).unwrap();
+        if text.contains("\"vary\"") {
+            // A study: every variant resolves and validates (stability included) on load, and
+            // each runs a few steps below.
+            let study = rrpdem::study::Study::load(&path).unwrap_or_else(|e| panic!("{e}"));
+            for k in 0..study.variants.len() {
+                check_runs(&study.scenario(k, &path).unwrap(), &path);
+            }
+            count += 1;
+            continue;
+        }
         let s = Scenario::load(&path).unwrap_or_else(|e| panic!("{e}"));
+        check_runs(&s, &path);
+        count += 1;
+    }
+    assert!(count >= 2, "expected the shipped scenarios in {}", dir.display());
+}
+
+/// Builds the model, checks the step against the estimate and runs 20 steps.
+fn check_runs(s: &Scenario, path: &std::path::Path) {
+    {
         let model = s.build_model().unwrap_or_else(|e| panic!("{e}"));
         let est = stability::estimate(&model);
         assert!(
@@ -37,7 +57,5 @@ fn every_shipped_scenario_loads_and_runs() {
             d0.total(),
             d.total()
         );
-        count += 1;
     }
-    assert!(count >= 2, "expected the shipped scenarios in {}", dir.display());
 }

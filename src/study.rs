@@ -1,0 +1,499 @@
+//! Studies (MODEL §8): a base scenario and its variants, each an override of scenario fields by
+//! JSON Pointer (RFC 6901) — an explicit list, a full grid or seeded random samples — resolved
+//! and validated before anything runs; shards of a study for a cluster, and `study.csv`, one row
+//! per variant with its varied values and outcome measures, assembled from the variants'
+//! `summary.json` (the same code for a whole run and for merging shards).
+
+use crate::error::ScenarioError;
+use crate::scenario::{Scenario, is_safe_name};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use thiserror::Error;
+
+/// Convenience pointer: impact speed, applied to every body's `velocity` as
+/// `−speed (cos a n + sin a t)` with `n` the first wall's normal, `t` a unit vector across it
+/// and `a` the impact angle (`/@impact_angle`, degrees from the normal, default 0).
+pub const IMPACT_SPEED: &str = "/@impact_speed";
+/// Convenience pointer: impact angle in degrees from the first wall's normal (see `IMPACT_SPEED`).
+pub const IMPACT_ANGLE: &str = "/@impact_angle";
+
+#[derive(Debug, Error)]
+pub enum StudyError {
+    #[error("{path}: cannot read: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path}: {message}")]
+    Invalid { path: PathBuf, message: String },
+    #[error("{path}: variant {variant} ({overrides}): {source}")]
+    Variant {
+        path: PathBuf,
+        variant: usize,
+        overrides: String,
+        #[source]
+        source: Box<ScenarioError>,
+    },
+}
+
+/// A study file. `base` is a scenario file (relative to the study file) or an inline scenario.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StudyFile {
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    pub base: Value,
+    /// Overrides applied to every variant (pointer → value), before the varied ones.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub set: BTreeMap<String, Value>,
+    pub vary: Vary,
+}
+
+/// How the variants are made.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum Vary {
+    /// One variant per object of pointer → value.
+    List(Vec<BTreeMap<String, Value>>),
+    /// The Cartesian product of pointer → list of values (the last pointer varies fastest).
+    Grid(BTreeMap<String, Vec<Value>>),
+    /// `samples` variants, each pointer drawn uniformly (or log-uniformly) in its range.
+    Random { samples: usize, seed: u64, ranges: BTreeMap<String, Range> },
+}
+
+/// A range of a random study: `[lo, hi]`, or `{"lo", "hi", "log": true}` for log-uniform.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Range {
+    Pair([f64; 2]),
+    Spec {
+        lo: f64,
+        hi: f64,
+        #[serde(default)]
+        log: bool,
+    },
+}
+
+/// A resolved study: the base scenario's JSON and every variant's overrides, in order.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Study {
+    pub name: String,
+    /// The varied pointers, in column order.
+    pub columns: Vec<String>,
+    pub variants: Vec<BTreeMap<String, Value>>,
+    pub base: Value,
+    /// Folder the base scenario's relative paths (CSV bodies) are taken from.
+    pub base_dir: PathBuf,
+}
+
+fn invalid(path: &Path, message: impl Into<String>) -> StudyError {
+    StudyError::Invalid { path: path.to_owned(), message: message.into() }
+}
+
+impl Study {
+    /// Reads a study file, resolves its variants and validates every one (model included).
+    pub fn load(path: &Path) -> Result<Study, StudyError> {
+        let text = std::fs::read_to_string(path).map_err(|source| StudyError::Io { path: path.to_owned(), source })?;
+        let file: StudyFile = serde_json::from_str(&text).map_err(|e| invalid(path, e.to_string()))?;
+        if !is_safe_name(&file.name) {
+            return Err(invalid(path, format!("field `name`: `{}` cannot name the output folder", file.name)));
+        }
+        let dir = path.parent().unwrap_or(Path::new(".")).to_owned();
+        let (base, base_dir) = match &file.base {
+            Value::String(rel) => {
+                let p = dir.join(rel);
+                let text = std::fs::read_to_string(&p).map_err(|source| StudyError::Io { path: p.clone(), source })?;
+                let v: Value = serde_json::from_str(&text).map_err(|e| invalid(&p, e.to_string()))?;
+                (v, p.parent().unwrap_or(Path::new(".")).to_owned())
+            }
+            Value::Object(_) => (file.base.clone(), dir),
+            _ => return Err(invalid(path, "field `base`: a scenario file name or an inline scenario object")),
+        };
+        let (columns, variants) = expand(&file.vary, path)?;
+        let mut base = base;
+        for (p, v) in &file.set {
+            if !p.starts_with('/') || p.starts_with("/@") {
+                return Err(invalid(path, format!("field `set`: `{p}` must be a JSON Pointer into the scenario")));
+            }
+            set_pointer(&mut base, p, v.clone()).map_err(|m| invalid(path, format!("field `set`: {p}: {m}")))?;
+        }
+        let study = Study { name: file.name, columns, variants, base, base_dir };
+        for k in 0..study.variants.len() {
+            let s = study.scenario(k, path)?;
+            let model = s.build_model().map_err(|e| study.variant_error(k, path, e))?;
+            let est = crate::stability::estimate(&model);
+            if let Err(e) = crate::stability::check_step(s.dt, s.force_dt, &est) {
+                return Err(invalid(path, format!("variant {k} ({}): {e}", study.describe(k))));
+            }
+        }
+        Ok(study)
+    }
+
+    fn variant_error(&self, k: usize, path: &Path, e: ScenarioError) -> StudyError {
+        StudyError::Variant { path: path.to_owned(), variant: k, overrides: self.describe(k), source: Box::new(e) }
+    }
+
+    /// `pointer = value, …` of variant `k`.
+    pub fn describe(&self, k: usize) -> String {
+        self.variants[k].iter().map(|(p, v)| format!("{p} = {v}")).collect::<Vec<_>>().join(", ")
+    }
+
+    /// Variant `k` as a validated scenario (named `<study>_<k>`).
+    pub fn scenario(&self, k: usize, path: &Path) -> Result<Scenario, StudyError> {
+        let mut v = self.base.clone();
+        let fail = |message: String| {
+            self.variant_error(k, path, ScenarioError::Invalid { path: path.to_owned(), field: "vary".into(), message })
+        };
+        let over = &self.variants[k];
+        for (p, val) in over.iter().filter(|(p, _)| !p.starts_with("/@")) {
+            set_pointer(&mut v, p, val.clone()).map_err(|m| fail(format!("{p}: {m}")))?;
+        }
+        let speed = over.get(IMPACT_SPEED).map(|s| s.as_f64().ok_or("must be a number"));
+        let angle = over.get(IMPACT_ANGLE).map(|s| s.as_f64().ok_or("must be a number"));
+        if speed.is_some() || angle.is_some() {
+            let speed = speed.transpose().map_err(|m| fail(format!("{IMPACT_SPEED}: {m}")))?;
+            let angle = angle.transpose().map_err(|m| fail(format!("{IMPACT_ANGLE}: {m}")))?.unwrap_or(0.0);
+            set_impact(&mut v, speed, angle).map_err(fail)?;
+        }
+        if let Some(o) = v.as_object_mut() {
+            o.insert("name".into(), Value::String(format!("{}_{k}", self.name)));
+        }
+        // Parsed as if it were a file in the base's folder, so CSV bodies resolve as there.
+        let as_file = self.base_dir.join(format!("{}_{k}.json", self.name));
+        let text = serde_json::to_string(&v).expect("JSON value serialises");
+        Scenario::from_json(&text, &as_file).map_err(|e| self.variant_error(k, path, e))
+    }
+}
+
+/// The variants' overrides and the varied pointers.
+fn expand(vary: &Vary, path: &Path) -> Result<(Vec<String>, Vec<BTreeMap<String, Value>>), StudyError> {
+    let check = |p: &str| {
+        if p.starts_with('/') {
+            Ok(())
+        } else {
+            Err(invalid(
+                path,
+                format!("`{p}` is not a JSON Pointer (it must start with `/`, e.g. `/stiffness/contact`)"),
+            ))
+        }
+    };
+    match vary {
+        Vary::List(list) => {
+            if list.is_empty() {
+                return Err(invalid(path, "field `vary.list`: at least one variant"));
+            }
+            let mut cols: Vec<String> = Vec::new();
+            for o in list {
+                for p in o.keys() {
+                    check(p)?;
+                    if !cols.contains(p) {
+                        cols.push(p.clone());
+                    }
+                }
+            }
+            Ok((cols, list.clone()))
+        }
+        Vary::Grid(grid) => {
+            let mut out = vec![BTreeMap::new()];
+            for (p, values) in grid {
+                check(p)?;
+                if values.is_empty() {
+                    return Err(invalid(path, format!("field `vary.grid.{p}`: at least one value")));
+                }
+                out = out
+                    .into_iter()
+                    .flat_map(|o| {
+                        values.iter().map(move |v| {
+                            let mut o = o.clone();
+                            o.insert(p.clone(), v.clone());
+                            o
+                        })
+                    })
+                    .collect();
+            }
+            Ok((grid.keys().cloned().collect(), out))
+        }
+        Vary::Random { samples, seed, ranges } => {
+            if *samples == 0 {
+                return Err(invalid(path, "field `vary.random.samples`: at least 1"));
+            }
+            let mut bounds = Vec::new();
+            for (p, r) in ranges {
+                check(p)?;
+                let (lo, hi, log) = match *r {
+                    Range::Pair([lo, hi]) => (lo, hi, false),
+                    Range::Spec { lo, hi, log } => (lo, hi, log),
+                };
+                if !(lo.is_finite() && hi.is_finite() && lo <= hi) || (log && lo <= 0.0) {
+                    return Err(invalid(
+                        path,
+                        format!(
+                            "field `vary.random.ranges.{p}`: need finite lo ≤ hi (and lo > 0 for log), got [{lo}, {hi}]"
+                        ),
+                    ));
+                }
+                bounds.push((p.clone(), lo, hi, log));
+            }
+            let mut state = *seed;
+            let out = (0..*samples)
+                .map(|_| {
+                    bounds
+                        .iter()
+                        .map(|(p, lo, hi, log)| {
+                            let u = uniform(&mut state);
+                            let v = if *log { (lo.ln() + u * (hi.ln() - lo.ln())).exp() } else { lo + u * (hi - lo) };
+                            (p.clone(), Value::from(v))
+                        })
+                        .collect()
+                })
+                .collect();
+            Ok((ranges.keys().cloned().collect(), out))
+        }
+    }
+}
+
+/// SplitMix64 step, uniform in [0, 1).
+fn uniform(state: &mut u64) -> f64 {
+    *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    let mut z = *state;
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    ((z ^ (z >> 31)) >> 11) as f64 / (1u64 << 53) as f64
+}
+
+/// Sets `pointer` in `v` to `value`, creating missing object members on the way (so
+/// `/rupture/tension` works on a base without `rupture`); array elements must exist.
+pub fn set_pointer(v: &mut Value, pointer: &str, value: Value) -> Result<(), String> {
+    if pointer.is_empty() {
+        return Err("the empty pointer would replace the whole scenario".into());
+    }
+    let tokens: Vec<String> = pointer[1..].split('/').map(|t| t.replace("~1", "/").replace("~0", "~")).collect();
+    let mut cur = v;
+    for (n, t) in tokens.iter().enumerate() {
+        let last = n + 1 == tokens.len();
+        cur = match cur {
+            Value::Object(map) => {
+                if last {
+                    map.insert(t.clone(), value);
+                    return Ok(());
+                }
+                map.entry(t.clone()).or_insert_with(|| Value::Object(Default::default()))
+            }
+            Value::Array(items) => {
+                let i: usize = t.parse().map_err(|_| format!("`{t}` is not an array index"))?;
+                let len = items.len();
+                let slot = items.get_mut(i).ok_or_else(|| format!("index {i} is past the end ({len} elements)"))?;
+                if last {
+                    *slot = value;
+                    return Ok(());
+                }
+                slot
+            }
+            other => return Err(format!("`{t}` cannot be looked up in {other}")),
+        };
+    }
+    unreachable!("the loop returns at the last token")
+}
+
+/// Applies the impact convenience pointers to every body's velocity.
+fn set_impact(v: &mut Value, speed: Option<f64>, angle_deg: f64) -> Result<(), String> {
+    let normal = v
+        .pointer("/walls/0/normal")
+        .and_then(|n| serde_json::from_value::<[f64; 3]>(n.clone()).ok())
+        .ok_or("the impact pointers need a wall (`walls[0].normal`)")?;
+    let n = glam::DVec3::from(normal).normalize();
+    let t = n.any_orthonormal_vector();
+    let bodies = v.get_mut("bodies").and_then(Value::as_array_mut).ok_or("no `bodies`")?;
+    for b in bodies {
+        let o = b.as_object_mut().ok_or("a body is not an object")?;
+        let current = o
+            .get("velocity")
+            .and_then(|x| serde_json::from_value::<[f64; 3]>(x.clone()).ok())
+            .map_or(0.0, |x| glam::DVec3::from(x).length());
+        let s = speed.unwrap_or(current);
+        let a = angle_deg.to_radians();
+        let vel = -s * (a.cos() * n + a.sin() * t);
+        o.insert("velocity".into(), serde_json::json!(vel.to_array()));
+    }
+    Ok(())
+}
+
+/// Which variants shard `i` of `n` runs: `k ≡ i (mod n)`.
+pub fn shard_variants(count: usize, shard: Option<(usize, usize)>) -> Vec<usize> {
+    match shard {
+        None => (0..count).collect(),
+        Some((i, n)) => (0..count).filter(|k| k % n == i).collect(),
+    }
+}
+
+/// Parses `i/n` (0 ≤ i < n).
+pub fn parse_shard(text: &str) -> Result<(usize, usize), String> {
+    let (i, n) = text.split_once('/').ok_or_else(|| format!("`{text}`: expected i/n, e.g. 0/4"))?;
+    let (i, n): (usize, usize) = (
+        i.trim().parse().map_err(|_| format!("`{i}` is not a number"))?,
+        n.trim().parse().map_err(|_| format!("`{n}` is not a number"))?,
+    );
+    if n == 0 || i >= n {
+        return Err(format!("shard {i}/{n}: need 0 ≤ i < n"));
+    }
+    Ok((i, n))
+}
+
+/// Columns of `study.csv` after `variant` and the varied pointers.
+pub const OUTCOME_COLUMNS: [&str; 17] = [
+    "status",
+    "steps",
+    "t_final",
+    "max_rel_energy_error",
+    "conserved_drift_p",
+    "conserved_drift_s",
+    "conserved_drift_l",
+    "n_broken",
+    "broken_fraction",
+    "first_contact_t",
+    "contact_duration",
+    "peak_wall_force",
+    "impact_speed",
+    "rebound_speed",
+    "restitution",
+    "wall_time_s",
+    "particle_steps_per_s",
+];
+
+/// Folder of variant `k` in a study's output folder.
+pub fn variant_dir(out: &Path, k: usize) -> PathBuf {
+    out.join("variants").join(k.to_string())
+}
+
+/// The study table from the variants' `summary.json`: the CSV text, and the variants that are
+/// missing (no summary) or did not complete.
+pub fn table(study: &Study, out: &Path) -> (String, Vec<usize>, Vec<(usize, String)>) {
+    let mut csv = String::from("variant");
+    for c in &study.columns {
+        csv.push(',');
+        csv.push_str(c);
+    }
+    for c in OUTCOME_COLUMNS {
+        csv.push(',');
+        csv.push_str(c);
+    }
+    csv.push('\n');
+    let (mut missing, mut failed) = (Vec::new(), Vec::new());
+    for k in 0..study.variants.len() {
+        let summary: Option<Value> = std::fs::read_to_string(variant_dir(out, k).join("summary.json"))
+            .ok()
+            .and_then(|t| serde_json::from_str(&t).ok());
+        let mut row = k.to_string();
+        for c in &study.columns {
+            row.push(',');
+            row.push_str(&study.variants[k].get(c).map(cell).unwrap_or_default());
+        }
+        match summary {
+            None => {
+                missing.push(k);
+                row.push_str(",missing");
+                row.push_str(&",".repeat(OUTCOME_COLUMNS.len() - 1));
+            }
+            Some(s) => {
+                let status = s["status"].as_str().unwrap_or("unknown").to_string();
+                if status != "completed" {
+                    failed.push((k, status.clone()));
+                }
+                let b = &s["energy_and_momenta"];
+                let i = &s["impact"];
+                let values = [
+                    &s["steps"],
+                    &s["t_final"],
+                    &b["max_rel_energy_deviation"],
+                    &b["conserved_drift_p"],
+                    &b["conserved_drift_s"],
+                    &b["conserved_drift_l"],
+                    &s["final_diagnostics"]["n_broken"],
+                    &i["broken_fraction"],
+                    &i["first_contact_t"],
+                    &i["contact_duration"],
+                    &i["peak_wall_force"],
+                    &i["impact_speed"],
+                    &i["rebound_speed"],
+                    &i["restitution"],
+                    &s["wall_time_s"],
+                    &s["particle_steps_per_s"],
+                ];
+                row.push(',');
+                row.push_str(if status == "completed" { "completed" } else { "failed" });
+                for v in values {
+                    row.push(',');
+                    row.push_str(&cell(v));
+                }
+            }
+        }
+        csv.push_str(&row);
+        csv.push('\n');
+    }
+    (csv, missing, failed)
+}
+
+/// A value as one CSV cell (strings quoted when they hold a comma).
+fn cell(v: &Value) -> String {
+    match v {
+        Value::Null => String::new(),
+        Value::String(s) if s.contains([',', '"']) => format!("\"{}\"", s.replace('"', "\"\"")),
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// What ran of a study: per variant, its index and the run's summary or error text.
+pub struct StudyReport {
+    pub ran: Vec<(usize, Result<crate::run::Summary, String>)>,
+}
+
+/// Runs the variants `which` of `study` into `out/variants/<k>/`, each exactly as `rrpdem run`
+/// would run it alone (same code path, same outputs). On the CPU engine variants run in
+/// parallel (each is deterministic whatever the thread count, so the batch does not change a
+/// variant's result); GPU variants run one after another. `tick` is called after each variant.
+pub fn run_variants(
+    study: &Study,
+    path: &Path,
+    which: &[usize],
+    out: &Path,
+    overrides: &crate::run::EngineChoice,
+    overwrite: bool,
+    tick: &(dyn Fn(usize, &Result<crate::run::Summary, String>) + Sync),
+) -> Result<StudyReport, StudyError> {
+    use rayon::prelude::*;
+    let scenarios: Vec<(usize, Scenario)> =
+        which.iter().map(|&k| study.scenario(k, path).map(|s| (k, s))).collect::<Result<_, _>>()?;
+    let one = |(k, s): &(usize, Scenario)| {
+        let r = crate::run::run_scenario(s, &variant_dir(out, *k), overwrite, overrides, Default::default(), &|_| {})
+            .map_err(|e| e.to_string());
+        tick(*k, &r);
+        (*k, r)
+    };
+    let cpu_only = scenarios.iter().all(|(_, s)| overrides.resolve(s).0 == crate::scenario::Backend::Cpu);
+    let ran = if cpu_only { scenarios.par_iter().map(one).collect() } else { scenarios.iter().map(one).collect() };
+    Ok(StudyReport { ran })
+}
+
+/// Name of the resolved study written into its output folder (what `--merge` reads).
+pub const STUDY_FILE: &str = "study.json";
+
+/// Writes the resolved study into its output folder.
+pub fn write_resolved(study: &Study, out: &Path) -> Result<(), StudyError> {
+    let p = out.join(STUDY_FILE);
+    let text = serde_json::to_string_pretty(study).expect("a study serialises");
+    std::fs::create_dir_all(out)
+        .and_then(|()| std::fs::write(&p, text))
+        .map_err(|source| StudyError::Io { path: p, source })
+}
+
+/// Reads the resolved study of an output folder.
+pub fn read_resolved(out: &Path) -> Result<Study, StudyError> {
+    let p = out.join(STUDY_FILE);
+    let text = std::fs::read_to_string(&p).map_err(|source| StudyError::Io { path: p.clone(), source })?;
+    serde_json::from_str(&text).map_err(|e| invalid(&p, e.to_string()))
+}

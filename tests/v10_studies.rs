@@ -1,0 +1,177 @@
+//! V10 (studies): a variant run inside a study equals the same variant run alone, bit for bit;
+//! a study run as shards and merged equals the study run whole; invalid variants are refused
+//! before anything runs, naming the variant and the field; JSON Pointer overrides, grids,
+//! seeded random samples and the impact convenience pointers resolve as documented.
+
+use rrpdem::run::{self, EngineChoice};
+use rrpdem::scenario::Backend;
+use rrpdem::study::{self, Study};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn rrpdem(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_rrpdem")).args(args).current_dir(env!("CARGO_MANIFEST_DIR")).output().unwrap()
+}
+
+/// A study of the paper torus (with rupture) written next to a copy of its base scenario, to
+/// t = `t_end`: 2 speeds × 2 shear laws.
+fn small_study(dir: &Path, t_end: f64) -> PathBuf {
+    let base = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/torus_impact.json");
+    std::fs::copy(base, dir.join("torus_impact.json")).unwrap();
+    let text = format!(
+        r#"{{"name": "mini", "base": "torus_impact.json",
+            "set": {{"/t_end": {t_end}, "/record_every": 5, "/rupture": {{"bending": 0.3}}}},
+            "vary": {{"grid": {{"/@impact_speed": [1, 3], "/shear": ["paper", "objective"]}}}}}}"#
+    );
+    let p = dir.join("mini.json");
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+fn strip_timing(csv: &str) -> String {
+    // wall_time_s and particle_steps_per_s are the last two columns.
+    csv.lines().map(|l| l.rsplitn(3, ',').nth(2).unwrap_or(l).to_string()).collect::<Vec<_>>().join("\n")
+}
+
+fn variant_alone_matches(backend: &str, precision: Option<&str>) {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = small_study(tmp.path(), 2.0);
+    let out = tmp.path().join("out");
+    let mut args = vec!["study", path.to_str().unwrap(), "--out", out.to_str().unwrap(), "--backend", backend];
+    if let Some(p) = precision {
+        args.extend(["--precision", p]);
+    }
+    let o = rrpdem(&args);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let s = Study::load(&path).unwrap();
+    assert_eq!(s.variants.len(), 4);
+    let choice = EngineChoice {
+        backend: Some(if backend == "cpu" { Backend::Cpu } else { Backend::Gpu }),
+        precision: precision
+            .map(|p| if p == "f32" { rrpdem::engine::Precision::F32 } else { rrpdem::engine::Precision::F64 }),
+    };
+    for k in [0, 3] {
+        let alone = tmp.path().join(format!("alone{k}"));
+        let scenario = s.scenario(k, &path).unwrap();
+        run::run_scenario(&scenario, &alone, false, &choice, Default::default(), &|_| {}).unwrap();
+        for f in ["series.csv", "final_state.csv", "breaks.csv"] {
+            let a = std::fs::read(alone.join(f)).unwrap();
+            let b = std::fs::read(study::variant_dir(&out, k).join(f)).unwrap();
+            assert!(a == b, "{backend}: variant {k}: {f} differs from the variant run alone");
+        }
+    }
+    let table = std::fs::read_to_string(out.join("study.csv")).unwrap();
+    let rows: Vec<&str> = table.lines().collect();
+    assert_eq!(rows.len(), 5);
+    assert!(rows[0].starts_with("variant,/@impact_speed,/shear,status,"), "{}", rows[0]);
+    assert!(rows[4].starts_with("3,3,objective,completed,"), "{}", rows[4]);
+}
+
+#[test]
+fn variant_in_a_study_equals_the_variant_alone_cpu() {
+    variant_alone_matches("cpu", None);
+}
+
+#[test]
+fn variant_in_a_study_equals_the_variant_alone_gpu_f64() {
+    variant_alone_matches("gpu", Some("f64"));
+}
+
+#[test]
+fn shards_merged_equal_the_whole_study() {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = small_study(tmp.path(), 1.0);
+    let (whole, sharded) = (tmp.path().join("whole"), tmp.path().join("sharded"));
+    assert!(rrpdem(&["study", path.to_str().unwrap(), "--out", whole.to_str().unwrap()]).status.success());
+    for i in 0..3 {
+        let shard = format!("{i}/3");
+        let o = rrpdem(&["study", path.to_str().unwrap(), "--out", sharded.to_str().unwrap(), "--shard", &shard]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        if i == 0 {
+            // Before every shard has run, the merge reports what is missing.
+            let m = rrpdem(&["study", "--merge", sharded.to_str().unwrap()]);
+            let err = String::from_utf8_lossy(&m.stderr);
+            assert!(!m.status.success() && err.contains("[1, 2]"), "{err}");
+        }
+    }
+    let m = rrpdem(&["study", "--merge", sharded.to_str().unwrap()]);
+    assert!(m.status.success(), "{}", String::from_utf8_lossy(&m.stderr));
+    let a = std::fs::read_to_string(whole.join("study.csv")).unwrap();
+    let b = std::fs::read_to_string(sharded.join("study.csv")).unwrap();
+    assert_eq!(strip_timing(&a), strip_timing(&b));
+    assert!(a != strip_timing(&a), "the timing columns were there to strip");
+}
+
+#[test]
+fn an_invalid_variant_is_refused_before_anything_runs() {
+    let tmp = tempfile::tempdir().unwrap();
+    let base = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/torus_impact.json");
+    std::fs::copy(base, tmp.path().join("torus_impact.json")).unwrap();
+    let p = tmp.path().join("bad.json");
+    std::fs::write(&p, r#"{"name": "bad", "base": "torus_impact.json", "vary": {"list": [{"/stiffness/contact": 10}, {"/stiffness/contact": -5}]}}"#)
+        .unwrap();
+    let err = Study::load(&p).unwrap_err().to_string();
+    assert!(err.contains("variant 1") && err.contains("stiffness.contact") && err.contains("-5"), "{err}");
+    let out = tmp.path().join("out");
+    let o = rrpdem(&["study", p.to_str().unwrap(), "--out", out.to_str().unwrap()]);
+    assert!(!o.status.success());
+    assert!(!out.exists(), "nothing ran");
+    // A pointer into nothing, an unknown field, a variant above the stability estimate.
+    for (vary, needle) in [
+        (r#"{"list": [{"/bodies/3/velocity/0": 1}]}"#, "past the end"),
+        (r#"{"list": [{"/stiffnes/contact": 1}]}"#, "unknown field"),
+        (r#"{"list": [{"/dt": 0.05}]}"#, "stability estimate"),
+        (r#"{"grid": {"stiffness": [1]}}"#, "JSON Pointer"),
+    ] {
+        std::fs::write(&p, format!(r#"{{"name": "bad", "base": "torus_impact.json", "vary": {vary}}}"#)).unwrap();
+        let err = Study::load(&p).unwrap_err().to_string();
+        assert!(err.contains(needle), "{vary}: {err}");
+    }
+}
+
+#[test]
+fn overrides_grid_random_and_impact_pointers_resolve_as_documented() {
+    let tmp = tempfile::tempdir().unwrap();
+    let base = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/torus_impact.json");
+    std::fs::copy(base, tmp.path().join("torus_impact.json")).unwrap();
+    let p = tmp.path().join("s.json");
+    // Grid: 2 × 3, last pointer fastest; a pointer that creates `rupture`.
+    std::fs::write(
+        &p,
+        r#"{"name": "g", "base": "torus_impact.json",
+            "vary": {"grid": {"/rupture/tension": [0.1, 0.2], "/stiffness/axial": [100, 150, 250]}}}"#,
+    )
+    .unwrap();
+    let s = Study::load(&p).unwrap();
+    assert_eq!(s.variants.len(), 6);
+    let v4 = s.scenario(4, &p).unwrap();
+    assert_eq!(v4.rupture.as_ref().unwrap().tension, Some(0.2));
+    assert_eq!(v4.stiffness.axial, 150.0);
+    assert_eq!(v4.name, "g_4");
+    // Random: reproducible from the seed, inside the ranges, log-uniform where asked.
+    std::fs::write(
+        &p,
+        r#"{"name": "r", "base": "torus_impact.json",
+            "vary": {"random": {"samples": 50, "seed": 9, "ranges": {"/stiffness/bending": [5, 15],
+                     "/stiffness/contact": {"lo": 100, "hi": 10000, "log": true}}}}}"#,
+    )
+    .unwrap();
+    let (a, b) = (Study::load(&p).unwrap(), Study::load(&p).unwrap());
+    assert_eq!(a.variants, b.variants);
+    let kc: Vec<f64> = a.variants.iter().map(|v| v["/stiffness/contact"].as_f64().unwrap()).collect();
+    assert!(kc.iter().all(|k| (100.0..=10000.0).contains(k)));
+    let below_1000 = kc.iter().filter(|k| **k < 1000.0).count();
+    // Log-uniform: half the samples below the geometric midpoint 1000 (a uniform draw would put
+    // 9 % there); 50 samples give 25 ± 3.5, so 15..35 is a loose 3σ band.
+    assert!((15..=35).contains(&below_1000), "{below_1000}");
+    // Impact pointers: speed 2 at 30° from the wall normal (+x): v = −2 (cos 30°, sin 30° t).
+    std::fs::write(
+        &p,
+        r#"{"name": "i", "base": "torus_impact.json", "vary": {"list": [{"/@impact_speed": 2, "/@impact_angle": 30}]}}"#,
+    )
+    .unwrap();
+    let s = Study::load(&p).unwrap().scenario(0, &p).unwrap();
+    let rrpdem::scenario::Body::TorusRing(r) = &s.bodies[0] else { panic!() };
+    assert!((r.velocity.length() - 2.0).abs() < 1e-12);
+    assert!((r.velocity.x + 2.0 * 30f64.to_radians().cos()).abs() < 1e-12, "{}", r.velocity);
+}
