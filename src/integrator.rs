@@ -81,6 +81,7 @@ pub struct Kinematics {
 /// The rotation increment of one step, or `Err(h²|Ω_h|²)` when `rrp-exact`'s condition fails.
 ///
 /// `rrp-newmark` and `campello`: `Δα = h Ω`. `rrp-exact`: `Δα = 2h/(1 + sqrt(1 − h²|Ω|²)) Ω`.
+#[inline]
 pub fn rotation_increment(integrator: Integrator, h: f64, w: DVec3) -> Result<DVec3, f64> {
     match integrator {
         Integrator::RrpExact => {
@@ -99,6 +100,7 @@ pub fn rotation_increment(integrator: Integrator, h: f64, w: DVec3) -> Result<DV
 /// Maps 23/25: half kick `v_h = v + h/(2m) F`, `Ω_h = Ω + h/(2J) RM`, then `x += h v_h` and
 /// `q ← q(Δα) ⊗ q`. Map 27: full kick, then drift with the new velocities.
 /// Returns `Err(h²|Ω_h|²)` when `rrp-exact` cannot take the step.
+#[inline]
 pub fn pre_force(
     integrator: Integrator,
     h: f64,
@@ -121,6 +123,7 @@ pub fn pre_force(
 }
 
 /// Closing half kick of maps 23/25 with the force and moment at step k+1 (nothing for map 27).
+#[inline]
 pub fn post_force(integrator: Integrator, h: f64, inv_m: f64, inv_j: f64, k: &mut Kinematics, f: DVec3, m: DVec3) {
     if integrator != Integrator::Campello {
         k.v += f * (0.5 * h * inv_m);

@@ -7,6 +7,7 @@
 //! [`scenario`] (JSON input), [`diagnostics`], [`stability`], [`output`], [`run`] and
 //! [`converge`] (drivers used by the CLI).
 
+pub mod bench;
 pub mod checkpoint;
 pub mod compare;
 pub mod converge;

@@ -94,6 +94,27 @@ enum Command {
         #[arg(long)]
         integrator: Option<Integrator>,
     },
+    /// Throughput of the standard cases (particle-steps/s, bond-steps/s) on chosen engines.
+    Bench {
+        /// Cases: torus, rings-N, fcc-N (N a particle count such as 1e5).
+        #[arg(long, value_delimiter = ',', default_value = "torus,rings-1e5,fcc-1e5")]
+        cases: Vec<String>,
+        /// Engines: cpu, gpu-f32, gpu-f64.
+        #[arg(long, value_delimiter = ',', default_value = "cpu")]
+        engines: Vec<String>,
+        /// Rayon thread counts to measure with.
+        #[arg(long, value_delimiter = ',', default_value = "1")]
+        threads: Vec<usize>,
+        /// Steps per timed batch.
+        #[arg(long, default_value_t = 100)]
+        steps: u64,
+        /// Repeat batches until this much time has passed.
+        #[arg(long, default_value_t = 2.0)]
+        min_seconds: f64,
+        /// Write the measurements as JSON here.
+        #[arg(long)]
+        json: Option<PathBuf>,
+    },
     /// List the GPU adapters wgpu finds, with backend, type, f64 support and limits.
     Info,
     /// Convergence study: error norms and observed orders for several time steps.
@@ -228,6 +249,9 @@ fn real_main() -> Result<()> {
             cmd_compare(&scenario, steps, precision.into(), integrator)
         }
         Command::Info => cmd_info(),
+        Command::Bench { cases, engines, threads, steps, min_seconds, json } => {
+            cmd_bench(&cases, &engines, &threads, steps, min_seconds, json.as_deref())
+        }
         Command::Study { study, out, shard, merge, overwrite, backend, precision } => match merge {
             Some(dir) => cmd_study_merge(&dir),
             None => {
@@ -511,6 +535,52 @@ fn print_summary(s: &Summary, out: &Path) {
     println!("outputs         {}/{{series.csv, final_state.csv, summary.json{extra}}}", out.display());
 }
 
+fn cmd_bench(
+    cases: &[String],
+    engines: &[String],
+    threads: &[usize],
+    steps: u64,
+    min_seconds: f64,
+    json: Option<&Path>,
+) -> Result<()> {
+    use rrpdem::bench;
+    let engines: Vec<bench::EngineKind> =
+        engines.iter().map(|e| bench::EngineKind::parse(e)).collect::<Result<_, _>>().map_err(anyhow::Error::msg)?;
+    if steps == 0 || threads.contains(&0) {
+        bail!("--steps and --threads must be at least 1");
+    }
+    let mut all = Vec::new();
+    println!(
+        "{:<12} {:<8} {:>7} {:>10} {:>9} {:>14} {:>14}",
+        "case", "engine", "threads", "particles", "bonds", "particle-st/s", "bond-steps/s"
+    );
+    for name in cases {
+        let case = bench::case(name).map_err(anyhow::Error::msg)?;
+        eprintln!("building {name} …");
+        let model = (case.model)().map_err(anyhow::Error::msg)?;
+        for &e in &engines {
+            for &t in threads {
+                let m = bench::measure(&case, &model, e, t, steps, min_seconds).map_err(anyhow::Error::msg)?;
+                println!(
+                    "{:<12} {:<8} {:>7} {:>10} {:>9} {:>14.4e} {:>14.4e}",
+                    m.case,
+                    format!("{:?}", m.engine),
+                    m.threads,
+                    m.particles,
+                    m.bonds,
+                    m.particle_steps_per_s,
+                    m.bond_steps_per_s
+                );
+                all.push(m);
+            }
+        }
+    }
+    if let Some(p) = json {
+        std::fs::write(p, serde_json::to_string_pretty(&all)?).with_context(|| format!("writing {}", p.display()))?;
+    }
+    Ok(())
+}
+
 fn cmd_info() -> Result<()> {
     let adapters = rrpdem::gpu::list_adapters();
     println!("CPU engine      f64, {} rayon threads", rayon::current_num_threads());
@@ -581,7 +651,7 @@ fn cmd_converge(
     // The reference solution is the longest run: min(dt)/ref_factor to t_end.
     let finest = dts.iter().copied().fold(f64::INFINITY, f64::min) / ref_factor as f64;
     let ref_steps = t_end / finest;
-    if !(ref_steps <= MAX_STEPS as f64) {
+    if ref_steps.is_nan() || ref_steps > MAX_STEPS as f64 {
         bail!(
             "the reference solution would take {ref_steps:.3e} steps (t_end {t_end} / (min dt / {ref_factor})); at most \
              {MAX_STEPS:.0e} are allowed: use fewer levels, a shorter t_end or a smaller --ref-factor"

@@ -146,6 +146,7 @@ impl Model {
 }
 
 /// All binder terms of one bond at the current state: bending/torsion, axial and shear.
+#[inline]
 pub fn bond_terms(bond: &Bond, x_i: DVec3, x_j: DVec3, q_i: DQuat, q_j: DQuat, p: &Params) -> BondOut {
     let dq_i = q_i * bond.q_i0.conjugate();
     let dq_j = q_j * bond.q_j0.conjugate();

@@ -38,18 +38,21 @@ pub fn rrp_from_quat(q: DQuat) -> DVec3 {
 }
 
 /// The quaternion with `w ≥ 0` representing the same rotation (output convention).
+#[inline]
 pub fn canonical(q: DQuat) -> DQuat {
     if q.w < 0.0 { -q } else { q }
 }
 
 /// Applies a spatial RRP increment on the left, `q ← q(Δα) ⊗ q`, and renormalises (which only
 /// removes round-off: the product of unit quaternions is a unit quaternion).
+#[inline]
 pub fn apply_increment(q: DQuat, dalpha: DVec3) -> DQuat {
     let p = quat_from_rrp(dalpha) * q;
     p * (1.0 / p.length())
 }
 
 /// Rotation vector `θ` (|θ| ≤ π) of a unit quaternion: the logarithm on SO(3).
+#[inline]
 pub fn rotation_vector(q: DQuat) -> DVec3 {
     let q = canonical(q);
     let u = DVec3::new(q.x, q.y, q.z);
@@ -59,6 +62,7 @@ pub fn rotation_vector(q: DQuat) -> DVec3 {
 
 /// `2 atan2(s, w) / s` for `s = |u| ≥ 0`, `w ≥ 0`, with its series where `s/w` is small so that
 /// the rotation vector is accurate (and finite) near the identity.
+#[inline]
 pub fn log_factor(s: f64, w: f64) -> f64 {
     if s < 1e-4 * w {
         let t = s / w;

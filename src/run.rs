@@ -157,7 +157,7 @@ pub struct RunOptions {
 /// Where a run starts: at t = 0, or from a checkpoint.
 pub enum Start {
     Fresh { stability: StabilityEstimate },
-    Resume { progress: RunProgress },
+    Resume { progress: Box<RunProgress> },
 }
 
 /// Runs `scenario` (resolved into `model`) on `engine` from its current step to the scenario's
@@ -196,6 +196,7 @@ pub fn run(
             (series, breaks, Budget::new(&first, Conserved::for_model(model)), stability, 0.0, first, impact)
         }
         Start::Resume { progress } => {
+            let progress = *progress;
             let mut budget = progress.budget;
             budget.first = progress.first;
             let breaks = match model.params.rupture {
@@ -244,8 +245,8 @@ pub fn run(
         };
         if next % guard == 0 || next == total {
             let dev = budget.deviation(&d);
-            // `!(≤)` so that a NaN energy trips the guard too.
-            if !(dev <= limit) {
+            // A NaN energy (incomparable) trips the guard too.
+            if dev.partial_cmp(&limit) != Some(std::cmp::Ordering::Less) && dev != limit {
                 // The particle under the largest force at the last good state is where the
                 // trouble starts (after a blow-up the culprits may already have flown apart).
                 let largest = engine.rollback().and_then(|()| engine.largest_force()).ok().flatten();
@@ -282,7 +283,7 @@ pub fn run(
             ));
         }
         interrupted = INTERRUPT.load(Ordering::Relaxed) || opts.stop_at.is_some_and(|s| step >= s && step < total);
-        let checkpoint_due = opts.checkpoint_every.is_some_and(|c| step % c == 0) && step < total;
+        let checkpoint_due = opts.checkpoint_every.is_some_and(|c| step.is_multiple_of(c)) && step < total;
         if interrupted || checkpoint_due {
             series.flush()?;
             if let Some(b) = breaks.as_mut() {
@@ -468,7 +469,7 @@ pub fn resume(
         scenario.total_steps(),
         engine.info().device
     ));
-    run(&scenario, &cp.model, engine.as_mut(), Start::Resume { progress: cp.progress.clone() }, dir, opts)
+    run(&scenario, &cp.model, engine.as_mut(), Start::Resume { progress: Box::new(cp.progress.clone()) }, dir, opts)
 }
 
 /// Writes `checkpoint.bin` for the engine's current state.

@@ -170,7 +170,10 @@ impl Study {
 }
 
 /// The variants' overrides and the varied pointers.
-fn expand(vary: &Vary, path: &Path) -> Result<(Vec<String>, Vec<BTreeMap<String, Value>>), StudyError> {
+/// The varied pointers and each variant's overrides.
+type Expanded = (Vec<String>, Vec<BTreeMap<String, Value>>);
+
+fn expand(vary: &Vary, path: &Path) -> Result<Expanded, StudyError> {
     let check = |p: &str| {
         if p.starts_with('/') {
             Ok(())

@@ -22,6 +22,7 @@ fn default_e3() -> DVec3 {
 
 /// Pendulum potential of a particle with attitude `q`, mass `m`: with `b = R ρ0`,
 /// `U = −m g up·b` (39) and `RM = m g b × up` (the paper's (40) drops `m g` and misplaces an `Rᵀ`).
+#[inline]
 pub fn pendulum(q: DQuat, m: f64, g: f64, rho0: DVec3, up: DVec3) -> MomentOut {
     let b = q * rho0;
     MomentOut { energy: -m * g * up.dot(b), moment: (m * g) * b.cross(up) }

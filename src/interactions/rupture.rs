@@ -45,6 +45,7 @@ pub struct Rupture {
 ///   rotation vector of `Q_ij = ΔR_j ΔR_iᵀ` (that of the bending term).
 ///
 /// Angles are `atan2(|a × b|, a·b)`, never `acos` (accurate near 0 and π).
+#[inline]
 pub fn rupture_measures(variant: ShearVariant, d: DVec3, l0: f64, dhat0: DVec3, dq_i: DQuat, dq_j: DQuat) -> [f64; 4] {
     let l = d.length();
     let dhat = d / l;
@@ -63,6 +64,7 @@ pub fn rupture_measures(variant: ShearVariant, d: DVec3, l0: f64, dhat0: DVec3, 
 /// The rupture rule: ratios `r_c = measure_c · inv_threshold_c / scale`; the bond breaks when
 /// `max_c r_c ≥ 1` (`sum = false`) or `Σ_c r_c ≥ 1` (`sum = true`). Returns the channel with the
 /// largest ratio (lowest index on ties) when it breaks.
+#[inline]
 pub fn rupture(measures: [f64; 4], inv_thresholds: [f64; 4], scale: f64, sum: bool) -> Option<usize> {
     let mut total = 0.0;
     let mut best = 0;

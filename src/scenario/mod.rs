@@ -299,7 +299,7 @@ impl Scenario {
         positive(self, "dt", self.dt)?;
         positive(self, "t_end", self.t_end)?;
         let steps = self.t_end / self.dt;
-        if !(steps.round() <= MAX_STEPS as f64) {
+        if steps.round().partial_cmp(&(MAX_STEPS as f64)) == Some(std::cmp::Ordering::Greater) || steps.is_nan() {
             return Err(self.invalid(
                 "t_end",
                 format!(
