@@ -173,29 +173,57 @@ impl NeighbourList {
         let grid = &self.grid;
         let n = self.x_at_build.len();
         let skin = self.skin;
-        let partners = |i: usize| {
-            let mut p = Vec::new();
+        // Two passes over the 27 cells (count, then fill in place) instead of a vector per
+        // particle: no allocation per particle, and the fill writes the final layout directly.
+        let visit = |i: usize, mut f: &mut dyn FnMut(u32)| {
             let xi = x(i);
             grid.for_each_neighbour(i, |j| {
                 let reach = radius[i] + radius[j] + skin;
                 if (xi - x(j)).length_squared() < reach * reach {
-                    p.push(j as u32);
+                    (&mut f)(j as u32);
                 }
             });
-            p.sort_unstable();
-            p
         };
-        let per: Vec<Vec<u32>> = if n < 2048 {
-            (0..n).map(partners).collect()
+        let count = |i: usize| {
+            let mut c = 0u32;
+            visit(i, &mut |_| c += 1);
+            c
+        };
+        let counts: Vec<u32> = if n < 2048 {
+            (0..n).map(count).collect()
         } else {
-            (0..n).into_par_iter().with_min_len(512).map(partners).collect()
+            (0..n).into_par_iter().with_min_len(512).map(count).collect()
         };
-        self.list.clear();
-        for (i, p) in per.iter().enumerate() {
-            self.offsets[i] = self.list.len() as u32;
-            self.list.extend_from_slice(p);
+        let mut total = 0u32;
+        for (o, c) in self.offsets.iter_mut().zip(&counts) {
+            *o = total;
+            total += c;
         }
-        self.offsets[n] = self.list.len() as u32;
+        self.offsets[n] = total;
+        self.list.clear();
+        self.list.resize(total as usize, 0);
+        // Each particle's slice is written by one task only; sorted by index afterwards (the
+        // cells are visited in a fixed order, but partners must come by increasing index).
+        let fill = |(i, slot): (usize, &mut [u32])| {
+            let mut k = 0;
+            visit(i, &mut |j| {
+                slot[k] = j;
+                k += 1;
+            });
+            slot.sort_unstable();
+        };
+        let mut slices: Vec<&mut [u32]> = Vec::with_capacity(n);
+        let mut rest = self.list.as_mut_slice();
+        for c in &counts {
+            let (head, tail) = rest.split_at_mut(*c as usize);
+            slices.push(head);
+            rest = tail;
+        }
+        if n < 2048 {
+            slices.into_iter().enumerate().for_each(fill);
+        } else {
+            slices.into_par_iter().enumerate().with_min_len(512).for_each(fill);
+        }
         for (i, x0) in self.x_at_build.iter_mut().enumerate() {
             *x0 = x(i);
         }
