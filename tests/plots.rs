@@ -6,6 +6,7 @@ use rrpdem::plot::{
     self, AxisSpec, Curve, Figure, HEIGHT, Panel, PlotArea, PlotError, ScatterSpec, Style, Table, WIDTH,
 };
 use std::path::Path;
+use std::process::Command;
 
 /// Width, height and RGB pixels of an 8-bit RGB PNG.
 fn decode(path: &Path) -> (u32, u32, Vec<u8>) {
@@ -316,4 +317,24 @@ fn scatter_errors_name_what_is_wrong() {
     let e = plot::scatter(&table, &spec(&many, &["steps", "dt", "k_shear", "max_energy_error"]), &out).unwrap_err();
     assert!(matches!(e, PlotError::Spec(_)), "{e}");
     assert!(!out.exists());
+}
+
+#[test]
+fn cli_plot_writes_into_out() {
+    let dir = tempfile::tempdir().unwrap();
+    write_run(dir.path(), true);
+    let out = dir.path().join("png");
+    let o = Command::new(env!("CARGO_BIN_EXE_rrpdem"))
+        .args(["plot", dir.path().to_str().unwrap(), "--out", out.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    for f in ["energy.png", "energy_error.png", "momentum_drift.png"] {
+        assert!(out.join(f).is_file() && stdout.contains(f), "{stdout}");
+    }
+    let empty = tempfile::tempdir().unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_rrpdem")).args(["plot", empty.path().to_str().unwrap()]).output().unwrap();
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("nothing to plot"));
 }
