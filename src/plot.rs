@@ -933,12 +933,37 @@ impl RunInfo {
     fn status_notes(&self) -> Vec<String> {
         match &self.status {
             Some(s) if s != "completed" => {
-                let short: String = s.chars().take(40).collect();
-                vec!["run stopped early:".into(), format!("{short}{}", if s.chars().count() > 40 { "…" } else { "" })]
+                let mut notes = vec![String::new(), "run stopped early:".into()];
+                notes.extend(wrap(s, 34, 4));
+                notes
             }
             _ => vec![],
         }
     }
+}
+
+/// `text` in lines of at most about `width` characters, broken at spaces, at most `lines` of
+/// them (the last ending in `…` when text was left out).
+fn wrap(text: &str, width: usize, lines: usize) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    let mut line = String::new();
+    for word in text.split_whitespace() {
+        if !line.is_empty() && line.chars().count() + 1 + word.chars().count() > width {
+            out.push(std::mem::take(&mut line));
+        }
+        if !line.is_empty() {
+            line.push(' ');
+        }
+        line.push_str(word);
+    }
+    if !line.is_empty() {
+        out.push(line);
+    }
+    if out.len() > lines {
+        out.truncate(lines);
+        out[lines - 1].push('…');
+    }
+    out
 }
 
 fn time_axis() -> AxisSpec {
@@ -994,7 +1019,9 @@ fn energy_figure(series: &Table, info: Option<&RunInfo>) -> Result<Figure, PlotE
         });
     }
     let mut notes = Vec::new();
-    if !zero.is_empty() {
+    if series.rows.is_empty() {
+        notes.push("series.csv has no rows yet".into());
+    } else if !zero.is_empty() {
         notes.push("zero throughout, not drawn:".into());
         notes.extend(zero.chunks(3).map(|c| c.join(", ")));
     }
@@ -1060,7 +1087,7 @@ const AXIS_COLOURS: [(u8, u8, u8); 3] = [PALETTE[3], PALETTE[2], PALETTE[0]];
 
 /// Tells apart, in a legend, a drift that is exactly zero from one at round-off.
 fn zero_mark(v: &[f64]) -> &'static str {
-    if v.iter().all(|x| *x == 0.0) { "  (≡ 0)" } else { "" }
+    if !v.is_empty() && v.iter().all(|x| *x == 0.0) { "  (≡ 0)" } else { "" }
 }
 
 /// The coordinate axis that `d` lies along, if any.
@@ -1383,6 +1410,14 @@ mod tests {
         assert_eq!(t.rows.len(), 1);
         let e = Table::parse(p, "a,b\n1\n3,4\n").unwrap_err();
         assert!(matches!(e, PlotError::Csv { line: 2, .. }), "{e}");
+    }
+
+    #[test]
+    fn status_is_wrapped_not_cut() {
+        let w = wrap("rrp-exact cannot take step 12 (t = 0.012): particle 3 has h²|Ω_h|² = 1.2 ≥ 1", 34, 4);
+        assert!(w.len() > 1 && w.iter().all(|l| l.chars().count() <= 34), "{w:?}");
+        assert_eq!(w.join(" "), "rrp-exact cannot take step 12 (t = 0.012): particle 3 has h²|Ω_h|² = 1.2 ≥ 1");
+        assert_eq!(wrap("a b c d", 1, 2), ["a", "b…"]);
     }
 
     #[test]
