@@ -5,7 +5,7 @@
 //! [`integrator`] (the three maps), [`model`] (resolved particles and bonds), [`grid`]
 //! (contact search), [`engine`] (the CPU reference engine and the shared `Engine` interface),
 //! [`scenario`] (JSON input), [`diagnostics`], [`stability`], [`output`], [`run`] and
-//! [`converge`] (drivers used by the CLI).
+//! [`converge`] (drivers used by the CLI), [`plot`] (figures of the outputs).
 
 pub mod bench;
 pub mod checkpoint;
@@ -21,6 +21,7 @@ pub mod integrator;
 pub mod interactions;
 pub mod model;
 pub mod output;
+pub mod plot;
 pub mod rrp;
 pub mod run;
 pub mod scenario;

@@ -1,4 +1,4 @@
-//! The `rrpdem` command line: run a scenario, run a convergence study.
+//! The `rrpdem` command line: run a scenario, run a convergence study, plot their outputs.
 
 use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand};
@@ -139,6 +139,13 @@ enum Command {
         #[arg(long)]
         out: Option<PathBuf>,
     },
+    /// Draw the figures (PNG) of the outputs in DIR: series.csv (+ summary.json), converge.csv.
+    Plot {
+        dir: PathBuf,
+        /// Folder for the PNG files [default: DIR].
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
 }
 
 /// How a run is checkpointed.
@@ -264,6 +271,7 @@ fn real_main() -> Result<()> {
         Command::Converge { scenario, dt, levels, integrator, t_end, ref_factor, out } => {
             cmd_converge(&scenario, dt, levels, integrator, t_end, ref_factor, out)
         }
+        Command::Plot { dir, out } => cmd_plot(&dir, out),
     }
 }
 
@@ -694,5 +702,13 @@ fn cmd_converge(
     }
     std::fs::write(&file, text).with_context(|| format!("writing {}", file.display()))?;
     eprintln!("wrote {}", file.display());
+    Ok(())
+}
+
+fn cmd_plot(dir: &Path, out: Option<PathBuf>) -> Result<()> {
+    let out = out.unwrap_or_else(|| dir.to_owned());
+    for file in rrpdem::plot::plot_dir(dir, &out)? {
+        println!("wrote {}", file.display());
+    }
     Ok(())
 }

@@ -1,0 +1,340 @@
+//! Figures (`rrpdem plot`): every PNG decodes at 1200×800, curves land on the pixels the
+//! documented axis mapping gives, energy terms that are zero throughout are left out, and the
+//! study scatter works on a synthetic table.
+
+use rrpdem::plot::{
+    self, AxisSpec, Curve, Figure, HEIGHT, Panel, PlotArea, PlotError, ScatterSpec, Style, Table, WIDTH,
+};
+use std::path::Path;
+use std::process::Command;
+
+/// Width, height and RGB pixels of an 8-bit RGB PNG.
+fn decode(path: &Path) -> (u32, u32, Vec<u8>) {
+    let file = std::io::BufReader::new(std::fs::File::open(path).unwrap());
+    let mut reader = png::Decoder::new(file).read_info().unwrap();
+    let mut buf = vec![0; reader.output_buffer_size().unwrap()];
+    let info = reader.next_frame(&mut buf).unwrap();
+    assert_eq!((info.color_type, info.bit_depth), (png::ColorType::Rgb, png::BitDepth::Eight), "{}", path.display());
+    buf.truncate(info.line_size * info.height as usize);
+    (info.width, info.height, buf)
+}
+
+fn at(pixels: &[u8], (x, y): (i32, i32)) -> (u8, u8, u8) {
+    let i = 3 * (y as usize * WIDTH as usize + x as usize);
+    (pixels[i], pixels[i + 1], pixels[i + 2])
+}
+
+fn count(pixels: &[u8], colour: (u8, u8, u8)) -> usize {
+    pixels.chunks(3).filter(|p| (p[0], p[1], p[2]) == colour).count()
+}
+
+/// A series.csv in the run's format, its columns shuffled, with an unknown column and
+/// `E_released`, as later versions may write: the plots read columns by name.
+fn write_run(dir: &Path, with_summary: bool) {
+    let mut text = String::from(
+        "t,step,E_trans,E_rot,U_bend,U_axial,U_shear,U_contact,U_wall,U_gravity,E_released,future_column,E,P_x,P_y,P_z,S_x,S_y,S_z,L_x,L_y,L_z\n",
+    );
+    for k in 0..=200 {
+        let t = k as f64 * 0.05;
+        let (trans, rot, bend) = (2.0 + t.cos(), 1.0 + t.sin(), 0.5 * t.sin().powi(2));
+        let released = 0.01 * t;
+        let e = trans + rot + bend + released + 1e-6 * (3.0 * t).sin();
+        // U_axial, U_shear, U_contact, U_wall, U_gravity stay zero.
+        text.push_str(&format!(
+            "{t},{k},{trans},{rot},{bend},0,0,0,0,0,{released},7,{e},{},{},0,1,0,{},0,0,{}\n",
+            3.0 - 0.1 * t,
+            1e-15 * t.sin(),
+            1e-14 * t.cos(),
+            0.2 * t
+        ));
+    }
+    std::fs::write(dir.join("series.csv"), text).unwrap();
+    if with_summary {
+        let summary = r#"{
+  "status": "completed",
+  "scenario": { "name": "synthetic", "integrator": "rrp-newmark", "dt": 0.05 },
+  "energy_and_momenta": {
+    "e0": 4.0,
+    "conserved": { "p": [[0.0, 1.0, 0.0], [0.0, 0.0, 1.0]], "s": [[0.0, 0.0, 1.0]], "l": [] }
+  }
+}"#;
+        std::fs::write(dir.join("summary.json"), summary).unwrap();
+    }
+}
+
+#[test]
+fn run_figures_are_1200_by_800_pngs_with_and_without_summary() {
+    for with_summary in [true, false] {
+        let dir = tempfile::tempdir().unwrap();
+        write_run(dir.path(), with_summary);
+        let out = dir.path().join("figs");
+        let files = plot::plot_run_dir(dir.path(), &out).unwrap();
+        let names: Vec<_> = files.iter().map(|f| f.file_name().unwrap().to_str().unwrap().to_string()).collect();
+        assert_eq!(names, ["energy.png", "energy_error.png", "momentum_drift.png"]);
+        for f in &files {
+            assert!(f.starts_with(&out));
+            let (w, h, pixels) = decode(f);
+            assert_eq!((w, h), (WIDTH, HEIGHT));
+            assert_eq!((w, h), (1200, 800));
+            // Something besides the white background was drawn, and mostly background remains.
+            let white = count(&pixels, (255, 255, 255));
+            assert!(white < (w * h) as usize && white > (w * h) as usize / 2, "{}: {white}", f.display());
+        }
+    }
+}
+
+#[test]
+fn energy_figure_draws_the_active_terms_and_leaves_out_the_zero_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    write_run(dir.path(), true);
+    plot::plot_run_dir(dir.path(), dir.path()).unwrap();
+    let (_, _, pixels) = decode(&dir.path().join("energy.png"));
+    for term in ["E", "E_trans", "E_rot", "U_bend", "E_released"] {
+        let c = plot::energy_colour(term).unwrap();
+        assert!(count(&pixels, c) > 200, "{term} is drawn");
+    }
+    for term in ["U_axial", "U_shear", "U_contact", "U_wall", "U_gravity"] {
+        let c = plot::energy_colour(term).unwrap();
+        assert_eq!(count(&pixels, c), 0, "{term} is zero throughout and must be neither drawn nor in the legend");
+    }
+}
+
+#[test]
+fn convergence_figure_from_converge_csv() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut text = String::from(rrpdem::converge::CONVERGE_HEADER);
+    text.push('\n');
+    for (name, p, c) in [("rrp-newmark", 2, 0.5), ("rrp-exact", 2, 4.0), ("campello", 1, 0.6)] {
+        for k in 0..4 {
+            let dt = 0.1 / 2f64.powi(k);
+            let e = c * dt.powi(p);
+            let order = if k == 0 { String::new() } else { format!("{p}.0") };
+            text.push_str(&format!(
+                "{name},{dt:e},{},{e:e},{order},{:e},{order},{:e},{order},0e0\n",
+                100 << k,
+                2.0 * e,
+                e
+            ));
+        }
+    }
+    let csv = dir.path().join("converge.csv");
+    std::fs::write(&csv, text).unwrap();
+    let file = plot::plot_converge(&csv, &dir.path().join("o")).unwrap();
+    assert_eq!(file, dir.path().join("o").join("convergence.png"));
+    let (w, h, pixels) = decode(&file);
+    assert_eq!((w, h), (1200, 800));
+    // The integrators' colours (Tableau blue, orange, green) are all there.
+    for c in [(31, 119, 180), (255, 127, 14), (44, 160, 44)] {
+        assert!(count(&pixels, c) > 100, "{c:?}");
+    }
+}
+
+#[test]
+fn plot_dir_plots_what_it_finds_and_refuses_an_empty_folder() {
+    let dir = tempfile::tempdir().unwrap();
+    let e = plot::plot_dir(dir.path(), dir.path()).unwrap_err();
+    assert!(matches!(e, PlotError::NothingToPlot { .. }), "{e}");
+    write_run(dir.path(), true);
+    assert_eq!(plot::plot_dir(dir.path(), dir.path()).unwrap().len(), 3);
+}
+
+#[test]
+fn a_malformed_series_names_the_line() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("series.csv"), "step,t,E\n0,0,1\n1,0.1,abc\n").unwrap();
+    let e = plot::plot_run_dir(dir.path(), dir.path()).unwrap_err();
+    assert!(matches!(e, PlotError::Csv { line: 3, .. }), "{e}");
+    assert!(e.to_string().contains("`abc` is not a number"), "{e}");
+    std::fs::write(dir.path().join("series.csv"), "step,E\n0,1\n").unwrap();
+    let e = plot::plot_run_dir(dir.path(), dir.path()).unwrap_err();
+    assert!(matches!(&e, PlotError::MissingColumn { column, .. } if column == "t"), "{e}");
+}
+
+const RED: (u8, u8, u8) = (200, 30, 30);
+
+fn one_panel(x: AxisSpec, y: AxisSpec, points: Vec<(f64, f64)>) -> Figure {
+    let curve = Curve { label: "y".into(), points, style: Style::line(RED) };
+    let panel = Panel { title: "known".into(), x, y, curves: vec![curve], legend: true, notes: vec![] };
+    Figure { title: "mapping".into(), rows: 1, cols: 1, panels: vec![panel], ..Figure::default() }
+}
+
+/// The pixel of `(x, y)` computed here from the documented mapping, not by the library.
+fn expected_pixel(a: &PlotArea, x: f64, y: f64) -> (i32, i32) {
+    let u = |v: f64, log: bool| if log { v.log10() } else { v };
+    let fx = (u(x, a.x_log) - u(a.x.0, a.x_log)) / (u(a.x.1, a.x_log) - u(a.x.0, a.x_log));
+    let fy = (u(y, a.y_log) - u(a.y.0, a.y_log)) / (u(a.y.1, a.y_log) - u(a.y.0, a.y_log));
+    (
+        (a.left as f64 + fx * (a.right - a.left) as f64).round() as i32,
+        (a.bottom as f64 - fy * (a.bottom - a.top) as f64).round() as i32,
+    )
+}
+
+/// Whether `colour` is within one pixel of `p`.
+fn near(pixels: &[u8], p: (i32, i32), colour: (u8, u8, u8)) -> bool {
+    (-1..=1).any(|dx| (-1..=1).any(|dy| at(pixels, (p.0 + dx, p.1 + dy)) == colour))
+}
+
+#[test]
+fn a_straight_line_lands_on_the_pixels_of_the_axis_mapping() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("line.png");
+    let axis = |label: &str| AxisSpec { label: label.into(), range: Some((0.0, 10.0)), ..AxisSpec::default() };
+    let fig = one_panel(axis("t"), axis("y"), (0..=100).map(|k| (k as f64 / 10.0, k as f64 / 10.0)).collect());
+    let areas = plot::render(&fig, &path).unwrap();
+    assert_eq!(areas.len(), 1);
+    let a = areas[0];
+    assert_eq!((a.x, a.y, a.x_log, a.y_log), ((0.0, 10.0), (0.0, 10.0), false, false));
+    // A usable plotting rectangle inside the figure.
+    assert!(0 < a.left && a.left + 400 < a.right && (a.right as u32) < WIDTH, "{a:?}");
+    assert!(0 < a.top && a.top + 400 < a.bottom && (a.bottom as u32) < HEIGHT, "{a:?}");
+    let (_, _, pixels) = decode(&path);
+    for k in 1..20 {
+        let t = k as f64 * 0.5;
+        let p = expected_pixel(&a, t, t);
+        assert_eq!(a.pixel(t, t), p);
+        assert!(near(&pixels, p, RED), "y = t at t = {t}: no curve near {p:?}");
+    }
+    // Half-integer points off the line are clear of the grid lines (ticks fall on integers):
+    // nothing but background there.
+    for k in 0..7 {
+        let t = 0.5 + k as f64;
+        for (x, y) in [(t, t + 3.0), (t + 3.0, t)] {
+            let p = expected_pixel(&a, x, y);
+            assert_eq!(at(&pixels, p), (255, 255, 255), "({x}, {y}) at {p:?} is off the line");
+        }
+    }
+    // The whole curve lies inside the plotting rectangle (the legend sample aside, right of it).
+    for y in 0..HEIGHT as i32 {
+        for x in 0..a.right + 2 {
+            if at(&pixels, (x, y)) == RED {
+                assert!(x >= a.left - 1 && y >= a.top - 1 && y <= a.bottom + 1, "curve pixel outside at ({x}, {y})");
+            }
+        }
+    }
+}
+
+#[test]
+fn a_power_law_is_straight_on_log_axes() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("loglog.png");
+    let x = AxisSpec { label: "h".into(), log: true, range: Some((1e-3, 1.0)), pad: false };
+    let y = AxisSpec { label: "error".into(), log: true, range: Some((1e-6, 1.0)), pad: false };
+    let pts = (0..=30).map(|k| 10f64.powf(-3.0 + k as f64 * 0.1)).map(|h| (h, h * h)).collect();
+    let a = plot::render(&one_panel(x, y, pts), &path).unwrap()[0];
+    let (_, _, pixels) = decode(&path);
+    for k in 1..30 {
+        let h = 10f64.powf(-3.0 + k as f64 * 0.1);
+        let p = expected_pixel(&a, h, h * h);
+        assert!(near(&pixels, p, RED), "h = {h}: no curve near {p:?}");
+        // On log axes y = h² is the straight line from corner to corner.
+        let f = k as f64 / 30.0;
+        let straight = (a.left as f64 + f * (a.right - a.left) as f64, a.bottom as f64 - f * (a.bottom - a.top) as f64);
+        assert!((p.0 as f64 - straight.0).abs() <= 1.0 && (p.1 as f64 - straight.1).abs() <= 1.0);
+    }
+    // A linear mapping of the same points would put the curve elsewhere: h = 0.1 lies at a
+    // tenth of the width on a linear axis, two thirds of it on this one.
+    let wrong = (a.left as f64 + 0.1 * (a.right - a.left) as f64).round() as i32;
+    let right = expected_pixel(&a, 0.1, 0.01);
+    assert!(right.0 - wrong > 100);
+}
+
+#[test]
+fn unusable_ranges_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let x = AxisSpec { log: true, range: Some((0.0, 1.0)), ..AxisSpec::default() };
+    let e = plot::render(&one_panel(x, AxisSpec::default(), vec![(0.5, 0.5)]), &dir.path().join("x.png")).unwrap_err();
+    assert!(matches!(e, PlotError::Spec(_)), "{e}");
+}
+
+/// A study table as a later `study.csv` may look: a text column, parameters, outcomes, one
+/// failed variant with empty outcome cells.
+fn study(dir: &Path) -> std::path::PathBuf {
+    let text = "\
+variant,dt,k_shear,status,max_energy_error,steps
+a,0.001,100,completed,1e-4,1000
+b,0.002,100,completed,4e-4,500
+c,0.004,100,completed,1.6e-3,250
+d,0.001,400,completed,2e-4,1000
+e,0.002,400,completed,8e-4,500
+f,0.008,400,failed,,125
+";
+    let path = dir.join("study.csv");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+#[test]
+fn scatter_of_a_study_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let csv = study(dir.path());
+    let spec = ScatterSpec {
+        title: "synthetic study".into(),
+        x: vec!["dt".into(), "k_shear".into()],
+        y: vec!["max_energy_error".into(), "steps".into()],
+        group_by: Some("status".into()),
+        log: vec!["dt".into(), "max_energy_error".into()],
+    };
+    let out = dir.path().join("scatter.png");
+    let areas = plot::scatter_csv(&csv, &spec, &out).unwrap();
+    assert_eq!(areas.len(), 4, "2 outcomes × 2 parameters");
+    assert!(areas[0].x_log && areas[0].y_log && !areas[1].x_log && !areas[2].y_log);
+    // Panels run row by row: the second is right of the first, the third below it.
+    assert!(areas[1].left > areas[0].right && areas[2].top > areas[0].bottom);
+    let (w, h, pixels) = decode(&out);
+    assert_eq!((w, h), (1200, 800));
+    // Group "completed" is the first colour: its marker sits on variant a (dt 1e-3, error 1e-4).
+    let blue = (31, 119, 180);
+    assert!(near(&pixels, expected_pixel(&areas[0], 0.001, 1e-4), blue));
+    // The failed variant has no error value: nothing of its colour in the error panels, but it
+    // is in the steps panels.
+    let orange = (255, 127, 14);
+    let in_panel = |a: &PlotArea| {
+        (a.top..=a.bottom)
+            .flat_map(|y| (a.left..=a.right).map(move |x| (x, y)))
+            .filter(|&p| at(&pixels, p) == orange)
+            .count()
+    };
+    assert_eq!(in_panel(&areas[0]) + in_panel(&areas[1]), 0);
+    assert!(in_panel(&areas[2]) > 0 && in_panel(&areas[3]) > 0);
+    assert!(near(&pixels, expected_pixel(&areas[2], 0.008, 125.0), orange));
+}
+
+#[test]
+fn scatter_errors_name_what_is_wrong() {
+    let dir = tempfile::tempdir().unwrap();
+    let table = Table::read(&study(dir.path())).unwrap();
+    let out = dir.path().join("s.png");
+    let spec = |x: &[&str], y: &[&str]| ScatterSpec {
+        x: x.iter().map(|s| s.to_string()).collect(),
+        y: y.iter().map(|s| s.to_string()).collect(),
+        ..ScatterSpec::default()
+    };
+    let e = plot::scatter(&table, &spec(&["nope"], &["steps"]), &out).unwrap_err();
+    assert!(matches!(&e, PlotError::MissingColumn { column, .. } if column == "nope"), "{e}");
+    let e = plot::scatter(&table, &spec(&["dt"], &["status"]), &out).unwrap_err();
+    assert!(matches!(e, PlotError::Csv { line: 2, .. }), "{e}");
+    let many = ["dt"; 5];
+    let e = plot::scatter(&table, &spec(&many, &["steps", "dt", "k_shear", "max_energy_error"]), &out).unwrap_err();
+    assert!(matches!(e, PlotError::Spec(_)), "{e}");
+    assert!(!out.exists());
+}
+
+#[test]
+fn cli_plot_writes_into_out() {
+    let dir = tempfile::tempdir().unwrap();
+    write_run(dir.path(), true);
+    let out = dir.path().join("png");
+    let o = Command::new(env!("CARGO_BIN_EXE_rrpdem"))
+        .args(["plot", dir.path().to_str().unwrap(), "--out", out.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    for f in ["energy.png", "energy_error.png", "momentum_drift.png"] {
+        assert!(out.join(f).is_file() && stdout.contains(f), "{stdout}");
+    }
+    let empty = tempfile::tempdir().unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_rrpdem")).args(["plot", empty.path().to_str().unwrap()]).output().unwrap();
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("nothing to plot"));
+}
