@@ -200,3 +200,14 @@ pub fn struct_size(module: &naga::Module, name: &str) -> Option<u32> {
     layouter.update(module.to_ctx()).ok()?;
     module.types.iter().find(|(_, t)| t.name.as_deref() == Some(name)).map(|(h, _)| layouter[h].size)
 }
+
+/// Member names and byte offsets of a named struct type of a composed module, in declaration
+/// order, as WGSL lays it out (for the layout tests of the Rust mirrors).
+pub fn struct_offsets(module: &naga::Module, name: &str) -> Option<Vec<(String, u32)>> {
+    module.types.iter().find(|(_, t)| t.name.as_deref() == Some(name)).and_then(|(_, t)| match &t.inner {
+        naga::TypeInner::Struct { members, .. } => {
+            Some(members.iter().map(|m| (m.name.clone().unwrap_or_default(), m.offset)).collect())
+        }
+        _ => None,
+    })
+}
