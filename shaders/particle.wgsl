@@ -1,7 +1,8 @@
 // Per-particle kernel: total force and spatial moment at the current state (bond results
 // gathered through the CSR incidence in bond order, contacts from the Verlet list or, for an
-// overflowed list, the grid, both in the CPU's neighbour order, walls, gravity, pendulum), the particle's potential energies, then the
-// closing kick of maps 23/25, fused with the next step's opening kick inside a batch.
+// overflowed list, the grid, both in particle-index order as on the CPU, walls, gravity,
+// pendulum), the particle's potential energies, then the closing kick of maps 23/25, fused with
+// the next step's opening kick inside a batch.
 
 /// Kicks after the force evaluation, in units of ½h: 0 for campello and for the initial
 /// evaluation, 1 (closing half kick) at the last step of a batch, 2 (closing + next opening
@@ -20,10 +21,18 @@ fn half_kicks_post(step: u32) -> u32 {
 fn particle(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
             @builtin(local_invocation_index) lid: u32) {
     let i = linear_id(wid, nwg, lid, WG);
-    if i >= params.n_particles || frozen() {
+    if i >= params.n_particles {
         return;
     }
     let step = current_step();
+    // The step counter runs on after a failure too, so that `frozen` keeps telling earlier
+    // steps from this one.
+    if i == 0u {
+        step_next[0] = step + 1u;
+    }
+    if frozen(step) {
+        return;
+    }
     var fi = vec3<real>(0.0);
     var mi = vec3<real>(0.0);
     for (var p = inc_offsets[i]; p < inc_offsets[i + 1u]; p++) {
@@ -42,7 +51,7 @@ fn particle(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg:
     var u_contact: real = 0.0;
     let cnt = nbr_count[i];
     if cnt <= params.nbr_capacity {
-        // Verlet list: the candidates of the last rebuild, in the grid's order.
+        // Verlet list: the candidates of the last rebuild, by index.
         let base = i * params.nbr_capacity;
         for (var k = 0u; k < cnt; k++) {
             let j = nbr[base + k];
@@ -54,22 +63,49 @@ fn particle(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg:
             }
         }
     } else {
-        // The list overflowed: search the grid, which an overflow keeps fresh every step.
+        // The list overflowed: the grid (rebuilt every step while a list overflows), visited in
+        // index order like a list, as a merge of the 27 cells: buckets are sorted by index, so
+        // each cell keeps a cursor at its next member and every round takes the smallest.
         let c = cell[i].xyz;
+        var cur: array<u32, 27>;
+        var end: array<u32, 27>;
         for (var k = 0; k < 27; k++) {
-            let nc = neighbour_cell(c, k);
-            let b = cell_hash(nc, params.mask);
-            for (var p = bucket_start[b]; p < bucket_start[b + 1u]; p++) {
-                let sc = sorted_cell[p];
-                let j = u32(sc.w);
-                if j != i && all(sc.xyz == nc) {
-                    let xj = sorted_pos[p];
-                    let ct = contact(xi - xj.xyz, xr.w + xj.w, params.k_contact);
-                    fi = fi + ct.force;
-                    if j > i {
-                        u_contact = u_contact + ct.energy;
+            let b = cell_hash(neighbour_cell(c, k), params.mask);
+            cur[k] = bucket_start[b];
+            end[k] = bucket_start[b + 1u];
+        }
+        loop {
+            var next = STATUS_NONE;
+            var src = 0;
+            for (var k = 0; k < 27; k++) {
+                // Skip members of other cells sharing the bucket, and i itself.
+                let nc = neighbour_cell(c, k);
+                var p = cur[k];
+                while p < end[k] {
+                    let sc = sorted_cell[p];
+                    if u32(sc.w) != i && all(sc.xyz == nc) {
+                        break;
+                    }
+                    p++;
+                }
+                cur[k] = p;
+                if p < end[k] {
+                    let j = u32(sorted_cell[p].w);
+                    if j < next {
+                        next = j;
+                        src = k;
                     }
                 }
+            }
+            if next == STATUS_NONE {
+                break;
+            }
+            let xj = sorted_pos[cur[src]];
+            cur[src] = cur[src] + 1u;
+            let ct = contact(xi - xj.xyz, xr.w + xj.w, params.k_contact);
+            fi = fi + ct.force;
+            if next > i {
+                u_contact = u_contact + ct.energy;
             }
         }
     }
@@ -107,10 +143,8 @@ fn particle(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg:
         vel[i] = vec4<real>(v, 0.0);
         omega[i] = vec4<real>(w, 0.0);
     }
-    if !(finite3(xi) && finite3(v) && finite3(w) && finite3(fi) && finite3(mi)) {
+    // What the CPU's check_finite checks: x, v, q, Ω, F, M (on their bits, see finite_f32.wgsl).
+    if !(finite3(xi) && finite3(v) && finite4(quat[i]) && finite3(w) && finite3(fi) && finite3(mi)) {
         report_bad(step, i);
-    }
-    if i == 0u {
-        step_next[0] = step + 1u;
     }
 }

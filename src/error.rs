@@ -37,8 +37,10 @@ pub enum EngineError {
     OutOfRange { particle: usize, step: u64, position: String },
     #[error("time step {dt} exceeds the stability estimate {h_max:.3e} ({reason}); pass --force to run anyway")]
     Unstable { dt: f64, h_max: f64, reason: String },
+    /// A failure of the GPU itself (device lost, out of memory, ...), kept typed so that a
+    /// caller can tell them apart.
     #[error("GPU: {0}")]
-    Gpu(String),
+    Gpu(crate::gpu::GpuError),
     #[error("{0}")]
     Unsupported(String),
 }
