@@ -17,6 +17,28 @@ fn half_kicks_post(step: u32) -> u32 {
     return 2u;
 }
 
+/// First position ≥ p (below e) of a bucket whose entry is in cell `nc` and is not particle i
+/// (other cells may share the bucket), or e.
+fn seek_member(p0: u32, e: u32, nc: vec3<i32>, i: u32) -> u32 {
+    var p = p0;
+    while p < e {
+        let sc = sorted_cell[p];
+        if u32(sc.w) != i && all(sc.xyz == nc) {
+            break;
+        }
+        p++;
+    }
+    return p;
+}
+
+/// Particle index at bucket position p, or STATUS_NONE (above every index) when p = e.
+fn member_index(p: u32, e: u32) -> u32 {
+    if p < e {
+        return u32(sorted_cell[p].w);
+    }
+    return STATUS_NONE;
+}
+
 @compute @workgroup_size(WG)
 fn particle(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
             @builtin(local_invocation_index) lid: u32) {
@@ -64,49 +86,39 @@ fn particle(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg:
         }
     } else {
         // The list overflowed: the grid (rebuilt every step while a list overflows), visited in
-        // index order like a list, as a merge of the 27 cells: buckets are sorted by index, so
-        // each cell keeps a cursor at its next member and every round takes the smallest.
+        // index order like a list, as a merge of the 27 cells. Buckets are sorted by index, so
+        // each cell keeps a cursor at its next member and that member's index; every round
+        // takes the smallest and advances only that cell.
         let c = cell[i].xyz;
         var cur: array<u32, 27>;
         var end: array<u32, 27>;
+        var head: array<u32, 27>;
         for (var k = 0; k < 27; k++) {
             let b = cell_hash(neighbour_cell(c, k), params.mask);
-            cur[k] = bucket_start[b];
             end[k] = bucket_start[b + 1u];
+            cur[k] = seek_member(bucket_start[b], end[k], neighbour_cell(c, k), i);
+            head[k] = member_index(cur[k], end[k]);
         }
         loop {
             var next = STATUS_NONE;
             var src = 0;
             for (var k = 0; k < 27; k++) {
-                // Skip members of other cells sharing the bucket, and i itself.
-                let nc = neighbour_cell(c, k);
-                var p = cur[k];
-                while p < end[k] {
-                    let sc = sorted_cell[p];
-                    if u32(sc.w) != i && all(sc.xyz == nc) {
-                        break;
-                    }
-                    p++;
-                }
-                cur[k] = p;
-                if p < end[k] {
-                    let j = u32(sorted_cell[p].w);
-                    if j < next {
-                        next = j;
-                        src = k;
-                    }
+                if head[k] < next {
+                    next = head[k];
+                    src = k;
                 }
             }
             if next == STATUS_NONE {
                 break;
             }
             let xj = sorted_pos[cur[src]];
-            cur[src] = cur[src] + 1u;
             let ct = contact(xi - xj.xyz, xr.w + xj.w, params.k_contact);
             fi = fi + ct.force;
             if next > i {
                 u_contact = u_contact + ct.energy;
             }
+            cur[src] = seek_member(cur[src] + 1u, end[src], neighbour_cell(c, src), i);
+            head[src] = member_index(cur[src], end[src]);
         }
     }
     var u_wall: real = 0.0;
