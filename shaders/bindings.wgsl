@@ -63,8 +63,10 @@ struct BondOutGpu {
 /// Step counter for the next step, copied into status[STATUS_STEP] between steps.
 @group(2) @binding(13) var<storage, read_write> step_next: array<u32>;
 /// Verlet neighbour lists: particle i's candidates (all j within r_i + r_j + skin at the last
-/// rebuild, in the grid's neighbour order) are nbr[i·cap ..][..nbr_count[i]] while
-/// nbr_count[i] ≤ cap = params.nbr_capacity; a longer list falls back to the grid.
+/// rebuild, sorted by particle index as on the CPU) are nbr[i·cap ..][..nbr_count[i]] while
+/// nbr_count[i] ≤ cap = params.nbr_capacity; a longer list falls back to the grid. Sorted, the
+/// contact sum runs in an order that depends on the current partners only, not on when the
+/// list was last rebuilt, so a reloaded or rolled-back state continues bit for bit.
 @group(2) @binding(15) var<storage, read_write> nbr: array<u32>;
 @group(2) @binding(16) var<storage, read_write> nbr_count: array<u32>;
 /// Positions at the last rebuild (xyz).
@@ -74,9 +76,24 @@ fn current_step() -> u32 {
     return atomicLoad(&status[STATUS_STEP]);
 }
 
-/// After a failure every state-changing kernel stops, so the state stays that of the failing step.
-fn frozen() -> bool {
-    return atomicLoad(&status[STATUS_EXACT_STEP]) != STATUS_NONE || atomicLoad(&status[STATUS_BAD_STEP]) != STATUS_NONE;
+/// A failure at an earlier step than `step`. Every kernel that reports failures stops on it, but
+/// not on a report of its own kind at the current step (which may come from another workgroup
+/// of the running dispatch): so all reports of a kind come from one step, the first failing one,
+/// and the lowest particle of that step wins the `atomicMin`, whatever the workgroup schedule.
+fn failed_before(step: u32) -> bool {
+    let first = min(min(atomicLoad(&status[STATUS_EXACT_STEP]), atomicLoad(&status[STATUS_BAD_STEP])),
+                    atomicLoad(&status[STATUS_GRID_STEP]));
+    return first < step;
+}
+
+/// Nothing may change any more: an earlier step failed, or this step's rrp-exact check or grid
+/// rebuild did (both finished dispatches before the kernels that ask). A non-finite report of
+/// this same step's particle kernel does not count: it may come from another workgroup of the
+/// running dispatch, and stopping on it would make both the report and the final state depend
+/// on the schedule; the state freezes from the next step on.
+fn frozen(step: u32) -> bool {
+    return atomicLoad(&status[STATUS_EXACT_STEP]) != STATUS_NONE || atomicLoad(&status[STATUS_GRID_STEP]) != STATUS_NONE
+        || atomicLoad(&status[STATUS_BAD_STEP]) < step;
 }
 
 /// True in a step that rebuilds the grid and the neighbour lists.
@@ -84,12 +101,16 @@ fn rebuilding() -> bool {
     return atomicLoad(&status[STATUS_REBUILD]) != 0u;
 }
 
+/// Records a non-finite particle found by the force evaluation of `step`. Only made at the first
+/// failing step (`failed_before` stops the kernel afterwards), so the two minima together give
+/// the lowest particle of that step.
 fn report_bad(step: u32, i: u32) {
     atomicMin(&status[STATUS_BAD_STEP], step);
     atomicMin(&status[STATUS_BAD_PARTICLE], i);
 }
 
-/// True when every component is finite (NaN and ±inf fail the comparison).
-fn finite3(v: vec3<real>) -> bool {
-    return all(abs(v) <= vec3<real>(MAX_REAL));
+/// Records a particle the grid cannot place at `step` (as `report_bad`).
+fn report_grid(step: u32, i: u32) {
+    atomicMin(&status[STATUS_GRID_STEP], step);
+    atomicMin(&status[STATUS_GRID_PARTICLE], i);
 }

@@ -5,7 +5,7 @@
 fn bonds(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
          @builtin(local_invocation_index) lid: u32) {
     let k = linear_id(wid, nwg, lid, WG);
-    if k >= params.n_bonds || frozen() {
+    if k >= params.n_bonds || frozen(current_step()) {
         return;
     }
     let e = bond_ends[k];

@@ -4,8 +4,16 @@
 // `grid_order`, which rewrites each bucket sorted by particle index, as (cell, index) and
 // (position, radius) records that the particle kernel reads consecutively. The atomic arrival
 // order never reaches the result, so the neighbour order (and every sum) is deterministic.
-// `nbr_build` then fills the Verlet neighbour lists from the grid. All of it runs only in steps
-// that rebuild (`rebuilding()`); other steps keep the lists of the last rebuild.
+// `nbr_build` then fills the Verlet neighbour lists from the grid, each sorted by particle index.
+// All of it runs only in steps that rebuild (`rebuilding()`) and did not fail before (the same
+// decision for every grid kernel of a step, whatever `grid_count` reports in it); other steps
+// keep the lists of the last rebuild.
+
+/// Whether this step rebuilds: the same answer for every grid kernel of a step.
+fn grid_step() -> bool {
+    let step = current_step();
+    return rebuilding() && atomicLoad(&status[STATUS_EXACT_STEP]) == STATUS_NONE && !failed_before(step);
+}
 
 /// `bucket_start` seen as atomic counters while counting.
 @group(2) @binding(9) var<storage, read_write> bucket_count: array<atomic<u32>>;
@@ -14,15 +22,17 @@
 fn grid_count(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
               @builtin(local_invocation_index) lid: u32) {
     let i = linear_id(wid, nwg, lid, WG);
-    if i >= params.n_particles || !rebuilding() {
+    if i >= params.n_particles || !grid_step() {
         return;
     }
-    let f = floor(pos[i].xyz * params.inv_cell);
+    let x = pos[i].xyz;
+    let f = floor(x * params.inv_cell);
     var c = vec3<i32>(0);
-    if all(abs(f) < vec3<real>(MAX_CELL_COORD)) {
+    // Finiteness on the bits first: a NaN need not fail the range comparison in WGSL.
+    if finite3(x) && all(abs(f) < vec3<real>(MAX_CELL_COORD)) {
         c = vec3<i32>(f);
     } else {
-        report_bad(current_step(), i);
+        report_grid(current_step(), i);
     }
     let h = cell_hash(c, params.mask);
     cell[i] = vec4<i32>(c, 0);
@@ -34,7 +44,7 @@ fn grid_count(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nw
 fn grid_scatter(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                 @builtin(local_invocation_index) lid: u32) {
     let i = linear_id(wid, nwg, lid, WG);
-    if i >= params.n_particles || !rebuilding() {
+    if i >= params.n_particles || !grid_step() {
         return;
     }
     sorted_tmp[bucket_start[hash[i]] + slot[i]] = i;
@@ -46,7 +56,7 @@ fn grid_scatter(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) 
 fn grid_order(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
               @builtin(local_invocation_index) lid: u32) {
     let i = linear_id(wid, nwg, lid, WG);
-    if i >= params.n_particles || !rebuilding() {
+    if i >= params.n_particles || !grid_step() {
         return;
     }
     let b = hash[i];
@@ -63,13 +73,14 @@ fn grid_order(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nw
 }
 
 /// Neighbour list of particle i: every j ≠ i of the 27 cells around i's (cells of edge
-/// 2 r_max + skin) closer than r_i + r_j + skin, in the grid's order (cells by z, y, x offset,
-/// then particle index), so the contact sums run in the CPU's order.
+/// 2 r_max + skin) closer than r_i + r_j + skin, sorted by particle index as the CPU's list
+/// (`grid::NeighbourList`), so the contact sums run in the CPU's order and in an order that the
+/// time of the last rebuild does not change.
 @compute @workgroup_size(WG)
 fn nbr_build(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
              @builtin(local_invocation_index) lid: u32) {
     let i = linear_id(wid, nwg, lid, WG);
-    if i >= params.n_particles || !rebuilding() {
+    if i >= params.n_particles || !grid_step() {
         return;
     }
     let xr = pos[i];
@@ -97,6 +108,20 @@ fn nbr_build(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg
         }
     }
     nbr_count[i] = count;
+    // Insertion sort of the grid-ordered list: a few dozen entries, nearly sorted already
+    // (particles inside a cell come in index order).
+    if count <= cap {
+        let base = i * cap;
+        for (var a = 1u; a < count; a++) {
+            let key = nbr[base + a];
+            var b = a;
+            while b > 0u && nbr[base + b - 1u] > key {
+                nbr[base + b] = nbr[base + b - 1u];
+                b--;
+            }
+            nbr[base + b] = key;
+        }
+    }
     if count > cap {
         atomicMax(&status[STATUS_OVERFLOW], 1u);
         atomicMax(&status[STATUS_MAX_NBR], count);

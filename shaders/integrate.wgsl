@@ -20,15 +20,17 @@ fn kick_pre(step: u32) -> real {
 fn integrate_check(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                    @builtin(local_invocation_index) lid: u32) {
     let i = linear_id(wid, nwg, lid, WG);
-    if i >= params.n_particles || fixed[i] != 0u || frozen() {
+    let step = current_step();
+    // Only failures of earlier steps stop the check: one reported by another workgroup of this
+    // dispatch must not, or the lowest failing particle could go unchecked.
+    if i >= params.n_particles || fixed[i] != 0u || failed_before(step) {
         return;
     }
-    let step = current_step();
     let h = params.h;
     let wh = omega[i].xyz + moment[i].xyz * (kick_pre(step) * inertial[i].w);
     let s = h * h * dot3(wh, wh);
-    // NaN fails `s < 1` too, as on the CPU.
-    if !(s < 1.0) {
+    // A non-finite s fails too, as on the CPU (tested on its bits: see finite_f32.wgsl).
+    if !finite_real(s) || s >= 1.0 {
         atomicMin(&status[STATUS_EXACT_STEP], step);
         atomicMin(&status[STATUS_EXACT_PARTICLE], i);
     }
@@ -38,7 +40,7 @@ fn integrate_check(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroup
 fn integrate(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
              @builtin(local_invocation_index) lid: u32) {
     let i = linear_id(wid, nwg, lid, WG);
-    if i >= params.n_particles || frozen() {
+    if i >= params.n_particles || frozen(current_step()) {
         return;
     }
     // While a list is too long for its capacity, the grid must be fresh every step (fallback).
@@ -64,8 +66,9 @@ fn integrate(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg
     pos[i] = vec4<real>(x, pos[i].w);
     quat[i] = apply_increment(quat[i], dalpha);
     let moved = x - x_ref[i].xyz;
-    // NaN positions fail the comparison and rebuild too (the grid then reports them).
-    if !(dot3(moved, moved) <= params.half_skin_sq) {
+    // Non-finite positions rebuild too (the grid then reports them).
+    let moved2 = dot3(moved, moved);
+    if !finite_real(moved2) || moved2 > params.half_skin_sq {
         atomicMax(&status[STATUS_REBUILD], 1u);
     }
 }

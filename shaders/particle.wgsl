@@ -1,7 +1,8 @@
 // Per-particle kernel: total force and spatial moment at the current state (bond results
 // gathered through the CSR incidence in bond order, contacts from the Verlet list or, for an
-// overflowed list, the grid, both in the CPU's neighbour order, walls, gravity, pendulum), the particle's potential energies, then the
-// closing kick of maps 23/25, fused with the next step's opening kick inside a batch.
+// overflowed list, the grid, both in particle-index order as on the CPU, walls, gravity,
+// pendulum), the particle's potential energies, then the closing kick of maps 23/25, fused with
+// the next step's opening kick inside a batch.
 
 /// Kicks after the force evaluation, in units of ½h: 0 for campello and for the initial
 /// evaluation, 1 (closing half kick) at the last step of a batch, 2 (closing + next opening
@@ -16,14 +17,44 @@ fn half_kicks_post(step: u32) -> u32 {
     return 2u;
 }
 
+/// First position ≥ p (below e) of a bucket whose entry is in cell `nc` and is not particle i
+/// (other cells may share the bucket), or e.
+fn seek_member(p0: u32, e: u32, nc: vec3<i32>, i: u32) -> u32 {
+    var p = p0;
+    while p < e {
+        let sc = sorted_cell[p];
+        if u32(sc.w) != i && all(sc.xyz == nc) {
+            break;
+        }
+        p++;
+    }
+    return p;
+}
+
+/// Particle index at bucket position p, or STATUS_NONE (above every index) when p = e.
+fn member_index(p: u32, e: u32) -> u32 {
+    if p < e {
+        return u32(sorted_cell[p].w);
+    }
+    return STATUS_NONE;
+}
+
 @compute @workgroup_size(WG)
 fn particle(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
             @builtin(local_invocation_index) lid: u32) {
     let i = linear_id(wid, nwg, lid, WG);
-    if i >= params.n_particles || frozen() {
+    if i >= params.n_particles {
         return;
     }
     let step = current_step();
+    // The step counter runs on after a failure too, so that `frozen` keeps telling earlier
+    // steps from this one.
+    if i == 0u {
+        step_next[0] = step + 1u;
+    }
+    if frozen(step) {
+        return;
+    }
     var fi = vec3<real>(0.0);
     var mi = vec3<real>(0.0);
     for (var p = inc_offsets[i]; p < inc_offsets[i + 1u]; p++) {
@@ -42,7 +73,7 @@ fn particle(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg:
     var u_contact: real = 0.0;
     let cnt = nbr_count[i];
     if cnt <= params.nbr_capacity {
-        // Verlet list: the candidates of the last rebuild, in the grid's order.
+        // Verlet list: the candidates of the last rebuild, by index.
         let base = i * params.nbr_capacity;
         for (var k = 0u; k < cnt; k++) {
             let j = nbr[base + k];
@@ -54,23 +85,40 @@ fn particle(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg:
             }
         }
     } else {
-        // The list overflowed: search the grid, which an overflow keeps fresh every step.
+        // The list overflowed: the grid (rebuilt every step while a list overflows), visited in
+        // index order like a list, as a merge of the 27 cells. Buckets are sorted by index, so
+        // each cell keeps a cursor at its next member and that member's index; every round
+        // takes the smallest and advances only that cell.
         let c = cell[i].xyz;
+        var cur: array<u32, 27>;
+        var end: array<u32, 27>;
+        var head: array<u32, 27>;
         for (var k = 0; k < 27; k++) {
-            let nc = neighbour_cell(c, k);
-            let b = cell_hash(nc, params.mask);
-            for (var p = bucket_start[b]; p < bucket_start[b + 1u]; p++) {
-                let sc = sorted_cell[p];
-                let j = u32(sc.w);
-                if j != i && all(sc.xyz == nc) {
-                    let xj = sorted_pos[p];
-                    let ct = contact(xi - xj.xyz, xr.w + xj.w, params.k_contact);
-                    fi = fi + ct.force;
-                    if j > i {
-                        u_contact = u_contact + ct.energy;
-                    }
+            let b = cell_hash(neighbour_cell(c, k), params.mask);
+            end[k] = bucket_start[b + 1u];
+            cur[k] = seek_member(bucket_start[b], end[k], neighbour_cell(c, k), i);
+            head[k] = member_index(cur[k], end[k]);
+        }
+        loop {
+            var next = STATUS_NONE;
+            var src = 0;
+            for (var k = 0; k < 27; k++) {
+                if head[k] < next {
+                    next = head[k];
+                    src = k;
                 }
             }
+            if next == STATUS_NONE {
+                break;
+            }
+            let xj = sorted_pos[cur[src]];
+            let ct = contact(xi - xj.xyz, xr.w + xj.w, params.k_contact);
+            fi = fi + ct.force;
+            if next > i {
+                u_contact = u_contact + ct.energy;
+            }
+            cur[src] = seek_member(cur[src] + 1u, end[src], neighbour_cell(c, src), i);
+            head[src] = member_index(cur[src], end[src]);
         }
     }
     var u_wall: real = 0.0;
@@ -107,10 +155,8 @@ fn particle(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg:
         vel[i] = vec4<real>(v, 0.0);
         omega[i] = vec4<real>(w, 0.0);
     }
-    if !(finite3(xi) && finite3(v) && finite3(w) && finite3(fi) && finite3(mi)) {
+    // What the CPU's check_finite checks: x, v, q, Ω, F, M (on their bits, see finite_f32.wgsl).
+    if !(finite3(xi) && finite3(v) && finite4(quat[i]) && finite3(w) && finite3(fi) && finite3(mi)) {
         report_bad(step, i);
-    }
-    if i == 0u {
-        step_next[0] = step + 1u;
     }
 }

@@ -1,11 +1,13 @@
 // Probe kernels for tests: the shared WGSL functions on lists of inputs, compared with their
 // Rust twins by tests/gpu_probes.rs (f64 atan2 against f64::atan2, cell_hash against
-// grid::cell_hash).
+// grid::cell_hash, finite_real against is_finite).
 
 @group(3) @binding(0) var<storage, read_write> atan_in: array<vec2<real>>;
 @group(3) @binding(1) var<storage, read_write> atan_out: array<real>;
 @group(3) @binding(2) var<storage, read_write> hash_in: array<vec4<i32>>;
 @group(3) @binding(3) var<storage, read_write> hash_out: array<u32>;
+@group(3) @binding(4) var<storage, read_write> finite_in: array<real>;
+@group(3) @binding(5) var<storage, read_write> finite_out: array<u32>;
 
 @compute @workgroup_size(WG)
 fn atan2_probe(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
@@ -25,5 +27,15 @@ fn cell_hash_probe(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroup
     if i < arrayLength(&hash_out) {
         let c = hash_in[i];
         hash_out[i] = cell_hash(c.xyz, u32(c.w));
+    }
+}
+
+/// finite_out[i] = 1 where finite_in[i] is finite.
+@compute @workgroup_size(WG)
+fn finite_probe(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                @builtin(local_invocation_index) lid: u32) {
+    let i = linear_id(wid, nwg, lid, WG);
+    if i < arrayLength(&finite_out) {
+        finite_out[i] = u32(finite_real(finite_in[i]));
     }
 }

@@ -44,8 +44,10 @@ pub enum EngineError {
         match particle { Some(p) => format!("; at the last good step the largest force was {force:.3e}, on particle {p}"), None => String::new() }
     )]
     EnergyGuard { step: u64, t: f64, error: f64, limit: f64, particle: Option<usize>, force: f64 },
+    /// A failure of the GPU itself (device lost, out of memory, ...), kept typed so that a
+    /// caller can tell them apart.
     #[error("GPU: {0}")]
-    Gpu(String),
+    Gpu(crate::gpu::GpuError),
     #[error("{0}")]
     Unsupported(String),
 }

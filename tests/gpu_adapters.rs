@@ -1,6 +1,7 @@
 //! Adapter discovery and the errors a user sees: the adapter list `rrpdem info` prints, the
-//! hardware-only choice on a machine with only a software adapter, and a blown-up run reported
-//! as the CPU engine reports it.
+//! hardware-only choice on a machine with only a software adapter, a blown-up run reported as
+//! the CPU engine reports it, and the device's own failures (a model too large for a binding,
+//! out of memory, a lost device) as typed errors.
 
 mod common;
 
@@ -58,17 +59,29 @@ fn an_unstable_run_is_reported_like_on_the_cpu() {
 }
 
 #[test]
-fn a_model_too_large_for_the_bindings_says_how_many_particles_fit() {
+fn too_large_error_counted_particles_from_the_first_failing_buffer_not_the_tightest() {
     use rrpdem::gpu::GpuOptions;
     let (s, m) = scenario_model("torus_impact.json");
-    // 80 particles · 4 f64 · 8 B = 2560 B per particle array; cap bindings at 1024 B.
-    let options = GpuOptions { max_binding_size: Some(1024), ..Default::default() };
+    let (n, bonds) = (m.particles.len() as u64, m.bonds.len() as u64);
+    assert_eq!((n, bonds), (80, 80), "the figures below assume the paper's ring");
+    // Cap bindings at 1024 B. In f64 a particle array (vec4) takes 32 B per particle: 2560 B,
+    // so 1024/32 = 32 particles would fit it; the neighbour lists (16 u32 per particle) take
+    // 5120 B → 16; the bond results (12 f64 = 96 B per bond, one bond per particle on a ring)
+    // take 7680 B → 80 · 1024 / 7680 = 10.67. The tightest buffer decides: 10 (regression:
+    // the first failing buffer, the particle arrays, used to give 32).
+    let have = 1024;
+    let expected = [32 * n, 64 * n, 96 * bonds].iter().map(|&need| n * have / need).min().unwrap();
+    assert_eq!(expected, 10);
+    let options = GpuOptions { max_binding_size: Some(have), ..Default::default() };
     let e = GpuEngine::with_options(&m, Integrator::RrpNewmark, s.dt, Precision::F64, AdapterChoice::Any, options)
         .err()
         .expect("the size check must refuse the model");
     let msg = e.to_string();
-    assert!(matches!(e, GpuError::TooLarge { max_particles: 32, .. }), "{msg}");
-    assert!(msg.contains("at most 32 particles"), "{msg}");
+    assert!(
+        matches!(e, GpuError::TooLarge { max_particles, what: "bond results", need: 7680, .. } if max_particles == expected),
+        "{msg}"
+    );
+    assert!(msg.contains("at most 10 particles"), "{msg}");
 }
 
 #[test]
@@ -81,4 +94,54 @@ fn a_non_finite_initial_state_is_refused() {
     // The engine error comes back typed, as the CPU engine would give it.
     let ge = EngineError::from(ge);
     assert!(matches!(ge, EngineError::NonFinite { particle: 5, step: 0, .. }), "{ge}");
+}
+
+#[test]
+fn out_of_memory_is_a_typed_error_saying_how_many_particles_fit() {
+    use rrpdem::gpu::GpuOptions;
+    let (s, m) = scenario_model("torus_impact.json");
+    let n = m.particles.len() as u64;
+    let full = gpu(&m, Integrator::RrpNewmark, s.dt, Precision::F64).device_bytes();
+    // Exactly the engine's need fits; half of it does not, and then about half the particles
+    // would fit.
+    let open = |budget: u64| {
+        let options = GpuOptions { memory_budget: Some(budget), ..Default::default() };
+        GpuEngine::with_options(&m, Integrator::RrpNewmark, s.dt, Precision::F64, AdapterChoice::Any, options)
+    };
+    assert!(open(full).is_ok(), "a budget of exactly {full} bytes must suffice");
+    let budget = full / 2;
+    let e = open(budget).err().expect("half the memory must not suffice");
+    let msg = e.to_string();
+    eprintln!("{msg}");
+    let expected = n * budget / full;
+    match e {
+        GpuError::OutOfMemory { bytes, allocated, total, max_particles, .. } => {
+            assert_eq!(total, full, "{msg}");
+            assert!(allocated <= budget && allocated + bytes > budget, "{msg}");
+            assert_eq!(max_particles, expected, "{msg}");
+        }
+        other => panic!("expected OutOfMemory, got {other}"),
+    }
+    assert!(msg.contains(&format!("about {expected} particles")) && msg.contains(&format!("{full} bytes")), "{msg}");
+    // Through the Engine interface the variant survives, so a caller can act on it.
+    let engine_error = EngineError::from(open(budget).err().unwrap());
+    assert!(matches!(engine_error, EngineError::Gpu(GpuError::OutOfMemory { .. })), "{engine_error}");
+}
+
+#[test]
+fn a_lost_device_is_a_typed_error_on_the_next_call() {
+    let (s, m) = scenario_model("torus_impact.json");
+    let mut g = gpu(&m, Integrator::RrpNewmark, s.dt, Precision::F32);
+    g.advance(10).unwrap();
+    g.destroy_device();
+    let lost = |e: EngineError| matches!(e, EngineError::Gpu(GpuError::DeviceLost { .. }));
+    let e = g.advance(10).unwrap_err();
+    eprintln!("{e}");
+    assert!(e.to_string().contains("lost"), "{e}");
+    assert!(lost(e));
+    assert!(lost(g.snapshot().unwrap_err()));
+    assert!(lost(g.save_state().unwrap_err()));
+    assert!(lost(g.rollback().unwrap_err()));
+    assert!(lost(g.largest_force().unwrap_err()));
+    assert_eq!(g.steps_done(), 10);
 }

@@ -1,12 +1,13 @@
 //! Shared WGSL functions against their Rust twins, run on the device: the f64 `atan2_real` of
 //! shaders/atan2_f64.wgsl (f64 has no GPU builtin) against f64::atan2 over all quadrants and many
-//! magnitudes, the f32 builtin, and `cell_hash` against `grid::cell_hash`.
+//! magnitudes, the f32 builtin, `cell_hash` against `grid::cell_hash`, and the bit-level
+//! finiteness test against `is_finite`.
 
 mod common;
 
 use common::Rng;
 use rrpdem::engine::Precision;
-use rrpdem::gpu::{atan2_on_device, cell_hash_on_device};
+use rrpdem::gpu::{atan2_on_device, cell_hash_on_device, finite_on_device};
 
 /// Distance in units in the last place between two finite f64 of the same sign.
 fn ulps(a: f64, b: f64) -> u64 {
@@ -91,5 +92,48 @@ fn cell_hash_matches_the_cpu_grid() {
         for (c, g) in cells.iter().zip(&got) {
             assert_eq!(*g, rrpdem::grid::cell_hash(*c, mask), "cell {c:?}, mask {mask}");
         }
+    }
+}
+
+#[test]
+fn finite_check_on_the_device_agrees_with_is_finite() {
+    // The edges of each format: NaN (quiet, signalling, negative), ±inf, the largest and
+    // smallest normals, subnormals, zeros, and f64 values beyond f32's range, which the f64
+    // check scales into it (a finite f64 must never come out as inf).
+    let mut v = vec![
+        f64::NAN,
+        -f64::NAN,
+        f64::from_bits(0x7ff0_0000_0000_0001),
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+        f64::MAX,
+        -f64::MAX,
+        f64::MIN_POSITIVE,
+        f64::from_bits(1),
+        0.0,
+        -0.0,
+        1.0,
+        -2.5,
+        f32::MAX as f64,
+        -(f32::MAX as f64),
+        f32::MIN_POSITIVE as f64,
+        1e39,
+        1e300,
+        1e-300,
+    ];
+    let mut rng = Rng(9);
+    v.extend((0..2000).map(|_| (rng.uniform() - 0.5) * 10f64.powf(rng.uniform() * 600.0 - 300.0)));
+    for p in [Precision::F32, Precision::F64] {
+        let got = finite_on_device(&v, p).unwrap_or_else(|e| panic!("{e}"));
+        for (&x, &g) in v.iter().zip(&got) {
+            // The f32 build sees the value rounded to f32 (1e39 → inf, 1e-300 → 0).
+            let want = match p {
+                Precision::F32 => (x as f32).is_finite(),
+                Precision::F64 => x.is_finite(),
+            };
+            assert_eq!(g, want, "{p:?}: finite_real({x:e})");
+        }
+        let non_finite = got.iter().filter(|&&g| !g).count();
+        assert!(non_finite >= 5, "{p:?}: only {non_finite} non-finite values recognised");
     }
 }

@@ -1,9 +1,11 @@
 //! Adapter-free checks of the WGSL: every kernel file composed for f32 and f64 parses and
-//! validates with naga, and the uniform/storage structs have the size their Rust mirrors have.
+//! validates with naga, and the uniform/storage structs have the size and the field offsets
+//! their Rust mirrors have.
 
 use rrpdem::engine::Precision;
 use rrpdem::gpu::params::{SimParams32, SimParams64, WallGpu32, WallGpu64};
-use rrpdem::gpu::shader::{KERNEL_FILES, compose_and_validate, struct_size};
+use rrpdem::gpu::shader::{KERNEL_FILES, compose_and_validate, struct_offsets, struct_size};
+use std::mem::offset_of;
 
 #[test]
 fn every_kernel_validates_in_both_precisions() {
@@ -37,4 +39,47 @@ fn the_particle_kernel_binds_what_the_context_provisions() {
     let c = compose_and_validate(file, Precision::F64).unwrap();
     let storage = c.uses["particle"].iter().filter(|u| u.name != "params").count() as u32;
     assert!(storage <= rrpdem::gpu::context::STORAGE_BUFFERS_NEEDED, "particle kernel uses {storage} storage buffers");
+}
+
+/// (WGSL member name, Rust offset) for every field of a Rust mirror; a padding array `_pad_x:
+/// [T; k]` stands for the WGSL members `_pad_x0` … `_pad_x{k-1}`.
+macro_rules! rust_offsets {
+    ($ty:ty, $real:ty; $($field:ident),*; $($pad:ident: $count:expr, $elem:ty),*) => {{
+        let mut v: Vec<(String, u32)> = vec![$((stringify!($field).to_string(), offset_of!($ty, $field) as u32)),*];
+        $(for k in 0..$count {
+            v.push((format!("{}{k}", stringify!($pad)), (offset_of!($ty, $pad) + k * size_of::<$elem>()) as u32));
+        })*
+        v.sort_by_key(|(_, o)| *o);
+        v
+    }};
+}
+
+macro_rules! sim_params_offsets {
+    ($ty:ty, $real:ty) => {
+        rust_offsets!($ty, $real;
+            gravity, pend_rho0, pend_up, h, k_bend, k_axial, k_shear, k_contact, k_wall, inv_cell, pend_g, skin,
+            half_skin_sq, n_particles, n_bonds, n_walls, mask, shear_variant, integrator, batch_len, flags,
+            nbr_capacity;
+            _pad_r: 2, $real, _pad_u: 7, u32)
+    };
+}
+
+#[test]
+fn every_struct_field_has_the_offset_of_its_rust_mirror() {
+    // Sizes alone would not notice two fields of the same type swapped in one of the two
+    // declarations (k_axial and k_shear, say): every member's offset is compared.
+    for (p, sim, wall) in [
+        (Precision::F32, sim_params_offsets!(SimParams32, f32), rust_offsets!(WallGpu32, f32; point, normal;)),
+        (Precision::F64, sim_params_offsets!(SimParams64, f64), rust_offsets!(WallGpu64, f64; point, normal;)),
+    ] {
+        let c = compose_and_validate(&KERNEL_FILES[0], p).unwrap();
+        assert_eq!(struct_offsets(&c.module, "SimParams").unwrap(), sim, "{p:?}: SimParams");
+        assert_eq!(struct_offsets(&c.module, "WallGpu").unwrap(), wall, "{p:?}: WallGpu");
+        // BondOutGpu has no Rust struct: the host reads nothing of it but sizes it as three
+        // vec4 of reals (f_i, m_i, m_j) per bond.
+        let v4 = 4 * rrpdem::gpu::state::real_size(p) as u32;
+        let bond: Vec<(String, u32)> =
+            [("f_i", 0), ("m_i", v4), ("m_j", 2 * v4)].map(|(n, o)| (n.to_string(), o)).into();
+        assert_eq!(struct_offsets(&c.module, "BondOutGpu").unwrap(), bond, "{p:?}: BondOutGpu");
+    }
 }

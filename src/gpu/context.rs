@@ -93,6 +93,9 @@ pub struct GpuContext {
     /// Errors wgpu raised outside an error scope (validation, out of memory), drained by
     /// `take_error` after each submission instead of panicking.
     errors: Arc<Mutex<Vec<String>>>,
+    /// Set by wgpu's device-lost callback (reason and message); every later call fails with
+    /// `GpuError::DeviceLost` instead of touching the device.
+    lost: Arc<Mutex<Option<String>>>,
 }
 
 /// Storage buffers the widest kernel (`particle`) binds.
@@ -147,6 +150,15 @@ impl GpuContext {
                 v.push(e.to_string());
             }
         }));
+        let lost = Arc::new(Mutex::new(None));
+        let lost_sink = lost.clone();
+        device.set_device_lost_callback(move |reason, message| {
+            if let Ok(mut l) = lost_sink.lock() {
+                l.get_or_insert_with(|| {
+                    if message.is_empty() { format!("{reason:?}") } else { format!("{reason:?}: {message}") }
+                });
+            }
+        });
         Ok(GpuContext {
             device,
             queue,
@@ -154,11 +166,32 @@ impl GpuContext {
             backend: format!("{:?}", info.backend),
             limits,
             errors,
+            lost,
         })
     }
 
-    /// The first error wgpu reported since the last call, if any.
+    /// `GpuError::DeviceLost` once wgpu has reported the device lost.
+    fn lost_error(&self) -> Option<GpuError> {
+        let reason = match self.lost.lock() {
+            Ok(l) => l.clone()?,
+            Err(_) => "device-lost record poisoned".into(),
+        };
+        Some(GpuError::DeviceLost { adapter: self.adapter_name.clone(), reason })
+    }
+
+    /// Fails if the device was lost. Polls first (without waiting) so that a loss wgpu has
+    /// noticed reaches the callback; a loss during later work shows in `wait`/`take_error`.
+    pub fn check_lost(&self) -> Result<(), GpuError> {
+        let _ = self.device.poll(wgpu::PollType::Poll);
+        self.lost_error().map_or(Ok(()), Err)
+    }
+
+    /// The first error wgpu reported since the last call, if any (a lost device takes
+    /// precedence: the errors it causes only repeat that).
     pub fn take_error(&self) -> Result<(), GpuError> {
+        if let Some(e) = self.lost_error() {
+            return Err(e);
+        }
         let mut v = self.errors.lock().map_err(|_| GpuError::Wgpu("error log poisoned".into()))?;
         match v.drain(..).next() {
             Some(e) => Err(GpuError::Wgpu(e)),
@@ -168,7 +201,50 @@ impl GpuContext {
 
     /// Waits for all submitted work.
     pub fn wait(&self) -> Result<(), GpuError> {
-        self.device.poll(wgpu::PollType::wait_indefinitely()).map_err(|e| GpuError::Wgpu(e.to_string()))?;
+        let polled = self.device.poll(wgpu::PollType::wait_indefinitely());
+        if let Some(e) = self.lost_error() {
+            return Err(e);
+        }
+        polled.map_err(|e| GpuError::Wgpu(e.to_string()))?;
         Ok(())
+    }
+
+    /// Destroys the device, as a driver reset or a removed GPU would end it: for tests of the
+    /// device-loss path. Everything on this context fails with `GpuError::DeviceLost` afterwards.
+    pub fn destroy_device(&self) {
+        self.device.destroy();
+    }
+}
+
+/// Why `create_buffer` failed.
+#[derive(Debug)]
+pub enum BufferFailure {
+    /// The device (or the driver's host memory) is out of memory.
+    OutOfMemory(String),
+    /// Anything else wgpu refused (a size over the adapter's limits, a lost device).
+    Other(String),
+}
+
+/// Creates a buffer inside out-of-memory and validation error scopes, so that a failed
+/// allocation comes back as a value (wgpu would otherwise report it later, or panic when
+/// contents are mapped into the invalid buffer). Never mapped at creation: callers fill buffers
+/// with `Queue::write_buffer`.
+pub fn create_buffer(
+    device: &wgpu::Device,
+    label: &str,
+    size: u64,
+    usage: wgpu::BufferUsages,
+) -> Result<wgpu::Buffer, BufferFailure> {
+    let oom = device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
+    let invalid = device.push_error_scope(wgpu::ErrorFilter::Validation);
+    let buffer =
+        device.create_buffer(&wgpu::BufferDescriptor { label: Some(label), size, usage, mapped_at_creation: false });
+    // Scopes pop in reverse order of their pushes.
+    let invalid = pollster::block_on(invalid.pop());
+    let oom = pollster::block_on(oom.pop());
+    match (oom, invalid) {
+        (Some(e), _) => Err(BufferFailure::OutOfMemory(e.to_string())),
+        (None, Some(e)) => Err(BufferFailure::Other(e.to_string())),
+        (None, None) => Ok(buffer),
     }
 }

@@ -6,7 +6,12 @@
 //! kick of step k+1 are applied by the same kernel (two half kicks, so the arithmetic equals the
 //! CPU's); only the last step of a batch ends with a lone closing half kick, so velocities are
 //! full-step whenever diagnostics are read. The first step of a batch starts from full-step
-//! velocities and the forces of the current state (evaluated once in `new`).
+//! velocities and the forces of the current state (evaluated in `new`, and again after
+//! `load_state` and `rollback`, exactly as in `new`).
+//!
+//! Saved states and rollback: the forces are a function of the state alone (neighbour lists
+//! sorted by index, so the time of the last rebuild leaves no trace), so restoring positions,
+//! velocities, attitudes and angular velocities and re-evaluating continues bit for bit.
 //!
 //! NOTE: positions are stored in the engine's real type relative to an origin: the centre of the
 //! initial bounding box in f32 (halving |x| and so the drift round-off for the paper's torus,
@@ -20,12 +25,12 @@ use super::error::GpuError;
 use super::params::{ParamInputs, SimParams32, SimParams64, WallGpu32, WallGpu64};
 use super::pipeline::DemPipeline;
 use super::shader::{
-    NQ, STATUS_BAD_PARTICLE, STATUS_BAD_STEP, STATUS_EXACT_PARTICLE, STATUS_EXACT_STEP, STATUS_MAX_NBR, STATUS_NONE,
-    STATUS_OVERFLOW,
+    NQ, STATUS_BAD_PARTICLE, STATUS_BAD_STEP, STATUS_EXACT_PARTICLE, STATUS_EXACT_STEP, STATUS_GRID_PARTICLE,
+    STATUS_GRID_STEP, STATUS_MAX_NBR, STATUS_NONE, STATUS_OVERFLOW,
 };
 use super::state::{self, DemState};
 use crate::diagnostics::Diagnostics;
-use crate::engine::{Engine, EngineInfo, Precision};
+use crate::engine::{Engine, EngineInfo, EngineState, Precision, wrong_state_kind};
 use crate::error::EngineError;
 use crate::integrator::{Integrator, Kinematics};
 use crate::model::Model;
@@ -39,6 +44,13 @@ const SKIN_FACTOR: f64 = 0.3;
 /// Initial capacity of each neighbour list; an overflow is handled exactly (grid fallback) and
 /// grows the capacity for the next batch.
 const INITIAL_NBR_CAPACITY: u32 = 16;
+/// Steps between the run driver's guard checks. Each check reads the diagnostics back: a host
+/// wait that drains the device's queue, whereas the steps between checks are recorded and
+/// submitted without waiting. 100 steps spread that wait over ~1000 dispatches, while a
+/// rollback after a tripped guard throws away at most 100 steps.
+const GUARD_INTERVAL: u64 = 100;
+/// Bytes of the origin at the head of a saved state: three little-endian f64.
+const ORIGIN_BYTES: usize = 24;
 
 /// Tuning options of `GpuEngine::with_options`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -50,6 +62,10 @@ pub struct GpuOptions {
     pub max_binding_size: Option<u64>,
     /// Initial capacity of each neighbour list (tests use a tiny one to exercise overflows).
     pub nbr_capacity: Option<u32>,
+    /// Caps the bytes of device memory the state's buffers may take (beyond it, allocation fails
+    /// as if the device were out of memory): leaves room for other work on a shared device, and
+    /// lets tests exercise the out-of-memory report.
+    pub memory_budget: Option<u64>,
 }
 
 pub struct GpuEngine {
@@ -67,10 +83,14 @@ pub struct GpuEngine {
     total_mass: f64,
     /// Binding-size limit the neighbour lists must respect when they grow.
     max_binding: u64,
-    /// The next batch starts with a rebuild (after the neighbour lists were reallocated).
+    /// The next batch starts with a rebuild (after the neighbour lists were reallocated, or a
+    /// failure left them stale).
     rebuild_next: bool,
     step: u64,
     diag: Diagnostics,
+    /// Step at the start of the last `advance`, whose state the backup buffers hold (`None`
+    /// before the first `advance` and after `load_state`).
+    backup_step: Option<u64>,
 }
 
 impl GpuEngine {
@@ -99,16 +119,23 @@ impl GpuEngine {
         let have = ctx.limits.max_storage_buffer_binding_size.min(ctx.limits.max_buffer_size);
         let have = options.max_binding_size.map_or(have, |m| m.min(have));
         let nbr_capacity = options.nbr_capacity.unwrap_or(INITIAL_NBR_CAPACITY).max(1);
-        for (what, need) in state::buffer_sizes(model, precision, nbr_capacity) {
-            if need > have {
-                return Err(GpuError::TooLarge {
-                    adapter: ctx.adapter_name.clone(),
-                    what,
-                    need,
-                    have,
-                    max_particles: (n as u128 * have as u128 / need as u128) as u64,
-                });
-            }
+        let sizes = state::buffer_sizes(model, precision, nbr_capacity);
+        if sizes.iter().any(|&(_, need)| need > have) {
+            // How many particles fit is set by the tightest buffer, not the first that fails.
+            let fits = |need: u64| (n as u128 * have as u128 / need as u128) as u64;
+            let (what, need) = sizes
+                .iter()
+                .copied()
+                .filter(|&(_, need)| need > 0)
+                .min_by_key(|&(_, need)| fits(need))
+                .unwrap_or(("particle arrays", 0));
+            return Err(GpuError::TooLarge {
+                adapter: ctx.adapter_name.clone(),
+                what,
+                need,
+                have,
+                max_particles: fits(need.max(1)),
+            });
         }
         let max_groups = ctx.limits.max_compute_workgroups_per_dimension;
         let max_groups = options.max_workgroups_per_dimension.map_or(max_groups, |m| m.clamp(1, max_groups));
@@ -121,10 +148,20 @@ impl GpuEngine {
             Precision::F64 => DVec3::ZERO,
         };
         let engine_params =
-            GpuEngineParams { model, integrator, dt, precision, inv_cell: 1.0 / cell, skin, origin, nbr_capacity };
+            GpuEngineParams { model, integrator, dt, precision, inv_cell: 1.0 / cell, skin, nbr_capacity };
         let params_bytes = engine_params.bytes(0);
-        let walls_bytes = engine_params.walls();
-        let state = DemState::new(&ctx.device, &pipe, model, &params_bytes, &walls_bytes, origin, nbr_capacity)?;
+        let walls = walls_bytes(&model.params.walls, origin, precision);
+        let state = DemState::new(
+            &ctx.device,
+            &ctx.queue,
+            &pipe,
+            model,
+            &params_bytes,
+            &walls,
+            origin,
+            nbr_capacity,
+            options.memory_budget,
+        )?;
         ctx.take_error()?;
         let inv_cell = engine_params.inv_cell;
         let mut e = GpuEngine {
@@ -143,26 +180,43 @@ impl GpuEngine {
             rebuild_next: false,
             step: 0,
             diag: Diagnostics::default(),
+            backup_step: None,
         };
-        // The initial evaluation builds the lists; if one overflows, the forces are still exact
-        // (grid fallback) but the lists are reallocated, where they can grow, and built again.
+        e.evaluate_current().map_err(|err| match err {
+            EngineError::Gpu(g) => g,
+            other => GpuError::InitialState(Box::new(other)),
+        })?;
+        Ok(e)
+    }
+
+    /// Forces, moments and diagnostics of the current state, with fresh neighbour lists, as at
+    /// the start of a run. If a list overflows, the forces are still exact (grid fallback) but
+    /// the lists are reallocated, where they can grow, and built again.
+    fn evaluate_current(&mut self) -> Result<(), EngineError> {
         loop {
-            let capacity = e.state.nbr_capacity;
-            e.ctx.queue.write_buffer(e.state.buffer("params"), 0, &e.params_bytes(0));
-            e.state.reset_status(&e.ctx.queue, true);
-            let mut encoder = e.ctx.device.create_command_encoder(&Default::default());
-            e.state.record_initial(&e.pipe, &mut encoder);
-            e.state.record_readback(&e.pipe, &mut encoder);
-            e.ctx.queue.submit([encoder.finish()]);
-            e.finish_batch(0).map_err(|err| match err {
-                EngineError::Gpu(s) => GpuError::Wgpu(s),
-                other => GpuError::InitialState(Box::new(other)),
-            })?;
-            if !e.rebuild_next || e.state.nbr_capacity == capacity {
-                break;
+            let capacity = self.state.nbr_capacity;
+            self.ctx.queue.write_buffer(self.state.buffer("params"), 0, &self.params_bytes(0));
+            self.state.reset_status(&self.ctx.queue, true);
+            let mut encoder = self.ctx.device.create_command_encoder(&Default::default());
+            self.state.record_initial(&self.pipe, &mut encoder);
+            self.state.record_readback(&self.pipe, &mut encoder);
+            self.ctx.queue.submit([encoder.finish()]);
+            self.finish_batch(0)?;
+            if !self.rebuild_next || self.state.nbr_capacity == capacity {
+                return Ok(());
             }
         }
-        Ok(e)
+    }
+
+    /// Destroys the device, as a driver reset or a removed GPU would end it: for tests of the
+    /// device-loss path. Every later call fails with `GpuError::DeviceLost`.
+    pub fn destroy_device(&self) {
+        self.ctx.destroy_device();
+    }
+
+    /// Bytes of device memory the engine's state buffers take.
+    pub fn device_bytes(&self) -> u64 {
+        self.state.bytes
     }
 
     /// Capacity of each Verlet neighbour list (grows after an overflow).
@@ -192,16 +246,23 @@ impl GpuEngine {
     /// Waits for the batch of `steps` steps just submitted, reads status and diagnostics and
     /// turns a recorded failure into the engine error the CPU engine would give.
     ///
-    /// After a failure every kernel of the batch stops (`frozen()` in shaders/bindings.wgsl):
-    /// positions and attitudes are those of the failing step. For rrp-exact failing after the
-    /// first step of a batch, velocities already carry that step's opening half kick (it was
-    /// fused into the previous step); the error's `value` is computed from them.
+    /// The report names the lowest failing particle of the first failing step, whatever the
+    /// workgroup schedule (see `failed_before` in shaders/bindings.wgsl). After a failure every
+    /// kernel stops from the next step on (from the check itself for rrp-exact, from the grid
+    /// for a position the grid refuses): positions and attitudes are those of the failing step. For rrp-exact failing after the first step of a
+    /// batch, velocities already carry that step's opening half kick (it was fused into the
+    /// previous step); the error's `value` is computed from them.
     fn finish_batch(&mut self, steps: u64) -> Result<(), EngineError> {
         self.ctx.wait()?;
         self.ctx.take_error()?;
         let (status, rec) = self.state.read_status(&self.ctx.device)?;
         let start = self.step;
-        if status[STATUS_EXACT_STEP] != STATUS_NONE {
+        let failed = |slot: usize| status[slot] != STATUS_NONE;
+        if failed(STATUS_EXACT_STEP) || failed(STATUS_GRID_STEP) || failed(STATUS_BAD_STEP) {
+            // The grid and lists stopped at the failing step: whatever runs next rebuilds them.
+            self.rebuild_next = true;
+        }
+        if failed(STATUS_EXACT_STEP) {
             let s = status[STATUS_EXACT_STEP] as u64;
             let particle = status[STATUS_EXACT_PARTICLE] as usize;
             self.step = start + s;
@@ -218,9 +279,15 @@ impl GpuEngine {
                 value: h * h * wh.length_squared(),
             });
         }
-        if status[STATUS_BAD_STEP] != STATUS_NONE {
-            let s = status[STATUS_BAD_STEP] as u64;
-            let particle = status[STATUS_BAD_PARTICLE] as usize;
+        // A position the grid refuses stops the step before its forces (as on the CPU), so at
+        // most one of the two is set; the grid's comes first if both were.
+        let grid = failed(STATUS_GRID_STEP);
+        if grid || failed(STATUS_BAD_STEP) {
+            let (s, particle) = if grid {
+                (status[STATUS_GRID_STEP] as u64, status[STATUS_GRID_PARTICLE] as usize)
+            } else {
+                (status[STATUS_BAD_STEP] as u64, status[STATUS_BAD_PARTICLE] as usize)
+            };
             // The failure shows in the force evaluation that ends step s (step index s + 1 of
             // the run), or in the initial evaluation of `new`.
             let step = if steps == 0 { start } else { start + s + 1 };
@@ -228,7 +295,7 @@ impl GpuEngine {
             let a = self.state.read_arrays(&self.ctx.device, &self.ctx.queue, &["pos", "vel", "omega", "force"])?;
             let v = |k: usize| DVec3::new(a[k][4 * particle], a[k][4 * particle + 1], a[k][4 * particle + 2]);
             let x = v(0) + self.origin;
-            return Err(if x.is_finite() && v(1).is_finite() && v(2).is_finite() && v(3).is_finite() {
+            return Err(if grid && x.is_finite() {
                 EngineError::OutOfRange { particle, step, position: format!("{x}") }
             } else {
                 EngineError::NonFinite {
@@ -250,6 +317,7 @@ impl GpuEngine {
             if need <= self.max_binding {
                 self.state.set_nbr_capacity(&self.ctx.device, &self.pipe, cap)?;
             }
+            // (If it cannot grow, the lists keep falling back to the grid: same results.)
         }
         let mut d = diagnostics_from_record(&rec, self.step, self.time(self.step));
         d.l += self.origin.cross(d.p);
@@ -260,14 +328,18 @@ impl GpuEngine {
         Ok(())
     }
 
-    /// Runs one batch of at most u32::MAX steps.
-    fn advance_batch(&mut self, steps: u32) -> Result<(), EngineError> {
+    /// Runs one batch of at most u32::MAX steps; with `backup`, its first command buffer starts
+    /// by copying the state arrays for `rollback`.
+    fn advance_batch(&mut self, steps: u32, backup: bool) -> Result<(), EngineError> {
         self.ctx.queue.write_buffer(self.state.buffer("params"), 0, &self.params_bytes(steps));
         self.state.reset_status(&self.ctx.queue, self.rebuild_next);
         let mut done = 0u64;
         while done < steps as u64 {
             let chunk = STEPS_PER_SUBMIT.min(steps as u64 - done);
             let mut encoder = self.ctx.device.create_command_encoder(&Default::default());
+            if backup && done == 0 {
+                self.state.record_backup(&mut encoder);
+            }
             for k in 0..chunk {
                 self.state.record_step(&self.pipe, &mut encoder, self.integrator, done + k == 0);
             }
@@ -289,7 +361,6 @@ struct GpuEngineParams<'a> {
     precision: Precision,
     inv_cell: f64,
     skin: f64,
-    origin: DVec3,
     nbr_capacity: u32,
 }
 
@@ -309,37 +380,32 @@ impl GpuEngineParams<'_> {
         };
         params_bytes(&inputs, self.precision, batch_len)
     }
+}
 
-    fn walls(&self) -> Vec<u8> {
-        let o = self.origin;
-        let w: Vec<crate::interactions::Wall> = self
-            .model
-            .params
-            .walls
-            .iter()
-            .map(|w| crate::interactions::Wall { point: w.point - o, normal: w.normal })
-            .collect();
-        match self.precision {
-            Precision::F32 => {
-                let v: Vec<WallGpu32> = w
-                    .iter()
-                    .map(|w| WallGpu32 {
-                        point: [w.point.x as f32, w.point.y as f32, w.point.z as f32, 0.0],
-                        normal: [w.normal.x as f32, w.normal.y as f32, w.normal.z as f32, 0.0],
-                    })
-                    .collect();
-                bytemuck::cast_slice(&v).to_vec()
-            }
-            Precision::F64 => {
-                let v: Vec<WallGpu64> = w
-                    .iter()
-                    .map(|w| WallGpu64 {
-                        point: [w.point.x, w.point.y, w.point.z, 0.0],
-                        normal: [w.normal.x, w.normal.y, w.normal.z, 0.0],
-                    })
-                    .collect();
-                bytemuck::cast_slice(&v).to_vec()
-            }
+/// The walls buffer: points relative to the position origin, in the engine's precision.
+fn walls_bytes(walls: &[crate::interactions::Wall], origin: DVec3, precision: Precision) -> Vec<u8> {
+    let w: Vec<crate::interactions::Wall> =
+        walls.iter().map(|w| crate::interactions::Wall { point: w.point - origin, normal: w.normal }).collect();
+    match precision {
+        Precision::F32 => {
+            let v: Vec<WallGpu32> = w
+                .iter()
+                .map(|w| WallGpu32 {
+                    point: [w.point.x as f32, w.point.y as f32, w.point.z as f32, 0.0],
+                    normal: [w.normal.x as f32, w.normal.y as f32, w.normal.z as f32, 0.0],
+                })
+                .collect();
+            bytemuck::cast_slice(&v).to_vec()
+        }
+        Precision::F64 => {
+            let v: Vec<WallGpu64> = w
+                .iter()
+                .map(|w| WallGpu64 {
+                    point: [w.point.x, w.point.y, w.point.z, 0.0],
+                    normal: [w.normal.x, w.normal.y, w.normal.z, 0.0],
+                })
+                .collect();
+            bytemuck::cast_slice(&v).to_vec()
         }
     }
 }
@@ -400,21 +466,33 @@ impl Engine for GpuEngine {
     }
 
     fn advance(&mut self, steps: u64) -> Result<(), EngineError> {
+        self.ctx.check_lost()?;
+        self.backup_step = Some(self.step);
+        if steps == 0 {
+            let mut encoder = self.ctx.device.create_command_encoder(&Default::default());
+            self.state.record_backup(&mut encoder);
+            self.ctx.queue.submit([encoder.finish()]);
+            return Ok(());
+        }
         let mut left = steps;
+        let mut first = true;
         while left > 0 {
             let batch = left.min(u32::MAX as u64 / 2) as u32;
-            self.advance_batch(batch)?;
+            self.advance_batch(batch, first)?;
+            first = false;
             left -= batch as u64;
         }
         Ok(())
     }
 
     fn diagnostics(&mut self) -> Result<Diagnostics, EngineError> {
+        self.ctx.check_lost()?;
         Ok(self.diag)
     }
 
     fn snapshot(&mut self) -> Result<Vec<Kinematics>, EngineError> {
-        let a = self.state.read_arrays(&self.ctx.device, &self.ctx.queue, &["pos", "vel", "quat", "omega"])?;
+        self.ctx.check_lost()?;
+        let a = self.state.read_arrays(&self.ctx.device, &self.ctx.queue, &state::STATE_ARRAYS)?;
         let v = |k: usize, i: usize| DVec3::new(a[k][4 * i], a[k][4 * i + 1], a[k][4 * i + 2]);
         Ok((0..self.state.n as usize)
             .map(|i| Kinematics {
@@ -430,25 +508,85 @@ impl Engine for GpuEngine {
         format!("gpu-{}", self.precision.as_str())
     }
 
-    // TODO(issue 6): raw device state, device-side rollback copy, force readback.
-    fn save_state(&mut self) -> Result<crate::engine::EngineState, EngineError> {
-        Err(EngineError::Unsupported("GPU checkpoints are not implemented yet".into()))
+    /// Data: the origin of the stored positions (three little-endian f64), then the raw device
+    /// arrays pos (with the radius in w), vel, quat, omega, four reals per particle each.
+    fn save_state(&mut self) -> Result<EngineState, EngineError> {
+        self.ctx.check_lost()?;
+        let arrays = self.state.read_arrays_raw(&self.ctx.device, &self.ctx.queue, &state::STATE_ARRAYS)?;
+        let mut data = Vec::with_capacity(ORIGIN_BYTES + arrays.iter().map(Vec::len).sum::<usize>());
+        for c in self.origin.to_array() {
+            data.extend_from_slice(&c.to_le_bytes());
+        }
+        for a in &arrays {
+            data.extend_from_slice(a);
+        }
+        Ok(EngineState { kind: self.state_kind(), step: self.step, data })
     }
 
-    fn load_state(&mut self, _state: &crate::engine::EngineState) -> Result<(), EngineError> {
-        Err(EngineError::Unsupported("GPU checkpoints are not implemented yet".into()))
+    /// Forgets the rollback point: the loaded state is the last one checked.
+    fn load_state(&mut self, saved: &EngineState) -> Result<(), EngineError> {
+        self.ctx.check_lost()?;
+        if saved.kind != self.state_kind() {
+            return Err(wrong_state_kind(&saved.kind, &self.state_kind()));
+        }
+        let len = self.state.array_bytes();
+        let want = ORIGIN_BYTES + state::STATE_ARRAYS.len() * len;
+        if saved.data.len() != want {
+            return Err(EngineError::Unsupported(format!(
+                "the saved state holds {} bytes; {} particles need {want}",
+                saved.data.len(),
+                self.state.n
+            )));
+        }
+        let (head, arrays) = saved.data.split_at(ORIGIN_BYTES);
+        let c: Vec<f64> = head.chunks_exact(8).map(|b| f64::from_le_bytes(b.try_into().unwrap_or([0; 8]))).collect();
+        let origin = DVec3::new(c[0], c[1], c[2]);
+        if !origin.is_finite() {
+            return Err(EngineError::Unsupported(format!("the saved state's position origin {origin} is not finite")));
+        }
+        for (name, bytes) in state::STATE_ARRAYS.iter().zip(arrays.chunks_exact(len.max(1))) {
+            self.state.write_array_raw(&self.ctx.queue, name, bytes);
+        }
+        // The walls are stored relative to the origin; the parameters are rewritten with them so
+        // that nothing of the previous state's set-up survives.
+        self.origin = origin;
+        let walls = walls_bytes(&self.params.walls, origin, self.precision);
+        if !walls.is_empty() {
+            self.ctx.queue.write_buffer(self.state.buffer("walls"), 0, &walls);
+        }
+        self.step = saved.step;
+        self.backup_step = None;
+        self.evaluate_current()
     }
 
     fn rollback(&mut self) -> Result<(), EngineError> {
-        Ok(())
+        self.ctx.check_lost()?;
+        let Some(step) = self.backup_step else {
+            return Ok(()); // no advance since the engine was built or loaded
+        };
+        let mut encoder = self.ctx.device.create_command_encoder(&Default::default());
+        self.state.record_restore(&mut encoder);
+        self.ctx.queue.submit([encoder.finish()]);
+        self.step = step;
+        self.evaluate_current()
     }
 
+    /// Lowest index on ties; a NaN |F| neither wins nor is beaten unless it comes first, as on
+    /// the CPU.
     fn largest_force(&mut self) -> Result<Option<(usize, f64)>, EngineError> {
-        Ok(None)
+        self.ctx.check_lost()?;
+        let f = &self.state.read_arrays(&self.ctx.device, &self.ctx.queue, &["force"])?[0];
+        Ok(f.chunks_exact(4).map(|c| DVec3::new(c[0], c[1], c[2]).length()).enumerate().fold(
+            None,
+            |best: Option<(usize, f64)>, (i, f)| match best {
+                Some((_, b)) if f.partial_cmp(&b) != Some(std::cmp::Ordering::Greater) => best,
+                _ => Some((i, f)),
+            },
+        ))
     }
 
     fn guard_interval(&self) -> u64 {
-        100
+        GUARD_INTERVAL
     }
 
     // TODO(issue 7): rupture on the GPU.
@@ -467,26 +605,18 @@ fn run_probe(
     out_bytes: usize,
     items: u32,
 ) -> Result<Vec<u8>, GpuError> {
-    use wgpu::util::DeviceExt;
     let ctx = GpuContext::new(AdapterChoice::Any, precision)?;
     let pipe = DemPipeline::new(&ctx.device, precision, ctx.limits.max_compute_workgroups_per_dimension)?;
-    let input = ctx.device.create_buffer_init(&wgpu::util::BufferInitDescriptor {
-        label: Some("probe_in"),
-        contents: input,
-        usage: wgpu::BufferUsages::STORAGE,
-    });
-    let output = ctx.device.create_buffer(&wgpu::BufferDescriptor {
-        label: Some("probe_out"),
-        size: out_bytes as u64,
-        usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC,
-        mapped_at_creation: false,
-    });
-    let staging = ctx.device.create_buffer(&wgpu::BufferDescriptor {
-        label: Some("probe_staging"),
-        size: out_bytes as u64,
-        usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
-        mapped_at_creation: false,
-    });
+    let buffer = |label: &str, size: usize, usage| {
+        super::context::create_buffer(&ctx.device, label, (size as u64).next_multiple_of(4).max(4), usage)
+            .map_err(|e| GpuError::Wgpu(format!("creating probe buffer `{label}`: {e:?}")))
+    };
+    let storage = wgpu::BufferUsages::STORAGE;
+    let input_buf = buffer("probe_in", input.len(), storage | wgpu::BufferUsages::COPY_DST)?;
+    ctx.queue.write_buffer(&input_buf, 0, input);
+    let input = input_buf;
+    let output = buffer("probe_out", out_bytes, storage | wgpu::BufferUsages::COPY_SRC)?;
+    let staging = buffer("probe_staging", out_bytes, wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST)?;
     let groups = pipe.bind(&ctx.device, entry, &|name: &str| {
         if name == names.0 {
             Some(input.as_entire_binding())
@@ -539,4 +669,19 @@ pub fn cell_hash_on_device(cells: &[[i32; 3]], mask: u32) -> Result<Vec<u32>, Gp
         n as u32,
     )?;
     Ok(bytes[..4 * n].chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect())
+}
+
+/// Runs the WGSL `finite_real` (shaders/finite_f32.wgsl, finite_f64.wgsl) over values, to
+/// check it against `f64::is_finite` (f32: the values rounded to f32 first).
+pub fn finite_on_device(values: &[f64], precision: Precision) -> Result<Vec<bool>, GpuError> {
+    let n = values.len();
+    let bytes = run_probe(
+        precision,
+        "finite_probe",
+        ("finite_in", "finite_out"),
+        &state::reals_to_bytes(values, precision),
+        (4 * n).max(4),
+        n as u32,
+    )?;
+    Ok(bytes[..4 * n].chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]) != 0).collect())
 }

@@ -27,11 +27,24 @@ pub enum GpuError {
     NoF64 { adapter: String },
     #[error("adapter `{adapter}` offers {have} storage buffers per shader stage; the engine needs {need}")]
     TooFewStorageBuffers { adapter: String, have: u32, need: u32 },
+    /// A buffer exceeds the adapter's binding limit. `what`/`need` name the tightest buffer, the
+    /// one that bounds `max_particles`.
     #[error(
         "{what} needs {need} bytes but adapter `{adapter}` allows {have} per buffer binding; at most {max_particles} \
          particles (with this many bonds per particle) fit"
     )]
     TooLarge { adapter: String, what: &'static str, need: u64, have: u64, max_particles: u64 },
+    /// Device memory ran out (or the engine's `memory_budget` would be exceeded) while the state
+    /// was being allocated.
+    #[error(
+        "out of GPU memory allocating {what} ({bytes} bytes) after {allocated} of the {total} bytes this model needs \
+         ({message}); about {max_particles} particles (with this many bonds per particle) fit in what was available"
+    )]
+    OutOfMemory { what: &'static str, bytes: u64, allocated: u64, total: u64, max_particles: u64, message: String },
+    /// The device was lost (driver reset, GPU removed, or destroyed); nothing on it can be used
+    /// any more. Rebuild the engine (from a saved state) on a working device.
+    #[error("the GPU device `{adapter}` was lost ({reason}); the run cannot continue on it")]
+    DeviceLost { adapter: String, reason: String },
     #[error("cannot open a device on adapter `{adapter}`: {message}")]
     RequestDevice { adapter: String, message: String },
     #[error(transparent)]
@@ -50,7 +63,7 @@ impl From<GpuError> for EngineError {
     fn from(e: GpuError) -> Self {
         match e {
             GpuError::InitialState(inner) => *inner,
-            other => EngineError::Gpu(other.to_string()),
+            other => EngineError::Gpu(other),
         }
     }
 }

@@ -9,8 +9,8 @@
 //! particle has moved more than half the Verlet skin since the last rebuild, the hashed contact
 //! grid of `grid::cell_hash` (counts, multi-level scan, scatter, in-bucket index order) and the
 //! neighbour lists; then the per-bond kernel and the per-particle kernel (bond gather in CSR
-//! order, contacts from the lists in the grid's order, walls, fields, closing kick). Every sum
-//! has a fixed order and no float atomics are used, so runs repeat bit for bit.
+//! order, contacts from the lists in particle-index order, walls, fields, closing kick). Every
+//! sum has a fixed order and no float atomics are used, so runs repeat bit for bit.
 
 pub mod context;
 pub mod engine;
@@ -21,5 +21,5 @@ pub mod shader;
 pub mod state;
 
 pub use context::{AdapterChoice, AdapterReport, hardware_adapter_available, list_adapters};
-pub use engine::{GpuEngine, GpuOptions, atan2_on_device, cell_hash_on_device};
+pub use engine::{GpuEngine, GpuOptions, atan2_on_device, cell_hash_on_device, finite_on_device};
 pub use error::GpuError;

@@ -18,7 +18,8 @@ pub const STATUS_STEP: usize = 0;
 /// First step whose rrp-exact condition failed, and the lowest failing particle.
 pub const STATUS_EXACT_STEP: usize = 1;
 pub const STATUS_EXACT_PARTICLE: usize = 2;
-/// First step with a non-finite or out-of-range particle, and the lowest such particle.
+/// First step whose force evaluation found a non-finite particle (x, v, q, Ω, F or M), and the
+/// lowest such particle of that step.
 pub const STATUS_BAD_STEP: usize = 3;
 pub const STATUS_BAD_PARTICLE: usize = 4;
 /// Non-zero while the current step rebuilds the contact grid and neighbour lists.
@@ -27,15 +28,23 @@ pub const STATUS_REBUILD: usize = 5;
 pub const STATUS_OVERFLOW: usize = 6;
 /// Largest neighbour count seen by an overflowing rebuild.
 pub const STATUS_MAX_NBR: usize = 7;
-pub const STATUS_LEN: usize = 8;
+/// First step whose grid rebuild could not place a particle (non-finite or out-of-range
+/// position), and the lowest such particle. Kept apart from STATUS_BAD_*: as on the CPU, a
+/// position the grid refuses is reported before any force of that step is looked at.
+pub const STATUS_GRID_STEP: usize = 8;
+pub const STATUS_GRID_PARTICLE: usize = 9;
+pub const STATUS_LEN: usize = 10;
 /// Value of an unset failure slot.
 pub const STATUS_NONE: u32 = u32::MAX;
 
-/// Library files composed, in this order, before every kernel file. The atan2 file depends on
-/// the precision (f64 has no builtin, see `shaders/atan2_f64.wgsl`).
+/// Library files composed, in this order, before every kernel file. The atan2 and finiteness
+/// files depend on the precision (f64 has no atan2 builtin, see `shaders/atan2_f64.wgsl`, and no
+/// same-width bitcast to u32, see `shaders/finite_f64.wgsl`).
 const COMMON: &str = include_str!("../../shaders/common.wgsl");
 const ATAN2_F32: &str = include_str!("../../shaders/atan2_f32.wgsl");
 const ATAN2_F64: &str = include_str!("../../shaders/atan2_f64.wgsl");
+const FINITE_F32: &str = include_str!("../../shaders/finite_f32.wgsl");
+const FINITE_F64: &str = include_str!("../../shaders/finite_f64.wgsl");
 const INTERACTIONS: &str = include_str!("../../shaders/interactions.wgsl");
 const GRID: &str = include_str!("../../shaders/grid.wgsl");
 const BINDINGS: &str = include_str!("../../shaders/bindings.wgsl");
@@ -75,7 +84,7 @@ pub const KERNEL_FILES: &[KernelFile] = &[
     KernelFile {
         name: "probe",
         source: include_str!("../../shaders/probe.wgsl"),
-        entry_points: &["atan2_probe", "cell_hash_probe"],
+        entry_points: &["atan2_probe", "cell_hash_probe", "finite_probe"],
     },
 ];
 
@@ -103,6 +112,8 @@ pub fn header(precision: Precision) -> String {
          const STATUS_REBUILD: u32 = {STATUS_REBUILD}u;\n\
          const STATUS_OVERFLOW: u32 = {STATUS_OVERFLOW}u;\n\
          const STATUS_MAX_NBR: u32 = {STATUS_MAX_NBR}u;\n\
+         const STATUS_GRID_STEP: u32 = {STATUS_GRID_STEP}u;\n\
+         const STATUS_GRID_PARTICLE: u32 = {STATUS_GRID_PARTICLE}u;\n\
          const STATUS_NONE: u32 = {STATUS_NONE}u;\n",
         p = precision.as_str(),
         h0 = CELL_HASH_PRIMES[0],
@@ -113,12 +124,12 @@ pub fn header(precision: Precision) -> String {
 
 /// Full WGSL source of one kernel file for a precision.
 pub fn compose(file: &KernelFile, precision: Precision) -> String {
-    let atan2 = match precision {
-        Precision::F32 => ATAN2_F32,
-        Precision::F64 => ATAN2_F64,
+    let (atan2, finite) = match precision {
+        Precision::F32 => (ATAN2_F32, FINITE_F32),
+        Precision::F64 => (ATAN2_F64, FINITE_F64),
     };
     let mut s = header(precision);
-    for part in [COMMON, atan2, INTERACTIONS, GRID, BINDINGS, file.source] {
+    for part in [COMMON, atan2, finite, INTERACTIONS, GRID, BINDINGS, file.source] {
         s.push('\n');
         s.push_str(part);
     }
@@ -199,4 +210,15 @@ pub fn struct_size(module: &naga::Module, name: &str) -> Option<u32> {
     let mut layouter = naga::proc::Layouter::default();
     layouter.update(module.to_ctx()).ok()?;
     module.types.iter().find(|(_, t)| t.name.as_deref() == Some(name)).map(|(h, _)| layouter[h].size)
+}
+
+/// Member names and byte offsets of a named struct type of a composed module, in declaration
+/// order, as WGSL lays it out (for the layout tests of the Rust mirrors).
+pub fn struct_offsets(module: &naga::Module, name: &str) -> Option<Vec<(String, u32)>> {
+    module.types.iter().find(|(_, t)| t.name.as_deref() == Some(name)).and_then(|(_, t)| match &t.inner {
+        naga::TypeInner::Struct { members, .. } => {
+            Some(members.iter().map(|m| (m.name.clone().unwrap_or_default(), m.offset)).collect())
+        }
+        _ => None,
+    })
 }

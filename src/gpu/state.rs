@@ -2,6 +2,7 @@
 //! real type), their bind groups for every kernel, and the recording of steps, force
 //! evaluations and diagnostics reductions into a command encoder. Nothing here waits on the GPU.
 
+use super::context::{BufferFailure, create_buffer};
 use super::error::GpuError;
 use super::pipeline::DemPipeline;
 use super::shader::{
@@ -11,7 +12,6 @@ use crate::engine::Precision;
 use crate::integrator::Integrator;
 use crate::model::Model;
 use std::collections::HashMap;
-use wgpu::util::DeviceExt;
 
 /// Status words at the start of the readback buffer; the diagnostics record follows.
 const STATUS_BYTES: u64 = (STATUS_LEN * 4) as u64;
@@ -66,6 +66,9 @@ pub struct DemState {
     pub buckets: u32,
     /// Capacity of each Verlet neighbour list.
     pub nbr_capacity: u32,
+    /// Bytes of device memory held by the buffers (the neighbour lists' growth included).
+    pub bytes: u64,
+    memory_budget: Option<u64>,
     buffers: HashMap<&'static str, wgpu::Buffer>,
     bind: HashMap<&'static str, Vec<wgpu::BindGroup>>,
     scan: Vec<ScanLevel>,
@@ -98,15 +101,97 @@ pub fn buffer_sizes(model: &Model, precision: Precision, nbr_capacity: u32) -> V
     ]
 }
 
+/// Buffers of the state, listed with their sizes and contents before any is allocated, so that
+/// the total is known up front: for the memory budget, and for the out-of-memory report.
+#[derive(Default)]
+struct Plan {
+    items: Vec<(&'static str, u64, wgpu::BufferUsages, Option<Vec<u8>>)>,
+}
+
+impl Plan {
+    /// Plans a buffer holding `data` (zeros when `None`) padded to at least `MIN_BUFFER` bytes;
+    /// returns its index in the allocation.
+    fn add(&mut self, name: &'static str, len: usize, data: Option<Vec<u8>>, usage: wgpu::BufferUsages) -> usize {
+        let size = len.max(MIN_BUFFER).next_multiple_of(wgpu::COPY_BUFFER_ALIGNMENT as usize) as u64;
+        self.items.push((name, size, usage, data));
+        self.items.len() - 1
+    }
+
+    fn total(&self) -> u64 {
+        self.items.iter().map(|i| i.1).sum()
+    }
+
+    /// Allocates every planned buffer through the fallible path and uploads the contents.
+    /// `budget` caps the sum of the sizes; `n` scales the "how many particles fit" estimate.
+    fn allocate(
+        self,
+        device: &wgpu::Device,
+        queue: &wgpu::Queue,
+        budget: Option<u64>,
+        n: u64,
+    ) -> Result<Vec<wgpu::Buffer>, GpuError> {
+        let total = self.total();
+        let fit = |available: u64| (n as u128 * available as u128 / total.max(1) as u128) as u64;
+        let mut allocated = 0u64;
+        let mut out = Vec::with_capacity(self.items.len());
+        for (name, size, usage, data) in self.items {
+            if let Some(b) = budget.filter(|&b| allocated + size > b) {
+                return Err(GpuError::OutOfMemory {
+                    what: name,
+                    bytes: size,
+                    allocated,
+                    total,
+                    max_particles: fit(b),
+                    message: format!("the engine's memory budget is {b} bytes"),
+                });
+            }
+            let buffer = match create_buffer(device, name, size, usage) {
+                Ok(b) => b,
+                Err(BufferFailure::OutOfMemory(message)) => {
+                    // What was allocated before is what the device had room for (a lower bound).
+                    return Err(GpuError::OutOfMemory {
+                        what: name,
+                        bytes: size,
+                        allocated,
+                        total,
+                        max_particles: fit(allocated),
+                        message,
+                    });
+                }
+                Err(BufferFailure::Other(e)) => {
+                    return Err(GpuError::Wgpu(format!("creating buffer `{name}` ({size} bytes): {e}")));
+                }
+            };
+            if let Some(d) = data.filter(|d| !d.is_empty()) {
+                queue.write_buffer(&buffer, 0, &d);
+            }
+            allocated += size;
+            out.push(buffer);
+        }
+        Ok(out)
+    }
+}
+
+/// The state arrays that `save_state` reads and `rollback` restores: everything the next step
+/// depends on that is not a model constant or recomputed by a force evaluation.
+pub const STATE_ARRAYS: [&str; 4] = ["pos", "vel", "quat", "omega"];
+/// Their device-side copies made at the start of each `advance`, in the same order.
+const BACKUP_ARRAYS: [&str; 4] = ["pos_backup", "vel_backup", "quat_backup", "omega_backup"];
+
 impl DemState {
+    /// Allocates and fills the buffers of `model` (positions relative to `origin`) and builds
+    /// the bind groups. `memory_budget` caps the bytes allocated (see `GpuOptions`).
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         device: &wgpu::Device,
+        queue: &wgpu::Queue,
         pipe: &DemPipeline,
         model: &Model,
         params_bytes: &[u8],
         walls_bytes: &[u8],
         origin: glam::DVec3,
         nbr_capacity: u32,
+        memory_budget: Option<u64>,
     ) -> Result<DemState, GpuError> {
         let precision = pipe.precision;
         let rs = real_size(precision);
@@ -125,7 +210,6 @@ impl DemState {
         let omega = v4(&|i| [p.w[i].x, p.w[i].y, p.w[i].z, 0.0]);
         let inertial = v4(&|i| [p.mass[i], p.inertia[i], inv(p.mass[i], p.fixed[i]), inv(p.inertia[i], p.fixed[i])]);
         let fixed: Vec<u32> = p.fixed.iter().map(|&f| f as u32).collect();
-        let zeros = vec![0.0; 4 * n];
         let bond_ends: Vec<u32> = model.bonds.iter().flat_map(|b| [b.i, b.j]).collect();
         let bond_ref: Vec<f64> = model.bonds.iter().flat_map(|b| [b.dhat0.x, b.dhat0.y, b.dhat0.z, b.l0]).collect();
         let bond_q0: Vec<f64> =
@@ -137,50 +221,55 @@ impl DemState {
         let records = n.max(nb).max(1).div_ceil(WG as usize);
 
         let storage = wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST | wgpu::BufferUsages::COPY_SRC;
-        let make = |name: &'static str, bytes: &[u8], usage: wgpu::BufferUsages| -> wgpu::Buffer {
-            let mut data = bytes.to_vec();
-            if data.len() < MIN_BUFFER {
-                data.resize(MIN_BUFFER, 0);
-            }
-            device.create_buffer_init(&wgpu::util::BufferInitDescriptor { label: Some(name), contents: &data, usage })
-        };
-        let empty = |name: &'static str, bytes: usize| make(name, &vec![0u8; bytes], storage);
+        let uniform = wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST;
         let r = |v: &[f64]| reals_to_bytes(v, precision);
         let u = |v: &[u32]| bytemuck::cast_slice::<u32, u8>(v).to_vec();
-        let mut buffers: HashMap<&'static str, wgpu::Buffer> = HashMap::new();
-        let uniform = wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST;
-        buffers.insert("params", make("params", params_bytes, uniform));
-        buffers.insert("walls", make("walls", walls_bytes, storage));
-        buffers.insert("pos", make("pos", &r(&pos), storage));
-        buffers.insert("vel", make("vel", &r(&vel), storage));
-        buffers.insert("quat", make("quat", &r(&quat), storage));
-        buffers.insert("omega", make("omega", &r(&omega), storage));
-        buffers.insert("inertial", make("inertial", &r(&inertial), storage));
-        buffers.insert("fixed", make("fixed", &u(&fixed), storage));
-        buffers.insert("force", make("force", &r(&zeros), storage));
-        buffers.insert("moment", make("moment", &r(&zeros), storage));
-        buffers.insert("pot", make("pot", &r(&zeros), storage));
-        buffers.insert("bond_ends", make("bond_ends", &u(&bond_ends), storage));
-        buffers.insert("bond_ref", make("bond_ref", &r(&bond_ref), storage));
-        buffers.insert("bond_q0", make("bond_q0", &r(&bond_q0), storage));
-        buffers.insert("bond_out", empty("bond_out", 12 * rs * nb));
-        buffers.insert("inc_offsets", make("inc_offsets", &u(&inc_offsets), storage));
-        buffers.insert("inc_entries", make("inc_entries", &u(&inc_entries), storage));
-        buffers.insert("cell", empty("cell", 16 * n));
-        buffers.insert("hash", empty("hash", 4 * n));
-        buffers.insert("slot", empty("slot", 4 * n));
-        buffers.insert("bucket_start", make("bucket_start", &u(&bucket_start), storage));
-        buffers.insert("sorted_tmp", empty("sorted_tmp", 4 * n));
-        buffers.insert("sorted_cell", empty("sorted_cell", 16 * n));
-        buffers.insert("sorted_pos", empty("sorted_pos", 4 * rs * n));
-        buffers.insert("status", make("status", &u(&status), storage));
-        buffers.insert("step_next", empty("step_next", 16));
-        buffers.insert("zeros", empty("zeros", 16));
-        buffers.insert("nbr", empty("nbr", 4 * nbr_capacity as usize * n));
-        buffers.insert("nbr_count", empty("nbr_count", 4 * n));
-        buffers.insert("x_ref", make("x_ref", &r(&pos), storage));
-        buffers.insert("red_a", empty("red_a", NQ * rs * records));
-        buffers.insert("red_b", empty("red_b", NQ * rs * records.div_ceil(WG as usize)));
+        let mut plan = Plan::default();
+        let mut main: Vec<(&'static str, usize)> = Vec::new();
+        let mut data = |plan: &mut Plan, name: &'static str, bytes: Vec<u8>, usage| {
+            main.push((name, plan.add(name, bytes.len(), Some(bytes), usage)));
+        };
+        data(&mut plan, "params", params_bytes.to_vec(), uniform);
+        data(&mut plan, "walls", walls_bytes.to_vec(), storage);
+        data(&mut plan, "pos", r(&pos), storage);
+        data(&mut plan, "vel", r(&vel), storage);
+        data(&mut plan, "quat", r(&quat), storage);
+        data(&mut plan, "omega", r(&omega), storage);
+        data(&mut plan, "inertial", r(&inertial), storage);
+        data(&mut plan, "fixed", u(&fixed), storage);
+        data(&mut plan, "bond_ends", u(&bond_ends), storage);
+        data(&mut plan, "bond_ref", r(&bond_ref), storage);
+        data(&mut plan, "bond_q0", r(&bond_q0), storage);
+        data(&mut plan, "inc_offsets", u(&inc_offsets), storage);
+        data(&mut plan, "inc_entries", u(&inc_entries), storage);
+        data(&mut plan, "bucket_start", u(&bucket_start), storage);
+        data(&mut plan, "status", u(&status), storage);
+        data(&mut plan, "x_ref", r(&pos), storage);
+        let v4_bytes = 4 * rs * n;
+        for (name, len) in [
+            ("force", v4_bytes),
+            ("moment", v4_bytes),
+            ("pot", v4_bytes),
+            ("bond_out", 12 * rs * nb),
+            ("cell", 16 * n),
+            ("hash", 4 * n),
+            ("slot", 4 * n),
+            ("sorted_tmp", 4 * n),
+            ("sorted_cell", 16 * n),
+            ("sorted_pos", v4_bytes),
+            ("step_next", 16),
+            ("zeros", 16),
+            ("nbr", 4 * nbr_capacity as usize * n),
+            ("nbr_count", 4 * n),
+            ("red_a", NQ * rs * records),
+            ("red_b", NQ * rs * records.div_ceil(WG as usize)),
+            ("pos_backup", v4_bytes),
+            ("vel_backup", v4_bytes),
+            ("quat_backup", v4_bytes),
+            ("omega_backup", v4_bytes),
+        ] {
+            main.push((name, plan.add(name, len, None, storage)));
+        }
 
         // Scan levels: lengths M, ⌈M/B⌉, … down to one block (B = 2·SCAN_WG values per block).
         let block = 2 * SCAN_WG as usize;
@@ -189,18 +278,58 @@ impl DemState {
             let l = lens.last().copied().unwrap_or(1).div_ceil(block);
             lens.push(l);
         }
-        let mut aux: Vec<wgpu::Buffer> = Vec::new();
-        for (l, &len) in lens.iter().enumerate().skip(1) {
-            aux.push(empty(["scan_aux1", "scan_aux2", "scan_aux3", "scan_aux4", "scan_aux5"][(l - 1).min(4)], 4 * len));
+        let aux: Vec<usize> = lens.iter().skip(1).map(|&len| plan.add("scan_aux", 4 * len, None, storage)).collect();
+        let scan_dummy = plan.add("scan_top_sum", 16, None, storage);
+        let scan_len: Vec<usize> = lens
+            .iter()
+            .map(|&len| {
+                let bytes = u(&[len as u32, 0, 0, 0]);
+                plan.add("scan_len", bytes.len(), Some(bytes), uniform)
+            })
+            .collect();
+        // Reductions: level 0 writes `records` partial records into red_a; each further level
+        // reduces WG records into one, ping-ponging between red_a and red_b.
+        let red_len0 = {
+            let bytes = u(&[records as u32, 0, 0, 0]);
+            plan.add("red_len", bytes.len(), Some(bytes), uniform)
+        };
+        let mut red_levels = Vec::new();
+        let mut count = records;
+        while count > 1 {
+            let n_out = count.div_ceil(WG as usize);
+            let bytes = u(&[n_out as u32, count as u32, 0, 0]);
+            red_levels.push((count, plan.add("red_len", bytes.len(), Some(bytes), uniform)));
+            count = n_out;
         }
-        let scan_dummy = empty("scan_top_sum", 16);
+        let readback_at = plan.add(
+            "readback",
+            STATUS_BYTES as usize + NQ * rs,
+            None,
+            wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+        );
+        let bytes = plan.total();
+
+        let mut all: Vec<Option<wgpu::Buffer>> =
+            plan.allocate(device, queue, memory_budget, n as u64)?.into_iter().map(Some).collect();
+        let mut take = |k: usize| all[k].take().ok_or_else(|| GpuError::Wgpu("buffer planned twice".into()));
+        let mut buffers: HashMap<&'static str, wgpu::Buffer> = HashMap::new();
+        for (name, k) in main {
+            buffers.insert(name, take(k)?);
+        }
+        let aux: Vec<wgpu::Buffer> = aux.into_iter().map(&mut take).collect::<Result<_, _>>()?;
+        let scan_dummy = take(scan_dummy)?;
+        let scan_len: Vec<wgpu::Buffer> = scan_len.into_iter().map(&mut take).collect::<Result<_, _>>()?;
+        let red_len0 = take(red_len0)?;
+        let red_levels: Vec<(usize, wgpu::Buffer)> =
+            red_levels.into_iter().map(|(c, k)| Ok((c, take(k)?))).collect::<Result<_, GpuError>>()?;
+        let readback = take(readback_at)?;
+
         let mut scan = Vec::new();
         for (l, &len) in lens.iter().enumerate() {
-            let len_buf = make("scan_len", &u(&[len as u32, 0, 0, 0]), uniform);
             let data = if l == 0 { &buffers["bucket_start"] } else { &aux[l - 1] };
             let sums = if l + 1 < lens.len() { &aux[l] } else { &scan_dummy };
             let lookup = |name: &str| match name {
-                "scan_len" => Some(len_buf.as_entire_binding()),
+                "scan_len" => Some(scan_len[l].as_entire_binding()),
                 "scan_data" => Some(data.as_entire_binding()),
                 "scan_sums" => Some(sums.as_entire_binding()),
                 "status" => Some(buffers["status"].as_entire_binding()),
@@ -219,9 +348,6 @@ impl DemState {
         for k in MAIN_KERNELS {
             bind.insert(k, pipe.bind(device, k, &lookup_main)?);
         }
-        // Reductions: level 0 writes `records` partial records into red_a; each further level
-        // reduces WG records into one, ping-ponging between red_a and red_b.
-        let red_len0 = make("red_len", &u(&[records as u32, 0, 0, 0]), uniform);
         let reduce_first = pipe.bind(device, "reduce_state", &|name: &str| match name {
             "red_len" => Some(red_len0.as_entire_binding()),
             "red_out" => Some(buffers["red_a"].as_entire_binding()),
@@ -229,32 +355,24 @@ impl DemState {
         })?;
         let mut reduce = Vec::new();
         let (mut cur, mut other) = ("red_a", "red_b");
-        let mut count = records;
-        while count > 1 {
-            let n_out = count.div_ceil(WG as usize);
-            let len_buf = make("red_len", &u(&[n_out as u32, count as u32, 0, 0]), uniform);
+        for (count, len_buf) in &red_levels {
             let groups = pipe.bind(device, "reduce_partials", &|name: &str| match name {
                 "red_len" => Some(len_buf.as_entire_binding()),
                 "red_in" => Some(buffers[cur].as_entire_binding()),
                 "red_out" => Some(buffers[other].as_entire_binding()),
                 _ => None,
             })?;
-            reduce.push(ReduceLevel { n_in: count as u32, groups });
+            reduce.push(ReduceLevel { n_in: *count as u32, groups });
             std::mem::swap(&mut cur, &mut other);
-            count = n_out;
         }
-        let readback = device.create_buffer(&wgpu::BufferDescriptor {
-            label: Some("readback"),
-            size: STATUS_BYTES + (NQ * rs) as u64,
-            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
-            mapped_at_creation: false,
-        });
         Ok(DemState {
             precision,
             n: n as u32,
             n_bonds: nb as u32,
             buckets: buckets as u32,
             nbr_capacity,
+            bytes,
+            memory_budget,
             buffers,
             bind,
             scan,
@@ -270,17 +388,26 @@ impl DemState {
     }
 
     /// Gives the neighbour lists a new capacity (after an overflow): a new list buffer and the
-    /// bind groups of the kernels that use it. The caller forces a rebuild next.
-    pub fn set_nbr_capacity(&mut self, device: &wgpu::Device, pipe: &DemPipeline, cap: u32) -> Result<(), GpuError> {
+    /// bind groups of the kernels that use it; the caller forces a rebuild next. Growing is an
+    /// optimisation only (an overflowing list falls back to the grid, with the same result), so
+    /// a new buffer that would exceed the memory budget or that the device has no room for
+    /// leaves the capacity as it is: returns whether it grew.
+    pub fn set_nbr_capacity(&mut self, device: &wgpu::Device, pipe: &DemPipeline, cap: u32) -> Result<bool, GpuError> {
+        let old = self.buffers["nbr"].size();
         let bytes = (4 * cap as usize * self.n as usize).max(MIN_BUFFER) as u64;
+        if self.memory_budget.is_some_and(|b| self.bytes - old + bytes > b) {
+            return Ok(false);
+        }
         let usage = wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST | wgpu::BufferUsages::COPY_SRC;
-        let buffer = device.create_buffer(&wgpu::BufferDescriptor {
-            label: Some("nbr"),
-            size: bytes,
-            usage,
-            mapped_at_creation: false,
-        });
+        let buffer = match create_buffer(device, "nbr", bytes, usage) {
+            Ok(b) => b,
+            Err(BufferFailure::OutOfMemory(_)) => return Ok(false),
+            Err(BufferFailure::Other(e)) => {
+                return Err(GpuError::Wgpu(format!("creating buffer `nbr` ({bytes} bytes): {e}")));
+            }
+        };
         self.buffers.insert("nbr", buffer);
+        self.bytes = self.bytes - old + bytes;
         self.nbr_capacity = cap;
         let buffers = &self.buffers;
         let lookup = |name: &str| {
@@ -292,7 +419,22 @@ impl DemState {
             bind.insert(k, pipe.bind(device, k, &lookup)?);
         }
         self.bind = bind;
-        Ok(())
+        Ok(true)
+    }
+
+    /// Records the device-side copy of the state arrays that `rollback` returns to (no host
+    /// wait: it runs in order before the steps recorded after it).
+    pub fn record_backup(&self, encoder: &mut wgpu::CommandEncoder) {
+        for (a, b) in STATE_ARRAYS.iter().zip(BACKUP_ARRAYS) {
+            encoder.copy_buffer_to_buffer(&self.buffers[a], 0, &self.buffers[b], 0, self.buffers[a].size());
+        }
+    }
+
+    /// Records the copy of the backup back into the state arrays.
+    pub fn record_restore(&self, encoder: &mut wgpu::CommandEncoder) {
+        for (a, b) in STATE_ARRAYS.iter().zip(BACKUP_ARRAYS) {
+            encoder.copy_buffer_to_buffer(&self.buffers[b], 0, &self.buffers[a], 0, self.buffers[a].size());
+        }
     }
 
     /// Resets the status words and the step counter before a batch (queued before the next
@@ -394,38 +536,68 @@ impl DemState {
         Ok((status, bytes_to_reals(&bytes[STATUS_BYTES as usize..], self.precision)))
     }
 
-    /// Copies whole state arrays back (for snapshots and error reports), as f64 (u32 arrays are
-    /// not read this way).
-    pub fn read_arrays(
+    /// Bytes of one per-particle vec4 array.
+    pub fn array_bytes(&self) -> usize {
+        4 * real_size(self.precision) * self.n as usize
+    }
+
+    /// Copies whole per-particle vec4 arrays back, raw (the device's reals, little-endian).
+    pub fn read_arrays_raw(
         &self,
         device: &wgpu::Device,
         queue: &wgpu::Queue,
         names: &[&str],
-    ) -> Result<Vec<Vec<f64>>, GpuError> {
-        let len = 4 * real_size(self.precision) as u64 * self.n as u64;
+    ) -> Result<Vec<Vec<u8>>, GpuError> {
+        let len = self.array_bytes() as u64;
         if len == 0 {
             return Ok(names.iter().map(|_| Vec::new()).collect());
         }
-        let staging = device.create_buffer(&wgpu::BufferDescriptor {
-            label: Some("snapshot"),
-            size: len * names.len() as u64,
-            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
-            mapped_at_creation: false,
-        });
+        let size = len * names.len() as u64;
+        let usage = wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST;
+        let staging = create_buffer(device, "snapshot", size, usage)
+            .map_err(|e| GpuError::Readback(format!("cannot allocate {size} bytes of staging memory: {e:?}")))?;
         let mut encoder = device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("snapshot") });
         for (k, name) in names.iter().enumerate() {
             encoder.copy_buffer_to_buffer(&self.buffers[name], 0, &staging, k as u64 * len, len);
         }
         queue.submit([encoder.finish()]);
         let bytes = map_read(device, &staging)?;
-        Ok(bytes.chunks_exact(len as usize).map(|c| bytes_to_reals(c, self.precision)).collect())
+        Ok(bytes.chunks_exact(len as usize).map(<[u8]>::to_vec).collect())
+    }
+
+    /// `read_arrays_raw` as f64 (for snapshots and error reports).
+    pub fn read_arrays(
+        &self,
+        device: &wgpu::Device,
+        queue: &wgpu::Queue,
+        names: &[&str],
+    ) -> Result<Vec<Vec<f64>>, GpuError> {
+        let raw = self.read_arrays_raw(device, queue, names)?;
+        Ok(raw.iter().map(|b| bytes_to_reals(b, self.precision)).collect())
+    }
+
+    /// Overwrites a per-particle vec4 array with raw bytes of `array_bytes()` length (queued
+    /// before the next submit).
+    pub fn write_array_raw(&self, queue: &wgpu::Queue, name: &str, bytes: &[u8]) {
+        debug_assert_eq!(bytes.len(), self.array_bytes());
+        if !bytes.is_empty() {
+            queue.write_buffer(&self.buffers[name], 0, bytes);
+        }
     }
 }
 
 /// Status words at the start of a batch: no failure yet, step 0, rebuild flag as asked.
 fn initial_status(rebuild: bool) -> [u32; STATUS_LEN] {
     let mut status = [0u32; STATUS_LEN];
-    for slot in [STATUS_EXACT_STEP, STATUS_EXACT_PARTICLE, STATUS_BAD_STEP, super::shader::STATUS_BAD_PARTICLE] {
+    use super::shader::{STATUS_BAD_PARTICLE, STATUS_GRID_PARTICLE, STATUS_GRID_STEP};
+    for slot in [
+        STATUS_EXACT_STEP,
+        STATUS_EXACT_PARTICLE,
+        STATUS_BAD_STEP,
+        STATUS_BAD_PARTICLE,
+        STATUS_GRID_STEP,
+        STATUS_GRID_PARTICLE,
+    ] {
         status[slot] = STATUS_NONE;
     }
     status[STATUS_REBUILD] = rebuild as u32;

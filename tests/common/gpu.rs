@@ -73,7 +73,34 @@ pub fn compare(gpu: &mut dyn Engine, cpu: &mut dyn Engine, steps: u64) -> (f64, 
 pub fn lattice_model(nx: usize, ny: usize, nz: usize, spacing: f64, bonds: bool, seed: u64) -> Model {
     use glam::DVec3;
     use rrpdem::interactions::{ShearVariant, Wall};
-    use rrpdem::model::{Params, Particles};
+    use rrpdem::model::Params;
+    let params = Params {
+        k_bend: 10.0,
+        k_axial: 200.0,
+        k_shear: 200.0,
+        k_contact: 2100.0,
+        k_wall: 2100.0,
+        shear: ShearVariant::Objective,
+        walls: vec![Wall { point: DVec3::ZERO, normal: DVec3::Z }],
+        gravity: DVec3::new(0.0, 0.0, -1.0),
+        pendulum: None,
+        rupture: None,
+    };
+    lattice_model_with(nx, ny, nz, spacing, bonds, seed, params)
+}
+
+/// `lattice_model` with the given parameters (stiffnesses, shear law, walls, fields).
+pub fn lattice_model_with(
+    nx: usize,
+    ny: usize,
+    nz: usize,
+    spacing: f64,
+    bonds: bool,
+    seed: u64,
+    params: rrpdem::model::Params,
+) -> Model {
+    use glam::DVec3;
+    use rrpdem::model::Particles;
     let mut rng = super::Rng(seed);
     let mut p = Particles::default();
     let idx = |x: usize, y: usize, z: usize| (z * ny + y) * nx + x;
@@ -97,17 +124,5 @@ pub fn lattice_model(nx: usize, ny: usize, nz: usize, spacing: f64, bonds: bool,
             }
         }
     }
-    let params = Params {
-        k_bend: 10.0,
-        k_axial: 200.0,
-        k_shear: 200.0,
-        k_contact: 2100.0,
-        k_wall: 2100.0,
-        shear: ShearVariant::Objective,
-        walls: vec![Wall { point: DVec3::ZERO, normal: DVec3::Z }],
-        gravity: DVec3::new(0.0, 0.0, -1.0),
-        pendulum: None,
-        rupture: None,
-    };
     Model::new(p, &pairs, params)
 }

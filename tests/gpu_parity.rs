@@ -1,0 +1,97 @@
+//! V7 with every stiffness different from every other (K^m, K^a, K^s, K^pp, K^pw), so that a
+//! parameter routed to the wrong term on the GPU (k_axial read as k_shear, k_contact as k_wall,
+//! ...) shows as a difference from the CPU: the scenarios of the other parity tests use
+//! K^a = K^s and K^pp = K^pw, where such a swap changes nothing. Every term is active: bonds are
+//! bent, twisted, sheared and stretched, unbonded neighbours overlap, the bottom layer presses
+//! into the floor, and gravity acts; both shear laws; f64 and f32 against the f64 CPU.
+
+mod common;
+
+use common::gpu::*;
+use glam::DVec3;
+use rrpdem::engine::{Engine, Precision};
+use rrpdem::integrator::Integrator;
+use rrpdem::interactions::{ShearVariant, Wall};
+use rrpdem::model::{Model, Params};
+
+/// Stiffnesses pairwise distinct (and not in simple ratios), a floor and gravity.
+fn distinct(shear: ShearVariant) -> Params {
+    Params {
+        k_bend: 13.0,
+        k_axial: 290.0,
+        k_shear: 70.0,
+        k_contact: 2100.0,
+        k_wall: 900.0,
+        shear,
+        walls: vec![Wall { point: DVec3::ZERO, normal: DVec3::Z }],
+        gravity: DVec3::new(0.0, 0.0, -1.0),
+        pendulum: None,
+        rupture: None,
+    }
+}
+
+/// 216 spheres of diameter 1 at spacing 0.97, chains bonded along x: neighbours across chains
+/// overlap by 3 % (contacts), the bottom layer (centres at z ≈ 0.485) overlaps the floor.
+fn model(shear: ShearVariant) -> Model {
+    let p = distinct(shear);
+    let ks = [p.k_bend, p.k_axial, p.k_shear, p.k_contact, p.k_wall];
+    for (a, x) in ks.iter().enumerate() {
+        for y in &ks[a + 1..] {
+            assert_ne!(x, y, "the stiffnesses must differ pairwise");
+        }
+    }
+    lattice_model_with(6, 6, 6, 0.97, true, 17, p)
+}
+
+/// Runs `steps` steps on both engines and checks the bounds; asserts every energy term is live.
+fn parity(shear: ShearVariant, p: Precision, steps: u64) {
+    let m = model(shear);
+    let dt = 2e-4;
+    let mut g = gpu(&m, Integrator::RrpNewmark, dt, p);
+    let mut c = cpu(&m, Integrator::RrpNewmark, dt);
+    let e0 = c.diagnostics().unwrap().total().abs();
+    let (dx, dm, de) = compare(&mut g, &mut c, steps);
+    let d = c.diagnostics().unwrap();
+    eprintln!(
+        "{shear:?} {p:?}, {steps} steps: max |Δx| = {dx:.2e}, |Δv,Ω,q| = {dm:.2e}, |ΔE,P,S,L| = {de:.2e} (E0 = {e0:.3e}; \
+         U_bend {:.2e}, U_axial {:.2e}, U_shear {:.2e}, U_contact {:.2e}, U_wall {:.2e})",
+        d.u_bend, d.u_axial, d.u_shear, d.u_contact, d.u_wall
+    );
+    for (name, u) in
+        [("bend", d.u_bend), ("axial", d.u_axial), ("shear", d.u_shear), ("contact", d.u_contact), ("wall", d.u_wall)]
+    {
+        assert!(u > 1e-6 * e0, "U_{name} = {u:e}: the term is not exercised");
+    }
+    let (tol_x, tol_e) = match p {
+        // V7 f64: 1e-10 of the block size (6 spacings) and of E0. Both engines do the same f64
+        // operations up to summation order (~1e-16 per step), amplified by the contact dynamics
+        // over 500 steps to ~1e-13: far inside.
+        Precision::F64 => (1e-10 * 6.0, 1e-10 * e0),
+        // V7 f32: 1e-4 of the particle diameter (1) and of E0 after 200 steps. Round-off ≈ 6e-8
+        // of |x| ≤ 6 per step, 200 steps: ≤ 1e-5 systematically; energies of 216 particles and
+        // 180 bonds at ~1e-7 relative each: ~1e-5 · E0.
+        Precision::F32 => (1e-4, 1e-4 * e0),
+    };
+    assert!(dx <= tol_x, "{shear:?} {p:?}: positions differ by {dx:e}");
+    assert!(de <= tol_e, "{shear:?} {p:?}: energies/momenta differ by {de:e}");
+}
+
+#[test]
+fn distinct_stiffnesses_paper_shear_f64_match_cpu() {
+    parity(ShearVariant::Paper, Precision::F64, 500);
+}
+
+#[test]
+fn distinct_stiffnesses_objective_shear_f64_match_cpu() {
+    parity(ShearVariant::Objective, Precision::F64, 500);
+}
+
+#[test]
+fn distinct_stiffnesses_paper_shear_f32_match_cpu() {
+    parity(ShearVariant::Paper, Precision::F32, 200);
+}
+
+#[test]
+fn distinct_stiffnesses_objective_shear_f32_match_cpu() {
+    parity(ShearVariant::Objective, Precision::F32, 200);
+}
