@@ -1,4 +1,4 @@
-//! The `rrpdem` command line: run a scenario, run a convergence study.
+//! The `rrpdem` command line: run a scenario, run a convergence study, write a generated geometry.
 
 use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand};
@@ -51,6 +51,14 @@ enum Command {
     },
     /// List the GPU adapters wgpu finds, with backend, type, f64 support and limits.
     Info,
+    /// Write a scenario's resolved geometry (particles.csv, bonds.csv and a scenario.json that
+    /// reads them) and print counts, coordination, packing, stability and memory estimates.
+    Generate {
+        scenario: PathBuf,
+        /// Output folder.
+        #[arg(long)]
+        out: PathBuf,
+    },
     /// Convergence study: error norms and observed orders for several time steps.
     Converge {
         scenario: PathBuf,
@@ -144,6 +152,7 @@ fn real_main() -> Result<()> {
             cmd_compare(&scenario, steps, precision.into(), integrator)
         }
         Command::Info => cmd_info(),
+        Command::Generate { scenario, out } => cmd_generate(&scenario, &out),
         Command::Converge { scenario, dt, levels, integrator, t_end, ref_factor, out } => {
             cmd_converge(&scenario, dt, levels, integrator, t_end, ref_factor, out)
         }
@@ -264,6 +273,15 @@ fn print_summary(s: &Summary, out: &Path) {
         b.conserved_drift_l
     );
     println!("outputs         {}/{{series.csv, final_state.csv, summary.json}}", out.display());
+}
+
+fn cmd_generate(path: &Path, out: &Path) -> Result<()> {
+    let scenario = Scenario::load(path)?;
+    let geometry = scenario.build_geometry()?;
+    println!("{}", rrpdem::generate::report(&scenario, &geometry));
+    let files = rrpdem::generate::write(&scenario, &geometry, out)?;
+    println!("wrote           {}, {}, {}", files.particles.display(), files.bonds.display(), files.scenario.display());
+    Ok(())
 }
 
 fn cmd_info() -> Result<()> {

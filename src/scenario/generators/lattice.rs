@@ -154,17 +154,21 @@ impl Lattice {
         rows
     }
 
-    /// Calls `f(i, j, k, position)` for every kept site of a row, in increasing `I`.
-    fn for_each_site(&self, region: &Region, row: &Row, mut f: impl FnMut(i32, i32, i32, DVec3)) {
+    /// The kept sites of a row as runs `(m0, len)` of consecutive `m`, in increasing `m`.
+    fn row_runs(&self, region: &Region, row: &Row) -> Vec<(i64, u32)> {
+        let mut runs: Vec<(i64, u32)> = Vec::new();
         for &(lo, hi) in &row.ranges {
             for m in lo..=hi {
                 let i = self.step * m + row.par;
-                let p = self.position(i as i32, row.j as i32, row.k as i32);
-                if region.keeps_site(self.dp, p) {
-                    f(i as i32, row.j as i32, row.k as i32, p);
+                if region.keeps_site(self.dp, self.position(i as i32, row.j as i32, row.k as i32)) {
+                    match runs.last_mut() {
+                        Some((m0, len)) if *m0 + *len as i64 == m => *len += 1,
+                        _ => runs.push((m, 1)),
+                    }
                 }
             }
         }
+        runs
     }
 
     /// Number of kept sites (for solving the diameter from a particle count). Each candidate
@@ -199,34 +203,66 @@ impl Lattice {
     }
 
     /// Every kept site, sorted along a Morton (Z-order) curve of its integer coordinates, so that
-    /// particles near in space are near in memory. Deterministic for any thread count.
-    pub fn sites(&self, region: &Region) -> Vec<Site> {
+    /// particles near in space are near in memory, and the index that finds a site's particle
+    /// from its coordinates. Deterministic for any thread count.
+    pub fn sites(&self, region: &Region) -> (Vec<Site>, SiteIndex) {
         let rows = self.rows(region);
-        let counts: Vec<usize> = rows
-            .par_iter()
-            .map(|row| {
-                let mut n = 0;
-                self.for_each_site(region, row, |_, _, _, _| n += 1);
-                n
-            })
-            .collect();
-        let total: usize = counts.iter().sum();
-        let mut sites = vec![Site::default(); total];
+        let row_runs: Vec<Vec<(i64, u32)>> = rows.par_iter().map(|row| self.row_runs(region, row)).collect();
+        // Row-major numbering of the sites: runs in row order, each run's sites by increasing m.
+        let mut runs = Vec::new();
+        let mut row_first = Vec::with_capacity(rows.len() + 1);
+        let mut total = 0u64;
+        for rr in &row_runs {
+            row_first.push(runs.len() as u32);
+            for &(m0, len) in rr {
+                runs.push(Run { m0, len, start: total });
+                total += len as u64;
+            }
+        }
+        row_first.push(runs.len() as u32);
+        drop(row_runs);
+        let mut layers = Vec::new();
+        let k_min = rows.first().map_or(0, |r| r.k);
+        for (r, row) in rows.iter().enumerate() {
+            let slot = (row.k - k_min) as usize;
+            if layers.len() <= slot {
+                layers.resize(slot + 1, None);
+            }
+            let entry = layers[slot].get_or_insert((row.j, row.j, r));
+            entry.1 = row.j;
+        }
+        let index =
+            SiteIndex { lattice: *self, k_min, layers, row_par: rows.iter().map(|r| r.par).collect(), row_first, runs };
+        let mut sites = vec![Site::default(); total as usize];
         // Carve the output into one slice per row, then fill the rows in parallel.
         let mut slices = Vec::with_capacity(rows.len());
         let mut rest: &mut [Site] = &mut sites;
-        for (row, &n) in rows.iter().zip(&counts) {
+        for (r, row) in rows.iter().enumerate() {
+            let run_range = index.row_first[r] as usize..index.row_first[r + 1] as usize;
+            let n: usize = index.runs[run_range.clone()].iter().map(|run| run.len as usize).sum();
             let (head, tail) = rest.split_at_mut(n);
-            slices.push((row, head));
+            slices.push((row, &index.runs[run_range], head));
             rest = tail;
         }
-        slices.into_par_iter().for_each(|(row, out)| {
+        slices.into_par_iter().for_each(|(row, runs, out)| {
             let mut k = 0;
-            self.for_each_site(region, row, |i, j, kk, _| {
-                out[k] = Site { key: 0, i, j, k: kk };
-                k += 1;
-            });
+            for run in runs {
+                for m in run.m0..run.m0 + run.len as i64 {
+                    let i = (self.step * m + row.par) as i32;
+                    out[k] = Site {
+                        key: 0,
+                        r: (run.start + (m - run.m0) as u64) as u32,
+                        i,
+                        j: row.j as i32,
+                        k: row.k as i32,
+                    };
+                    k += 1;
+                }
+            }
         });
+        if sites.is_empty() {
+            return (sites, index);
+        }
         // Offsets make the coordinates non-negative; 21 bits per axis fill a u64 key. Larger
         // lattices are coarsened (neighbouring sites may then share a key: the stable sort keeps
         // their row order, so the result is still deterministic).
@@ -248,9 +284,6 @@ impl Lattice {
                     (std::array::from_fn(|a| l1[a].min(l2[a])), std::array::from_fn(|a| h1[a].max(h2[a])))
                 },
             );
-        if sites.is_empty() {
-            return sites;
-        }
         let span = (0..3).map(|a| (hi[a] as i64 - lo[a] as i64) as u64).max().unwrap_or(0);
         let bits = 64 - span.leading_zeros();
         let shift = bits.saturating_sub(21);
@@ -265,7 +298,80 @@ impl Lattice {
         } else {
             sites.par_sort_by_key(|s| s.key);
         }
-        sites
+        (sites, index)
+    }
+
+    /// Integer offsets from a site to every site within `reach` of it (itself excluded), for a
+    /// site in layer `k` (HCP's offsets depend on the layer's parity; FCC's and SC's do not).
+    pub fn stencil(&self, k: i32, reach: f64) -> Vec<[i32; 3]> {
+        let k = k as i64;
+        let (j0, par0) = (0i64, self.parity(0, k));
+        let origin = self.position(par0 as i32, j0 as i32, k as i32);
+        let ext = |s: f64| (reach / s).ceil() as i64 + 2;
+        let (mx, my, mz) = (ext(self.sx), ext(self.sy), ext(self.sz));
+        let mut out = Vec::new();
+        for dk in -mz..=mz {
+            for dj in -my..=my {
+                let par = self.parity(j0 + dj, k + dk);
+                for di in -mx..=mx {
+                    let i = par0 + di;
+                    if (i - par).rem_euclid(self.step) != 0 || (di, dj, dk) == (0, 0, 0) {
+                        continue;
+                    }
+                    let p = self.position(i as i32, (j0 + dj) as i32, (k + dk) as i32);
+                    if (p - origin).length() <= reach {
+                        out.push([di as i32, dj as i32, dk as i32]);
+                    }
+                }
+            }
+        }
+        out
+    }
+}
+
+/// A run of consecutive kept sites in a row: `m0 .. m0 + len`, numbered from `start` in
+/// row-major order.
+#[derive(Clone, Copy, Debug)]
+struct Run {
+    m0: i64,
+    len: u32,
+    start: u64,
+}
+
+/// Finds a site's row-major number from its integer coordinates in O(1): the layer gives the
+/// row, the row its runs (one or two for a torus).
+#[derive(Clone, Debug)]
+pub struct SiteIndex {
+    lattice: Lattice,
+    k_min: i64,
+    /// Per layer `K − k_min`: the first and last `J` of its rows and the index of its first row.
+    layers: Vec<Option<(i64, i64, usize)>>,
+    row_par: Vec<i64>,
+    /// Runs of row r: `runs[row_first[r]..row_first[r+1]]`.
+    row_first: Vec<u32>,
+    runs: Vec<Run>,
+}
+
+impl SiteIndex {
+    /// Row-major number of the kept site `(i, j, k)`, if there is one.
+    #[inline]
+    pub fn find(&self, i: i32, j: i32, k: i32) -> Option<u32> {
+        let slot = usize::try_from(k as i64 - self.k_min).ok()?;
+        let (j_lo, j_hi, row0) = (*self.layers.get(slot)?)?;
+        let j = j as i64;
+        if j < j_lo || j > j_hi {
+            return None;
+        }
+        let row = row0 + (j - j_lo) as usize;
+        let d = i as i64 - self.row_par[row];
+        if d.rem_euclid(self.lattice.step) != 0 {
+            return None;
+        }
+        let m = d.div_euclid(self.lattice.step);
+        self.runs[self.row_first[row] as usize..self.row_first[row + 1] as usize]
+            .iter()
+            .find(|run| m >= run.m0 && m < run.m0 + run.len as i64)
+            .map(|run| (run.start + (m - run.m0) as u64) as u32)
     }
 }
 
@@ -281,10 +387,11 @@ struct Row {
     merged: bool,
 }
 
-/// A kept lattice site: its Morton key and integer coordinates.
+/// A kept lattice site: its Morton key, row-major number and integer coordinates.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Site {
     pub key: u64,
+    pub r: u32,
     pub i: i32,
     pub j: i32,
     pub k: i32,
@@ -324,7 +431,13 @@ mod tests {
         for kind in [LatticeKind::Fcc, LatticeKind::Hcp, LatticeKind::Sc] {
             let l = Lattice::new(kind, 0.7);
             let region = Region::block(DVec3::splat(4.0));
-            let sites = l.sites(&region);
+            let (sites, index) = l.sites(&region);
+            for s in &sites {
+                assert_eq!(index.find(s.i, s.j, s.k), Some(s.r));
+            }
+            assert_eq!(index.find(1_000, 0, 0), None);
+            let stencil = l.stencil(0, 0.7 * (1.0 + 1e-9));
+            assert_eq!(stencil.len() as u32, kind.coordination(), "{kind:?} stencil");
             let p: Vec<DVec3> = sites.iter().map(|s| l.position(s.i, s.j, s.k)).collect();
             // The site nearest the centre has `coordination` neighbours at dp, none closer.
             let c = p.iter().position(|x| x.length() < 1e-12).expect("a site at the centre");

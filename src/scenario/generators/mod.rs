@@ -18,7 +18,6 @@ pub use region::Region;
 pub use torus_solid::TorusSolid;
 
 use crate::error::ScenarioError;
-use crate::grid::CellGrid;
 use crate::model::Particles;
 use crate::scenario::{Scenario, finite, finite_vec, non_negative, positive, unit_direction};
 use glam::{DQuat, DVec3};
@@ -324,14 +323,41 @@ pub(crate) fn solve_diameter(kind: LatticeKind, region: &Region, target: u64, dp
     best.1
 }
 
+/// Candidate neighbours of a particle: calls `f(j)` for a superset of the particles within some
+/// distance of particle `i`.
+type Candidates<'a> = dyn Fn(usize, &mut dyn FnMut(usize)) + Sync + 'a;
+
 /// Fills a solid body: the whole generation pipeline.
+///
+/// Neighbours (for the jitter's overlap checks and for the bonds) come from the lattice, not a
+/// cell grid: every particle started at a site and moved at most `jitter·D_p`, so all particles
+/// within a distance d of it started at sites within `d + 2·jitter·D_p`, a fixed stencil of
+/// integer offsets looked up in O(1) through the site index. The candidates are then filtered
+/// with the exact criterion, so the result is what an all-pairs search gives.
 pub(crate) fn fill(f: &Fill) -> Generated {
     let lattice = Lattice::new(f.lattice, f.dp);
     let region = f.region;
-    let sites = lattice.sites(&region);
+    let (sites, index) = lattice.sites(&region);
+    let n = sites.len();
     let mut p: Vec<DVec3> = sites.par_iter().map(|s| lattice.position(s.i, s.j, s.k)).collect();
-    drop(sites);
-    let n = p.len();
+    let mut particle_of_site = vec![0u32; n];
+    for (k, s) in sites.iter().enumerate() {
+        particle_of_site[s.r as usize] = k as u32;
+    }
+    let max_move = f.jitter * f.dp;
+    let within = |reach: f64| {
+        // HCP's stencil depends on the layer's parity; for FCC and SC both entries are equal.
+        let stencils = [lattice.stencil(0, reach), lattice.stencil(1, reach)];
+        let (sites, index, particle_of_site) = (&sites, &index, &particle_of_site);
+        move |i: usize, f: &mut dyn FnMut(usize)| {
+            let s = sites[i];
+            for o in &stencils[s.k.rem_euclid(2) as usize] {
+                if let Some(r) = index.find(s.i + o[0], s.j + o[1], s.k + o[2]) {
+                    f(particle_of_site[r as usize] as usize);
+                }
+            }
+        }
+    };
 
     // Polydispersity shrinks (never grows) a sphere, so no overlap and no sphere leaving the body
     // can come from it.
@@ -346,7 +372,13 @@ pub(crate) fn fill(f: &Fill) -> Generated {
     let radius: Vec<f64> = diameter.par_iter().map(|d| 0.5 * d).collect();
     drop(diameter);
 
-    let jitter_rejected = if f.jitter > 0.0 { jitter(&mut p, &radius, &region, f) } else { 0 };
+    // Contacts need r_i + r_j ≤ D_p; both ends may move by max_move. The relative slack covers
+    // the round-off of lattice positions.
+    let jitter_rejected = if f.jitter > 0.0 {
+        jitter(&mut p, &radius, &region, f, &within((f.dp + 2.0 * max_move) * (1.0 + 1e-9)))
+    } else {
+        0
+    };
 
     let axes = frame(f.axis);
     let g: Vec<DVec3> = p.par_iter().map(|q| axes[0] * q.x + axes[1] * q.y + axes[2] * q.z).collect();
@@ -373,7 +405,17 @@ pub(crate) fn fill(f: &Fill) -> Generated {
             })
             .unzip(),
     };
-    let bonds = if f.bonded { bond_pairs(&x, &radius, f.bond_tolerance, center) } else { Vec::new() };
+    // Bonds need |x_i − x_j| ≤ (1 + tol)(r_i + r_j) ≤ (1 + tol) D_p. The slack covers the
+    // round-off of the lattice positions (relative) and of the placement (absolute, from the
+    // size of the coordinates).
+    let bonds = if f.bonded {
+        let reach = ((1.0 + f.bond_tolerance) * f.dp + 2.0 * max_move) * (1.0 + 1e-9)
+            + 1e-14 * (center.length() + region.half_extent().length());
+        bond_pairs(&x, &radius, f.bond_tolerance, &within(reach))
+    } else {
+        Vec::new()
+    };
+    drop((sites, index, particle_of_site));
     let particles =
         Particles { x, v, q: vec![DQuat::IDENTITY; n], w: vec![w0; n], mass, inertia, radius, fixed: vec![false; n] };
     Generated {
@@ -398,7 +440,7 @@ pub(crate) fn fill(f: &Fill) -> Generated {
 /// against both the current and the proposed position of every neighbour, so whichever of the
 /// neighbour's proposals is accepted, no overlap results: the decision of each particle is
 /// independent of the others' and of the order. Returns the number of rejected proposals.
-fn jitter(p: &mut [DVec3], radius: &[f64], region: &Region, f: &Fill) -> usize {
+fn jitter(p: &mut [DVec3], radius: &[f64], region: &Region, f: &Fill, near: &Candidates) -> usize {
     let reach = f.jitter * f.dp;
     let proposal: Vec<DVec3> = (0..p.len())
         .into_par_iter()
@@ -412,11 +454,7 @@ fn jitter(p: &mut [DVec3], radius: &[f64], region: &Region, f: &Fill) -> usize {
             if len > 0.0 { n * (reach * u(4).cbrt() / len) } else { DVec3::ZERO }
         })
         .collect();
-    let r_max = radius.iter().copied().fold(0.0, f64::max);
-    // Spheres that can meet after both moved were at most 2 r_max + 2·reach apart: one cell.
-    let mut grid = CellGrid::new(p.len(), 2.0 * r_max + 2.0 * reach);
     let pos: &[DVec3] = p;
-    grid.build(|i| pos[i]).expect("a lattice body spans fewer than 2^20 diameters (validated)");
     let accepted: Vec<bool> = (0..p.len())
         .into_par_iter()
         .map(|i| {
@@ -425,7 +463,7 @@ fn jitter(p: &mut [DVec3], radius: &[f64], region: &Region, f: &Fill) -> usize {
                 return false;
             }
             let mut ok = true;
-            grid.for_each_neighbour(i, |j| {
+            near(i, &mut |j| {
                 let contact = radius[i] + radius[j];
                 if (q - pos[j]).length() < contact || (q - (pos[j] + proposal[j])).length() < contact {
                     ok = false;
@@ -434,7 +472,6 @@ fn jitter(p: &mut [DVec3], radius: &[f64], region: &Region, f: &Fill) -> usize {
             ok
         })
         .collect();
-    drop(grid);
     p.par_iter_mut().zip(&proposal).zip(&accepted).for_each(|((x, d), &ok)| {
         if ok {
             *x += *d;
@@ -443,24 +480,13 @@ fn jitter(p: &mut [DVec3], radius: &[f64], region: &Region, f: &Fill) -> usize {
     accepted.iter().filter(|&&a| !a).count()
 }
 
-/// Every pair within bond reach (`within_bond_reach`), as `(i, j)` with `i < j`, sorted; found
-/// through a cell grid (never all pairs). Counted first, then filled into one exact-size vector
-/// in parallel blocks, so the peak memory is the bond list itself.
-///
-/// The grid is built on `x − origin` (positions relative to the body, which a lattice bounds:
-/// a far-away centre cannot push them off the grid); the criterion uses the positions themselves.
-/// The cell is 1e-9 wider than the largest reach, so the round-off of the shift cannot move a
-/// partner out of the 27 cells.
-pub(crate) fn bond_pairs(x: &[DVec3], radius: &[f64], tol: f64, origin: DVec3) -> Vec<(u32, u32)> {
+/// Every pair within bond reach (`within_bond_reach`) among the candidates, as `(i, j)` with
+/// `i < j`, sorted. Counted first, then filled into one exact-size vector in parallel blocks, so
+/// the peak memory is the bond list itself.
+fn bond_pairs(x: &[DVec3], radius: &[f64], tol: f64, near: &Candidates) -> Vec<(u32, u32)> {
     let n = x.len();
-    if n == 0 {
-        return Vec::new();
-    }
-    let r_max = radius.iter().copied().fold(0.0, f64::max);
-    let mut grid = CellGrid::new(n, ((1.0 + tol) * 2.0 * r_max * (1.0 + 1e-9)).max(f64::MIN_POSITIVE));
-    grid.build(|i| x[i] - origin).expect("a lattice body spans fewer than 2^20 diameters (validated)");
     let partners = |i: usize, f: &mut dyn FnMut(u32)| {
-        grid.for_each_neighbour(i, |j| {
+        near(i, &mut |j| {
             if j > i && within_bond_reach(x[i], x[j], radius[i], radius[j], tol) {
                 f(j as u32);
             }
