@@ -432,6 +432,8 @@ fn bad_fields_are_named() {
         (format!(r#"{t}, "particle_diameter": 0.1, "lattice": "bcc""#), "unknown variant `bcc`"),
         (format!(r#"{t}, "particle_diameter": 0.1, "colour": 1"#), "unknown field `colour`"),
         (r#""type": "block_solid", "size": [1, -1, 1], "particle_diameter": 0.1"#.into(), "bodies[0].size[1]"),
+        // A thin tube around a circle that passes between the lattice sites holds no sphere.
+        (r#""type": "torus_solid", "torus_diameter": 3.05, "tube_diameter": 1.001, "particle_diameter": 1, "lattice": "sc""#.into(), "no sc site fits"),
         (r#""type": "block_solid", "size": [1, 1, 0.05], "particle_diameter": 0.1"#.into(), "bodies[0].size"),
     ];
     for (body, field) in cases {

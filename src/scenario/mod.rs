@@ -469,8 +469,8 @@ impl Scenario {
         let d = &self.particle;
         match body {
             Body::TorusRing(t) => self.torus_ring(t, field),
-            Body::TorusSolid(t) => Ok(BodyParts::Generated(generators::fill(&t.resolve(self, field)?))),
-            Body::BlockSolid(b) => Ok(BodyParts::Generated(generators::fill(&b.resolve(self, field)?))),
+            Body::TorusSolid(t) => self.solid(&t.resolve(self, field)?, field),
+            Body::BlockSolid(b) => self.solid(&b.resolve(self, field)?, field),
             Body::Pendulum(p) => {
                 finite_vec(self, &format!("{field}.alpha"), p.alpha)?;
                 let diameter = d.diameter.unwrap_or(1.0);
@@ -534,6 +534,22 @@ impl Scenario {
                 Ok(BodyParts::Raw(raw, bonds))
             }
         }
+    }
+
+    /// Fills a lattice body; one that no lattice site fits into is an error.
+    fn solid(&self, fill: &generators::Fill, field: &str) -> Result<BodyParts, ScenarioError> {
+        let g = generators::fill(fill);
+        if g.particles.is_empty() {
+            return Err(self.invalid(
+                field,
+                format!(
+                    "no {} site fits a whole sphere of D_p = {} inside the body: make it thicker or D_p smaller",
+                    fill.lattice.as_str(),
+                    fill.dp
+                ),
+            ));
+        }
+        Ok(BodyParts::Generated(g))
     }
 
     fn torus_ring(&self, t: &TorusRing, field: &str) -> Result<BodyParts, ScenarioError> {
