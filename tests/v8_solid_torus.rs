@@ -30,7 +30,7 @@ fn geometry(body: &str) -> Geometry {
 fn small_tori() -> Vec<(&'static str, String)> {
     let t = r#""type": "torus_solid", "torus_diameter": 3, "tube_diameter": 1, "particle_diameter": 0.11"#;
     vec![
-        ("fcc", format!("{t}")),
+        ("fcc", t.to_string()),
         ("hcp", format!(r#"{t}, "lattice": "hcp""#)),
         ("sc", format!(r#"{t}, "lattice": "sc""#)),
         // Shrunk spheres leave room to move; a larger tolerance keeps bonds between them.

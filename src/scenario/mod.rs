@@ -210,7 +210,7 @@ pub struct CsvBody {
 /// generated (valid by construction, bonds sorted and unique).
 enum BodyParts {
     Raw(Vec<RawParticle>, Vec<(u32, u32)>),
-    Generated(generators::Generated),
+    Generated(Box<generators::Generated>),
 }
 
 /// The resolved geometry of a scenario before the bonds take their reference data: what
@@ -350,6 +350,7 @@ impl Scenario {
                     (raw.len(), bonds, None)
                 }
                 BodyParts::Generated(g) => {
+                    let g = *g;
                     let count = g.particles.len();
                     particles.append(g.particles);
                     (count, g.bonds, Some(g.solid))
@@ -549,7 +550,7 @@ impl Scenario {
                 ),
             ));
         }
-        Ok(BodyParts::Generated(g))
+        Ok(BodyParts::Generated(Box::new(g)))
     }
 
     fn torus_ring(&self, t: &TorusRing, field: &str) -> Result<BodyParts, ScenarioError> {

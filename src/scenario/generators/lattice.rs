@@ -118,7 +118,7 @@ impl Lattice {
     /// `I`, widened by one site beyond the analytic interval).
     fn rows(&self, region: &Region) -> Vec<Row> {
         let zh = region.z_half(self.dp);
-        if !(zh >= 0.0) {
+        if zh.is_nan() || zh < 0.0 {
             return Vec::new();
         }
         let k_max = (zh / self.sz).floor() as i64 + 1;
