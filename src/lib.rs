@@ -4,8 +4,9 @@
 //! Layout: [`rrp`] (rotation math), [`interactions`] (one module per physical term),
 //! [`integrator`] (the three maps), [`model`] (resolved particles and bonds), [`grid`]
 //! (contact search), [`engine`] (the CPU reference engine and the shared `Engine` interface),
-//! [`scenario`] (JSON input), [`diagnostics`], [`stability`], [`output`], [`run`] and
-//! [`converge`] (drivers used by the CLI), [`plot`] (figures of the outputs).
+//! [`scenario`] (JSON input and the geometry generators), [`generate`] (geometry written out and
+//! reported), [`diagnostics`], [`stability`], [`output`], [`run`], [`study`] and [`converge`]
+//! (drivers used by the CLI), [`checkpoint`], [`impact`], [`bench`], [`plot`] (figures).
 
 pub mod bench;
 pub mod checkpoint;
@@ -14,6 +15,7 @@ pub mod converge;
 pub mod diagnostics;
 pub mod engine;
 pub mod error;
+pub mod generate;
 pub mod gpu;
 pub mod grid;
 pub mod impact;

@@ -1,4 +1,5 @@
-//! The `rrpdem` command line: run a scenario, run a convergence study, plot their outputs.
+//! The `rrpdem` command line: run a scenario or a study, resume, generate geometry, converge,
+//! compare engines, benchmark, plot.
 
 use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand};
@@ -117,6 +118,14 @@ enum Command {
     },
     /// List the GPU adapters wgpu finds, with backend, type, f64 support and limits.
     Info,
+    /// Write a scenario's resolved geometry (particles.csv, bonds.csv and a scenario.json that
+    /// reads them) and print counts, coordination, packing, stability and memory estimates.
+    Generate {
+        scenario: PathBuf,
+        /// Output folder.
+        #[arg(long)]
+        out: PathBuf,
+    },
     /// Convergence study: error norms and observed orders for several time steps.
     Converge {
         scenario: PathBuf,
@@ -268,6 +277,7 @@ fn real_main() -> Result<()> {
                 cmd_study(&study, out, shard.as_deref(), overwrite, &choice)
             }
         },
+        Command::Generate { scenario, out } => cmd_generate(&scenario, &out),
         Command::Converge { scenario, dt, levels, integrator, t_end, ref_factor, out } => {
             cmd_converge(&scenario, dt, levels, integrator, t_end, ref_factor, out)
         }
@@ -586,6 +596,15 @@ fn cmd_bench(
     if let Some(p) = json {
         std::fs::write(p, serde_json::to_string_pretty(&all)?).with_context(|| format!("writing {}", p.display()))?;
     }
+    Ok(())
+}
+
+fn cmd_generate(path: &Path, out: &Path) -> Result<()> {
+    let scenario = Scenario::load(path)?;
+    let geometry = scenario.build_geometry()?;
+    println!("{}", rrpdem::generate::report(&scenario, &geometry));
+    let files = rrpdem::generate::write(&scenario, &geometry, out)?;
+    println!("wrote           {}, {}, {}", files.particles.display(), files.bonds.display(), files.scenario.display());
     Ok(())
 }
 

@@ -3,6 +3,7 @@
 
 use crate::interactions::{BondOut, Pendulum, Rupture, ShearVariant, Wall, axial, bending, shear};
 use glam::{DQuat, DVec3};
+use rayon::prelude::*;
 use serde::Serialize;
 
 /// Per-particle initial state and constants (structure of arrays, f64).
@@ -42,6 +43,22 @@ impl Particles {
         self.inertia.push(inertia);
         self.radius.push(radius);
         self.fixed.push(fixed);
+    }
+
+    /// Appends all of `other` (moved when `self` is empty, so a generated body is not copied).
+    pub fn append(&mut self, mut other: Particles) {
+        if self.is_empty() {
+            *self = other;
+            return;
+        }
+        self.x.append(&mut other.x);
+        self.v.append(&mut other.v);
+        self.q.append(&mut other.q);
+        self.w.append(&mut other.w);
+        self.mass.append(&mut other.mass);
+        self.inertia.append(&mut other.inertia);
+        self.radius.append(&mut other.radius);
+        self.fixed.append(&mut other.fixed);
     }
 }
 
@@ -103,15 +120,16 @@ pub struct Model {
 impl Model {
     /// Builds a model, taking each bond's reference data from the initial state.
     /// The caller guarantees that bond indices are valid and bonded particles are apart.
+    /// Each bond is computed on its own, so the parallel map is deterministic.
     pub fn new(particles: Particles, pairs: &[(u32, u32)], params: Params) -> Model {
-        let bonds = pairs
-            .iter()
-            .map(|&(i, j)| {
-                let d0 = particles.x[i as usize] - particles.x[j as usize];
-                let l0 = d0.length();
-                Bond { i, j, dhat0: d0 / l0, l0, q_i0: particles.q[i as usize], q_j0: particles.q[j as usize] }
-            })
-            .collect();
+        let bond = |&(i, j): &(u32, u32)| {
+            let d0 = particles.x[i as usize] - particles.x[j as usize];
+            let l0 = d0.length();
+            Bond { i, j, dhat0: d0 / l0, l0, q_i0: particles.q[i as usize], q_j0: particles.q[j as usize] }
+        };
+        // Small models stay on the calling thread (rayon's dispatch would cost more).
+        let bonds =
+            if pairs.len() < 4096 { pairs.iter().map(bond).collect() } else { pairs.par_iter().map(bond).collect() };
         Model { particles, bonds, params }
     }
 

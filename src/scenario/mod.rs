@@ -2,17 +2,23 @@
 //! naming the file and field, and the geometry generators that turn a scenario into a `Model`.
 
 mod csv;
+pub mod generators;
 
 use crate::error::ScenarioError;
 use crate::integrator::Integrator;
 use crate::interactions::{Pendulum, Rupture, RuptureRule, ShearVariant, Wall};
 use crate::model::{Model, Params, Particles};
 use crate::rrp;
+pub use generators::{BlockSolid, LatticeKind, Region, SolidInfo, TorusSolid};
 use glam::{DQuat, DVec3};
+use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
-use std::collections::HashSet;
 use std::f64::consts::PI;
+use std::ops::Range;
 use std::path::{Path, PathBuf};
+
+/// Below this many items validation runs on the calling thread (rayon's dispatch costs more).
+const PAR_MIN: usize = 4096;
 
 /// Which engine runs a scenario.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -152,6 +158,8 @@ pub struct Stiffness {
 #[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
 pub enum Body {
     TorusRing(TorusRing),
+    TorusSolid(TorusSolid),
+    BlockSolid(BlockSolid),
     Pendulum(PendulumBody),
     Particles(ParticleList),
     Csv(CsvBody),
@@ -187,11 +195,11 @@ pub struct TorusRing {
     pub bonded: bool,
 }
 
-fn default_z() -> DVec3 {
+pub(crate) fn default_z() -> DVec3 {
     DVec3::Z
 }
 
-fn yes() -> bool {
+pub(crate) fn yes() -> bool {
     true
 }
 
@@ -248,8 +256,40 @@ pub struct CsvBody {
     pub bonds: Option<String>,
 }
 
-/// A body's particles and its bonds (indices within the body).
-type BodyParts = (Vec<RawParticle>, Vec<(u32, u32)>);
+/// A body's particles and its bonds (indices within the body): as given (to be validated), or
+/// generated (valid by construction, bonds sorted and unique).
+enum BodyParts {
+    Raw(Vec<RawParticle>, Vec<(u32, u32)>),
+    Generated(Box<generators::Generated>),
+}
+
+/// The resolved geometry of a scenario before the bonds take their reference data: what
+/// `rrpdem generate` writes and reports on.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Geometry {
+    pub particles: Particles,
+    /// Bonds as particle index pairs (global indices).
+    pub pairs: Vec<(u32, u32)>,
+    pub params: Params,
+    /// Where each body's particles are, and what a solid body resolved to.
+    pub bodies: Vec<BodyInfo>,
+}
+
+/// One body of a `Geometry`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BodyInfo {
+    /// Its particles' indices in the model.
+    pub range: Range<usize>,
+    /// For `torus_solid` and `block_solid`: the resolved shape, diameter, centre and frame.
+    pub solid: Option<SolidInfo>,
+}
+
+impl Geometry {
+    /// The model: every bond takes its reference data from the initial state.
+    pub fn into_model(self) -> Model {
+        Model::new(self.particles, &self.pairs, self.params)
+    }
+}
 
 /// Per-particle values a body resolved, before they are appended to the model.
 pub(crate) struct RawParticle {
@@ -280,7 +320,7 @@ impl Scenario {
         Ok(s)
     }
 
-    fn invalid(&self, field: impl Into<String>, message: impl Into<String>) -> ScenarioError {
+    pub(crate) fn invalid(&self, field: impl Into<String>, message: impl Into<String>) -> ScenarioError {
         ScenarioError::Invalid { path: self.source.clone(), field: field.into(), message: message.into() }
     }
 
@@ -369,68 +409,52 @@ impl Scenario {
     /// Builds the model: generates every body, checks particles and bonds, takes the bonds'
     /// reference data from the initial state.
     pub fn build_model(&self) -> Result<Model, ScenarioError> {
-        let mut particles = Particles::default();
-        let mut pairs: Vec<(u32, u32)> = Vec::new();
-        let mut body_starts = Vec::with_capacity(self.bodies.len());
-        for (b, body) in self.bodies.iter().enumerate() {
-            let field = format!("bodies[{b}]");
-            let (raw, bonds) = self.generate(body, &field)?;
-            let offset = particles.len() as u32;
-            body_starts.push(particles.len());
-            for (k, p) in raw.iter().enumerate() {
-                let pf = format!("{field}.particles[{k}]");
-                finite_vec(self, &format!("{pf}.x"), p.x)?;
-                finite_vec(self, &format!("{pf}.v"), p.v)?;
-                finite_vec(self, &format!("{pf}.omega"), p.w)?;
-                positive(self, &format!("{pf}.mass"), p.mass)?;
-                positive(self, &format!("{pf}.inertia"), p.inertia)?;
-                positive(self, &format!("{pf}.diameter"), p.diameter)?;
-                if !p.q.is_finite() || (p.q.length() - 1.0).abs() > 1e-6 {
-                    return Err(self.invalid(
-                        format!("{pf}.q"),
-                        format!("attitude must be a finite unit quaternion, got {:?}", p.q),
-                    ));
-                }
-                particles.push(p.x, p.v, p.q.normalize(), p.w, p.mass, p.inertia, 0.5 * p.diameter, p.fixed);
-            }
-            let mut seen = HashSet::new();
-            for (k, &(i, j)) in bonds.iter().enumerate() {
-                let bf = format!("{field}.bonds[{k}]");
-                for e in [i, j] {
-                    if e as usize >= raw.len() {
-                        return Err(self.invalid(
-                            &bf,
-                            format!(
-                                "particle {e} does not exist (this body has {} particles, indices from 0)",
-                                raw.len()
-                            ),
-                        ));
-                    }
-                }
-                if i == j {
-                    return Err(self.invalid(&bf, format!("bond joins particle {i} to itself")));
-                }
-                if !seen.insert((i.min(j), i.max(j))) {
-                    return Err(self.invalid(&bf, format!("duplicate bond between particles {i} and {j}")));
-                }
-                let l0 = (raw[i as usize].x - raw[j as usize].x).length();
-                if l0.partial_cmp(&0.0) != Some(std::cmp::Ordering::Greater) {
-                    return Err(self.invalid(
-                        &bf,
-                        format!("particles {i} and {j} are at the same position: a bond needs a direction"),
-                    ));
-                }
-                pairs.push((i + offset, j + offset));
-            }
-        }
-        if particles.len() > u32::MAX as usize / 2 {
-            return Err(self.invalid("bodies", "too many particles"));
-        }
-        self.check_coincident(&particles, &body_starts)?;
-        Ok(Model::new(particles, &pairs, self.params()))
+        Ok(self.build_geometry()?.into_model())
     }
 
-    /// The interaction parameters (stiffnesses, shear law, walls, fields) of this scenario.
+    /// Generates every body and checks the particles and bonds given explicitly (generated ones
+    /// are valid by construction). Checks run in parallel and format a field name only for the
+    /// first failure, so millions of particles cost little.
+    pub fn build_geometry(&self) -> Result<Geometry, ScenarioError> {
+        let mut particles = Particles::default();
+        let mut pairs: Vec<(u32, u32)> = Vec::new();
+        let mut bodies = Vec::with_capacity(self.bodies.len());
+        for (b, body) in self.bodies.iter().enumerate() {
+            let field = format!("bodies[{b}]");
+            let start = particles.len();
+            let (count, bonds, solid) = match self.generate(body, &field)? {
+                BodyParts::Raw(raw, bonds) => {
+                    self.check_particles(&raw, &field)?;
+                    self.check_bonds(&raw, &bonds, &field)?;
+                    for p in &raw {
+                        particles.push(p.x, p.v, p.q.normalize(), p.w, p.mass, p.inertia, 0.5 * p.diameter, p.fixed);
+                    }
+                    (raw.len(), bonds, None)
+                }
+                BodyParts::Generated(g) => {
+                    let g = *g;
+                    let count = g.particles.len();
+                    particles.append(g.particles);
+                    (count, g.bonds, Some(g.solid))
+                }
+            };
+            if particles.len() > u32::MAX as usize / 2 {
+                return Err(self.invalid("bodies", "too many particles"));
+            }
+            let offset = start as u32;
+            if pairs.is_empty() && offset == 0 {
+                pairs = bonds;
+            } else {
+                pairs.extend(bonds.iter().map(|&(i, j)| (i + offset, j + offset)));
+            }
+            bodies.push(BodyInfo { range: start..start + count, solid });
+        }
+        let body_starts: Vec<usize> = bodies.iter().map(|b| b.range.start).collect();
+        self.check_coincident(&particles, &body_starts)?;
+        Ok(Geometry { particles, pairs, params: self.params(), bodies })
+    }
+
+    /// The interaction parameters (stiffnesses, shear law, walls, fields, rupture) of this scenario.
     pub fn params(&self) -> Params {
         let k = &self.stiffness;
         Params {
@@ -497,14 +521,100 @@ impl Scenario {
         Ok(())
     }
 
+    /// The first particle (lowest index) with a non-finite or non-positive value, or an
+    /// attitude that is not a unit quaternion, is an error naming it and the field.
+    fn check_particles(&self, raw: &[RawParticle], field: &str) -> Result<(), ScenarioError> {
+        let fault = |p: &RawParticle| -> Option<(&'static str, String)> {
+            let vec = |v: DVec3| (!v.is_finite()).then(|| format!("must be a finite vector, got {v}"));
+            let pos = |v: f64| (!(v.is_finite() && v > 0.0)).then(|| format!("must be a finite number > 0, got {v}"));
+            vec(p.x)
+                .map(|m| ("x", m))
+                .or_else(|| vec(p.v).map(|m| ("v", m)))
+                .or_else(|| vec(p.w).map(|m| ("omega", m)))
+                .or_else(|| pos(p.mass).map(|m| ("mass", m)))
+                .or_else(|| pos(p.inertia).map(|m| ("inertia", m)))
+                .or_else(|| pos(p.diameter).map(|m| ("diameter", m)))
+                .or_else(|| {
+                    (!p.q.is_finite() || (p.q.length() - 1.0).abs() > 1e-6)
+                        .then(|| ("q", format!("attitude must be a finite unit quaternion, got {:?}", p.q)))
+                })
+        };
+        let bad = if raw.len() < PAR_MIN {
+            raw.iter().position(|p| fault(p).is_some())
+        } else {
+            raw.par_iter().position_first(|p| fault(p).is_some())
+        };
+        match bad.and_then(|k| fault(&raw[k]).map(|f| (k, f))) {
+            Some((k, (name, message))) => Err(self.invalid(format!("{field}.particles[{k}].{name}"), message)),
+            None => Ok(()),
+        }
+    }
+
+    /// Bonds given explicitly: the first bad one (lowest index) is an error naming it — a
+    /// missing particle, a particle bonded to itself, a bond listed twice (found by sorting the
+    /// pairs, not a hash set), or two coincident particles. Same order of checks per bond as
+    /// reading them one by one.
+    fn check_bonds(&self, raw: &[RawParticle], bonds: &[(u32, u32)], field: &str) -> Result<(), ScenarioError> {
+        let n = raw.len();
+        // Index-local faults, in the order they are reported for one bond; the duplicate check
+        // comes between `itself` (1) and `coincident` (2).
+        let fault = |&(i, j): &(u32, u32)| -> Option<u8> {
+            if i as usize >= n || j as usize >= n {
+                Some(0)
+            } else if i == j {
+                Some(1)
+            } else if (raw[i as usize].x - raw[j as usize].x).length().partial_cmp(&0.0)
+                != Some(std::cmp::Ordering::Greater)
+            {
+                Some(2)
+            } else {
+                None
+            }
+        };
+        let first_fault = if bonds.len() < PAR_MIN {
+            bonds.iter().position(|b| fault(b).is_some())
+        } else {
+            bonds.par_iter().position_first(|b| fault(b).is_some())
+        };
+        // A bond is a duplicate when an earlier bond joins the same two particles.
+        let mut keyed: Vec<(u32, u32, u32)> =
+            bonds.iter().enumerate().map(|(k, &(i, j))| (i.min(j), i.max(j), k as u32)).collect();
+        keyed.par_sort_unstable();
+        let first_dup =
+            keyed.windows(2).filter(|w| (w[0].0, w[0].1) == (w[1].0, w[1].1)).map(|w| w[1].2 as usize).min();
+        drop(keyed);
+        let (k, what) = match (first_fault, first_dup) {
+            (None, None) => return Ok(()),
+            (Some(k), None) => (k, fault(&bonds[k]).unwrap_or(0)),
+            (None, Some(d)) => (d, 3),
+            (Some(k), Some(d)) => {
+                let f = fault(&bonds[k]).unwrap_or(0);
+                if d < k || (d == k && f == 2) { (d, 3) } else { (k, f) }
+            }
+        };
+        let (i, j) = bonds[k];
+        let message = match what {
+            0 => format!(
+                "particle {} does not exist (this body has {n} particles, indices from 0)",
+                if i as usize >= n { i } else { j }
+            ),
+            1 => format!("bond joins particle {i} to itself"),
+            2 => format!("particles {i} and {j} are at the same position: a bond needs a direction"),
+            _ => format!("duplicate bond between particles {i} and {j}"),
+        };
+        Err(self.invalid(format!("{field}.bonds[{k}]"), message))
+    }
+
     fn generate(&self, body: &Body, field: &str) -> Result<BodyParts, ScenarioError> {
         let d = &self.particle;
         match body {
             Body::TorusRing(t) => self.torus_ring(t, field),
+            Body::TorusSolid(t) => self.solid(&t.resolve(self, field)?, field),
+            Body::BlockSolid(b) => self.solid(&b.resolve(self, field)?, field),
             Body::Pendulum(p) => {
                 finite_vec(self, &format!("{field}.alpha"), p.alpha)?;
                 let diameter = d.diameter.unwrap_or(1.0);
-                Ok((
+                Ok(BodyParts::Raw(
                     vec![RawParticle {
                         x: p.position,
                         v: DVec3::ZERO,
@@ -552,7 +662,7 @@ impl Scenario {
                         fixed: p.fixed,
                     });
                 }
-                Ok((raw, list.bonds.iter().map(|b| (b[0], b[1])).collect()))
+                Ok(BodyParts::Raw(raw, list.bonds.iter().map(|b| (b[0], b[1])).collect()))
             }
             Body::Csv(c) => {
                 let dir = self.source.parent().unwrap_or(Path::new("."));
@@ -561,9 +671,25 @@ impl Scenario {
                     Some(b) => csv::read_bonds(&dir.join(b))?,
                     None => vec![],
                 };
-                Ok((raw, bonds))
+                Ok(BodyParts::Raw(raw, bonds))
             }
         }
+    }
+
+    /// Fills a lattice body; one that no lattice site fits into is an error.
+    fn solid(&self, fill: &generators::Fill, field: &str) -> Result<BodyParts, ScenarioError> {
+        let g = generators::fill(fill);
+        if g.particles.is_empty() {
+            return Err(self.invalid(
+                field,
+                format!(
+                    "no {} site fits a whole sphere of D_p = {} inside the body: make it thicker or D_p smaller",
+                    fill.lattice.as_str(),
+                    fill.dp
+                ),
+            ));
+        }
+        Ok(BodyParts::Generated(Box::new(g)))
     }
 
     fn torus_ring(&self, t: &TorusRing, field: &str) -> Result<BodyParts, ScenarioError> {
@@ -616,7 +742,7 @@ impl Scenario {
             .collect();
         let n = t.n as u32;
         let bonds = if t.bonded { (0..n).map(|k| (k, (k + 1) % n)).collect() } else { vec![] };
-        Ok((raw, bonds))
+        Ok(BodyParts::Raw(raw, bonds))
     }
 }
 
@@ -629,11 +755,11 @@ pub fn is_safe_name(name: &str) -> bool {
         && !name.chars().any(|c| c == '/' || c == '\\' || c == ':' || c.is_control())
 }
 
-fn finite(s: &Scenario, field: &str, v: f64) -> Result<(), ScenarioError> {
+pub(crate) fn finite(s: &Scenario, field: &str, v: f64) -> Result<(), ScenarioError> {
     if v.is_finite() { Ok(()) } else { Err(s.invalid(field, format!("must be a finite number, got {v}"))) }
 }
 
-fn positive(s: &Scenario, field: &str, v: f64) -> Result<(), ScenarioError> {
+pub(crate) fn positive(s: &Scenario, field: &str, v: f64) -> Result<(), ScenarioError> {
     if v.is_finite() && v > 0.0 {
         Ok(())
     } else {
@@ -641,7 +767,7 @@ fn positive(s: &Scenario, field: &str, v: f64) -> Result<(), ScenarioError> {
     }
 }
 
-fn non_negative(s: &Scenario, field: &str, v: f64) -> Result<(), ScenarioError> {
+pub(crate) fn non_negative(s: &Scenario, field: &str, v: f64) -> Result<(), ScenarioError> {
     if v.is_finite() && v >= 0.0 {
         Ok(())
     } else {
@@ -649,11 +775,11 @@ fn non_negative(s: &Scenario, field: &str, v: f64) -> Result<(), ScenarioError> 
     }
 }
 
-fn finite_vec(s: &Scenario, field: &str, v: DVec3) -> Result<(), ScenarioError> {
+pub(crate) fn finite_vec(s: &Scenario, field: &str, v: DVec3) -> Result<(), ScenarioError> {
     if v.is_finite() { Ok(()) } else { Err(s.invalid(field, format!("must be a finite vector, got {v}"))) }
 }
 
-fn unit_direction(s: &Scenario, field: &str, v: DVec3) -> Result<(), ScenarioError> {
+pub(crate) fn unit_direction(s: &Scenario, field: &str, v: DVec3) -> Result<(), ScenarioError> {
     finite_vec(s, field, v)?;
     if v.length() > 1e-12 { Ok(()) } else { Err(s.invalid(field, "must be a non-zero direction")) }
 }

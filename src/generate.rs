@@ -1,0 +1,419 @@
+//! `rrpdem generate`: the resolved geometry of a scenario written as CSV files (with a scenario
+//! that reads them back), and the report printed about it — counts, coordination, packing, the
+//! stability estimate and the memory a run will need (also for `rrpdem run --dry-run`).
+
+use crate::grid::CellGrid;
+use crate::model::Particles;
+use crate::output::OutputError;
+use crate::scenario::{Body, CsvBody, Geometry, Scenario};
+use crate::stability::{self, StabilityEstimate};
+use rayon::prelude::*;
+use serde::Serialize;
+use std::fmt;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// Header of the particle file: every column the `csv` body reads.
+pub const PARTICLES_HEADER: &str = "id,x,y,z,vx,vy,vz,qw,qx,qy,qz,wx,wy,wz,mass,inertia,diameter,fixed";
+
+/// A particle counts as interior when its sphere is at least one particle diameter from the
+/// body's surface (so all its lattice neighbours are inside the body). The slack of 1e-9 D_p
+/// keeps sites that lie exactly one diameter deep, where round-off decides, out of the count.
+pub const INTERIOR_DEPTH: f64 = 1.0 + 1e-9;
+
+/// What `generate` (and `run --dry-run`) prints about a geometry.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Report {
+    pub name: String,
+    pub particles: usize,
+    pub bonds: usize,
+    /// Bonds per particle: mean `2B/N`, maximum, and how many particles have the maximum.
+    pub mean_coordination: f64,
+    pub max_coordination: u32,
+    pub at_max_coordination: usize,
+    /// One entry per `torus_solid` / `block_solid` body.
+    pub solids: Vec<SolidReport>,
+    pub dt: f64,
+    pub stability: StabilityEstimate,
+    pub memory: MemoryEstimate,
+}
+
+/// Figures of one lattice-filled body.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct SolidReport {
+    pub body: usize,
+    pub kind: &'static str,
+    pub lattice: &'static str,
+    pub particles: usize,
+    pub particle_diameter: f64,
+    /// MODEL §7's estimate of the count (site density × the volume the centres may occupy).
+    pub estimate: f64,
+    /// Particles whose sphere is at least `D_p` deep (see `INTERIOR_DEPTH`), their mean bond
+    /// count, and how many of them have the lattice's full coordination (12 fcc/hcp, 6 sc).
+    pub interior: usize,
+    pub interior_mean_coordination: f64,
+    pub interior_full: usize,
+    pub lattice_coordination: u32,
+    /// Particle volume / body (tube or box) volume.
+    pub packing_fraction: f64,
+    pub jitter_rejected: usize,
+}
+
+/// Memory a run of the geometry will need, in bytes (see `memory_estimate` for the derivation).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct MemoryEstimate {
+    /// The `Model` the driver holds during any run (host memory).
+    pub model: u64,
+    /// The CPU engine's own arrays, including the transient per-particle lists of a neighbour
+    /// rebuild.
+    pub cpu_engine: u64,
+    /// GPU device buffers in f32 and in f64.
+    pub gpu_f32: u64,
+    pub gpu_f64: u64,
+    /// Host memory while the GPU engine is created: the f64 upload arrays (freed afterwards).
+    pub gpu_upload: u64,
+    /// Contact-list partners per particle at t = 0 (within `r_i + r_j + 0.3 r_max`; a sample's
+    /// mean above 65 536 particles).
+    pub contact_partners: f64,
+}
+
+/// The report of a geometry.
+pub fn report(scenario: &Scenario, geometry: &Geometry) -> Report {
+    let p = &geometry.particles;
+    let n = p.len();
+    let mut coordination = vec![0u32; n];
+    for &(i, j) in &geometry.pairs {
+        coordination[i as usize] += 1;
+        coordination[j as usize] += 1;
+    }
+    let max_coordination = coordination.par_iter().copied().max().unwrap_or(0);
+    let at_max_coordination = coordination.par_iter().filter(|&&c| c == max_coordination).count();
+    let solids = geometry
+        .bodies
+        .iter()
+        .enumerate()
+        .filter_map(|(b, body)| {
+            let s = body.solid.as_ref()?;
+            let range = body.range.clone();
+            let dp = s.particle_diameter;
+            let (interior, interior_bonds, interior_full, volume) = range
+                .clone()
+                .into_par_iter()
+                .map(|i| {
+                    let d = 2.0 * p.radius[i];
+                    let vol = std::f64::consts::PI / 6.0 * d * d * d;
+                    if s.region.depth(s.to_local(p.x[i])) - p.radius[i] >= INTERIOR_DEPTH * dp {
+                        let c = coordination[i];
+                        (1usize, c as u64, (c == s.lattice.coordination()) as usize, vol)
+                    } else {
+                        (0, 0, 0, vol)
+                    }
+                })
+                .reduce(|| (0, 0, 0, 0.0), |a, b| (a.0 + b.0, a.1 + b.1, a.2 + b.2, a.3 + b.3));
+            Some(SolidReport {
+                body: b,
+                kind: s.kind,
+                lattice: s.lattice.as_str(),
+                particles: range.len(),
+                particle_diameter: dp,
+                estimate: s.estimate,
+                interior,
+                interior_mean_coordination: if interior > 0 { interior_bonds as f64 / interior as f64 } else { 0.0 },
+                interior_full,
+                lattice_coordination: s.lattice.coordination(),
+                packing_fraction: volume / s.region.volume(),
+                jitter_rejected: s.jitter_rejected,
+            })
+        })
+        .collect();
+    let x = &p.x;
+    let stability = stability::estimate_parts(
+        p,
+        &geometry.params,
+        geometry.pairs.iter().map(|&(i, j)| (i, j, (x[i as usize] - x[j as usize]).length())),
+    );
+    Report {
+        name: scenario.name.clone(),
+        particles: n,
+        bonds: geometry.pairs.len(),
+        mean_coordination: if n > 0 { 2.0 * geometry.pairs.len() as f64 / n as f64 } else { 0.0 },
+        max_coordination,
+        at_max_coordination,
+        solids,
+        dt: scenario.dt,
+        stability,
+        memory: memory_estimate(p, geometry.pairs.len()),
+    }
+}
+
+/// Particles whose contact-list partners are counted for the memory estimate: all of them up
+/// to this many, else an evenly spaced sample of this size (the mean is all the estimate needs).
+const PARTNER_SAMPLE: usize = 1 << 16;
+
+/// Mean contact-list partners per particle at t = 0: particles closer than `r_i + r_j + skin`
+/// (the CPU and GPU engines' Verlet lists use the skin 0.3 r_max).
+fn contact_partners(p: &Particles, skin: f64) -> f64 {
+    let n = p.len();
+    if n < 2 {
+        return 0.0;
+    }
+    let r_max = p.radius.iter().copied().fold(0.0, f64::max);
+    let mut grid = CellGrid::new(n, (2.0 * r_max + skin).max(f64::MIN_POSITIVE));
+    // The engines' grid fails on the same positions, so such a run would fail: no partners.
+    if grid.build(|i| p.x[i]).is_err() {
+        return 0.0;
+    }
+    let stride = n.div_ceil(PARTNER_SAMPLE);
+    let sample: Vec<usize> = (0..n).step_by(stride).collect();
+    let total: u64 = sample
+        .par_iter()
+        .map(|&i| {
+            let mut c = 0u64;
+            grid.for_each_neighbour(i, |j| {
+                let reach = p.radius[i] + p.radius[j] + skin;
+                c += ((p.x[i] - p.x[j]).length_squared() < reach * reach) as u64;
+            });
+            c
+        })
+        .sum();
+    total as f64 / sample.len() as f64
+}
+
+/// Bytes a run needs, counted from the engines' data structures.
+///
+/// - Model (held by the driver during a run): per particle `x, v, Ω` (3 × 24), `q` (32), mass,
+///   inertia, radius (3 × 8), fixed (1); per bond `size_of::<Bond>()`.
+/// - CPU engine (`src/engine/cpu.rs`): per particle two `Kinematics` (the state and the
+///   rollback copy), mass, inertia, 1/m, 1/J, radius, fixed, one incidence offset (4), the
+///   force/moment/energy accumulator (3 × 24); its neighbour list (`src/grid.rs`): cell (12),
+///   hash (4), sorted index (4), offset (4), position at the last rebuild (24), `2^⌈log2 2N⌉ + 1`
+///   bucket starts (4 each), 4 per list entry, and during a rebuild one `Vec` per particle (24
+///   plus its buffer, rounded up to a power of two of 4-byte entries). Per bond: its `Bond`
+///   copy, its `BondOut`, two incidence entries (8).
+/// - GPU (`src/gpu/state.rs`, `DemState::new`), with `rs` the size of a real: per particle ten
+///   vec4 arrays (pos, vel, quat, omega, inertial, force, moment, pot, sorted_pos, x_ref:
+///   `40·rs`), fixed, incidence offset, hash, slot, sorted_tmp, nbr_count (4 each), cell and
+///   sorted_cell (16 each), the neighbour lists (16 entries of 4 bytes, the initial capacity,
+///   enough for a lattice's 12 neighbours), the bucket table and its scan levels; per bond its
+///   ends (8), reference (4·rs), reference attitudes (8·rs), results (12·rs), incidence (8);
+///   the diagnostics partial sums (`NQ·rs` per 64 records of max(N, B)).
+pub fn memory_estimate(p: &Particles, bonds: usize) -> MemoryEstimate {
+    use crate::gpu::shader::{NQ, SCAN_WG, WG};
+    use crate::integrator::Kinematics;
+    use crate::interactions::BondOut;
+    use crate::model::Bond;
+    use glam::{DQuat, DVec3};
+    use std::mem::size_of;
+    let n = p.len() as u64;
+    let b = bonds as u64;
+    let r_max = p.radius.iter().copied().fold(0.0, f64::max);
+    let per_particle = contact_partners(p, 0.3 * r_max);
+    let partners = (per_particle * n as f64).round() as u64;
+    let (v3, q4, f) = (size_of::<DVec3>() as u64, size_of::<DQuat>() as u64, size_of::<f64>() as u64);
+    let model = n * (3 * v3 + q4 + 3 * f + 1) + b * size_of::<Bond>() as u64;
+    let buckets = (2 * n.max(1)).next_power_of_two();
+    let per_list = per_particle.ceil() as u64;
+    let rebuild_vec = 24 + 4 * per_list.max(1).next_power_of_two().max(4);
+    let cpu_engine = n * (2 * size_of::<Kinematics>() as u64 + 5 * f + 1 + 4 + 3 * v3)
+        + n * (12 + 4 + 4 + 4 + v3 + rebuild_vec)
+        + 4 * (buckets + 1)
+        + 4 * partners
+        + b * (size_of::<Bond>() as u64 + size_of::<BondOut>() as u64 + 8);
+    let gpu = |rs: u64| {
+        let records = n.max(b).max(1).div_ceil(WG as u64);
+        let mut scan = 0;
+        let mut len = buckets;
+        while len > 2 * SCAN_WG as u64 {
+            len = len.div_ceil(2 * SCAN_WG as u64);
+            scan += 4 * len;
+        }
+        n * (40 * rs + 6 * 4 + 2 * 16 + 16 * 4)
+            + 4 * (buckets + 1)
+            + scan
+            + NQ as u64 * rs * (records + records.div_ceil(WG as u64))
+            + b * (8 + 24 * rs + 8)
+    };
+    // DemState::new builds five f64 vec4 arrays (pos, vel, quat, omega, inertial) and a zero
+    // array, the bond arrays in f64, and a byte copy of each before upload.
+    let gpu_upload = n * (6 * 32 + 6 * 32) + b * (8 + 12 * 8) * 2;
+    MemoryEstimate { model, cpu_engine, gpu_f32: gpu(4), gpu_f64: gpu(8), gpu_upload, contact_partners: per_particle }
+}
+
+/// Bytes in a human unit.
+fn human(bytes: u64) -> String {
+    let b = bytes as f64;
+    match bytes {
+        0..1_000_000 => format!("{:.1} kB", b / 1e3),
+        1_000_000..1_000_000_000 => format!("{:.1} MB", b / 1e6),
+        _ => format!("{:.2} GB", b / 1e9),
+    }
+}
+
+impl fmt::Display for Report {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "scenario        {}", self.name)?;
+        writeln!(f, "particles       {}", self.particles)?;
+        writeln!(f, "bonds           {}", self.bonds)?;
+        writeln!(
+            f,
+            "coordination    mean {:.3}  max {} ({} particles, {:.1} %)",
+            self.mean_coordination,
+            self.max_coordination,
+            self.at_max_coordination,
+            100.0 * self.at_max_coordination as f64 / self.particles.max(1) as f64
+        )?;
+        for s in &self.solids {
+            writeln!(
+                f,
+                "body {:<10} {} {}: {} particles, D_p = {:.6e}, MODEL §7 estimate {:.0} ({:+.2} %)",
+                s.body,
+                s.kind,
+                s.lattice,
+                s.particles,
+                s.particle_diameter,
+                s.estimate,
+                100.0 * (s.particles as f64 / s.estimate - 1.0)
+            )?;
+            writeln!(
+                f,
+                "  interior      {} particles ≥ D_p deep: mean coordination {:.3}, {} with all {} bonds",
+                s.interior, s.interior_mean_coordination, s.interior_full, s.lattice_coordination
+            )?;
+            writeln!(f, "  packing       {:.4} (particle volume / body volume)", s.packing_fraction)?;
+            if s.jitter_rejected > 0 {
+                writeln!(f, "  jitter        {} proposals rejected (overlap or outside)", s.jitter_rejected)?;
+            }
+        }
+        writeln!(
+            f,
+            "stability       h_max ≈ {:.3e} ({}); dt = {} is {:.0} % of it",
+            self.stability.h_max,
+            self.stability.limiting,
+            self.dt,
+            100.0 * self.dt / self.stability.h_max
+        )?;
+        let m = &self.memory;
+        writeln!(
+            f,
+            "memory          CPU run ≈ {} (model {} + engine {}; {:.1} contact partners per particle)",
+            human(m.model + m.cpu_engine),
+            human(m.model),
+            human(m.cpu_engine),
+            m.contact_partners
+        )?;
+        write!(
+            f,
+            "                GPU run: device ≈ {} in f32, {} in f64; host ≈ {} (model) + {} while uploading",
+            human(m.gpu_f32),
+            human(m.gpu_f64),
+            human(m.model),
+            human(m.gpu_upload)
+        )
+    }
+}
+
+/// The files `write` made.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Written {
+    pub particles: PathBuf,
+    pub bonds: PathBuf,
+    pub scenario: PathBuf,
+}
+
+/// Rows formatted per parallel task, and tasks per write (bounds the text held in memory to
+/// about 16 × 16384 rows × 350 bytes ≈ 90 MB).
+const ROWS_PER_TASK: usize = 16384;
+const TASKS_PER_WRITE: usize = 16;
+
+/// Writes `particles.csv`, `bonds.csv` and `scenario.json` (the scenario with one `csv` body
+/// reading them, everything else copied) into `dir`. Numbers have 17 significant digits (as
+/// `diagnostics::fmt17`), so
+/// reading them back gives the same f64 values: the same model, bit for bit.
+pub fn write(scenario: &Scenario, geometry: &Geometry, dir: &Path) -> Result<Written, OutputError> {
+    let err = |path: &Path| {
+        let path = path.to_owned();
+        move |source| OutputError { path: path.clone(), source }
+    };
+    std::fs::create_dir_all(dir).map_err(err(dir))?;
+    let files = Written {
+        particles: dir.join("particles.csv"),
+        bonds: dir.join("bonds.csv"),
+        scenario: dir.join("scenario.json"),
+    };
+    let p = &geometry.particles;
+    write_rows(&files.particles, PARTICLES_HEADER, p.len(), |i, out, cache| particle_row(p, i, out, cache))?;
+    let pairs = &geometry.pairs;
+    write_rows(&files.bonds, "i,j", pairs.len(), |k, out, _| {
+        let mut b = itoa::Buffer::new();
+        out.extend_from_slice(b.format(pairs[k].0).as_bytes());
+        out.push(b',');
+        out.extend_from_slice(b.format(pairs[k].1).as_bytes());
+        out.push(b'\n');
+    })?;
+    let mut s = scenario.clone();
+    s.bodies = vec![Body::Csv(CsvBody { particles: "particles.csv".into(), bonds: Some("bonds.csv".into()) })];
+    let from = scenario.source.display();
+    s.description = Some(match &scenario.description {
+        Some(d) => format!("{d} (geometry generated from {from})"),
+        None => format!("geometry generated from {from}"),
+    });
+    crate::output::write_json(&files.scenario, &s)?;
+    Ok(files)
+}
+
+/// The last value formatted per column: lattice bodies repeat most columns (attitude, mass,
+/// diameter, often velocity), and copying text is much cheaper than formatting a float.
+type ColumnCache = [(u64, Vec<u8>); 17];
+
+fn particle_row(p: &Particles, i: usize, out: &mut Vec<u8>, cache: &mut ColumnCache) {
+    let (x, v, q, w) = (p.x[i], p.v[i], p.q[i], p.w[i]);
+    let values =
+        [x.x, x.y, x.z, v.x, v.y, v.z, q.w, q.x, q.y, q.z, w.x, w.y, w.z, p.mass[i], p.inertia[i], 2.0 * p.radius[i]];
+    out.extend_from_slice(itoa::Buffer::new().format(i).as_bytes());
+    for (c, value) in values.into_iter().enumerate() {
+        out.push(b',');
+        let (bits, text) = &mut cache[c];
+        if *bits != value.to_bits() || text.is_empty() {
+            *bits = value.to_bits();
+            text.clear();
+            // fmt17's format (17 significant digits), written without an intermediate String.
+            let _ = write!(text, "{value:.16e}");
+        }
+        out.extend_from_slice(text);
+    }
+    out.extend_from_slice(if p.fixed[i] { b",1\n" } else { b",0\n" });
+}
+
+/// Writes `n` rows formatted by `row` after a header: rows are formatted in parallel in blocks
+/// and written in order.
+fn write_rows(
+    path: &Path,
+    header: &str,
+    n: usize,
+    row: impl Fn(usize, &mut Vec<u8>, &mut ColumnCache) + Sync,
+) -> Result<(), OutputError> {
+    let io = |source| OutputError { path: path.to_owned(), source };
+    let mut file = std::fs::File::create(path).map_err(io)?;
+    writeln!(file, "{header}").map_err(io)?;
+    let per_write = ROWS_PER_TASK * TASKS_PER_WRITE;
+    for start in (0..n).step_by(per_write) {
+        let end = (start + per_write).min(n);
+        let blocks: Vec<Vec<u8>> = (start..end)
+            .step_by(ROWS_PER_TASK)
+            .collect::<Vec<_>>()
+            .into_par_iter()
+            .map(|s| {
+                let mut out = Vec::with_capacity(ROWS_PER_TASK * 64);
+                let mut cache: ColumnCache = Default::default();
+                for i in s..(s + ROWS_PER_TASK).min(end) {
+                    row(i, &mut out, &mut cache);
+                }
+                out
+            })
+            .collect();
+        for b in blocks {
+            file.write_all(&b).map_err(io)?;
+        }
+    }
+    file.flush().map_err(io)
+}
