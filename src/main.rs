@@ -39,6 +39,9 @@ enum Command {
         /// Replace the outputs of an earlier run in the output folder (refused without it).
         #[arg(long)]
         overwrite: bool,
+        /// Print the model's size, coordination, stability estimate and memory needs, and stop.
+        #[arg(long)]
+        dry_run: bool,
         #[command(flatten)]
         over: Overrides,
         #[command(flatten)]
@@ -81,6 +84,9 @@ enum Command {
         /// GPU precision for every variant.
         #[arg(long, value_enum)]
         precision: Option<PrecisionArg>,
+        /// Draw study.png: each outcome against each varied parameter.
+        #[arg(long)]
+        plots: bool,
     },
     /// Run a scenario on the CPU reference and on a GPU side by side and print their differences.
     Compare {
@@ -147,6 +153,9 @@ enum Command {
         /// Output folder for converge.csv [default: out/<scenario name>].
         #[arg(long)]
         out: Option<PathBuf>,
+        /// Draw convergence.png (log–log error versus step, reference slopes 1 and 2).
+        #[arg(long)]
+        plots: bool,
     },
     /// Draw the figures (PNG) of the outputs in DIR: series.csv (+ summary.json), converge.csv.
     Plot {
@@ -164,6 +173,9 @@ struct RunControl {
     /// new one is complete). An interrupt (Ctrl-C, SIGTERM) always writes one.
     #[arg(long, value_name = "N")]
     checkpoint_every: Option<u64>,
+    /// Draw the run's figures (energy budget, energy error, momentum drift) into DIR as PNG.
+    #[arg(long)]
+    plots: bool,
 }
 
 /// Settings that override the scenario file.
@@ -259,7 +271,13 @@ fn install_interrupt_handler() -> Result<()> {
 fn real_main() -> Result<()> {
     let cli = Cli::parse();
     match cli.command {
-        Command::Run { scenario, out, overwrite, over, ctl } => cmd_run(&scenario, out, overwrite, &over, &ctl),
+        Command::Run { scenario, out, overwrite, dry_run: true, over, .. } => {
+            let _ = (out, overwrite);
+            cmd_dry_run(&scenario, &over)
+        }
+        Command::Run { scenario, out, overwrite, dry_run: false, over, ctl } => {
+            cmd_run(&scenario, out, overwrite, &over, &ctl)
+        }
         Command::Resume { dir, t_end, scenario, ctl } => cmd_resume(&dir, t_end, scenario.as_deref(), &ctl),
         Command::Compare { scenario, steps, precision, integrator } => {
             cmd_compare(&scenario, steps, precision.into(), integrator)
@@ -268,18 +286,18 @@ fn real_main() -> Result<()> {
         Command::Bench { cases, engines, threads, steps, min_seconds, json } => {
             cmd_bench(&cases, &engines, &threads, steps, min_seconds, json.as_deref())
         }
-        Command::Study { study, out, shard, merge, overwrite, backend, precision } => match merge {
-            Some(dir) => cmd_study_merge(&dir),
+        Command::Study { study, out, shard, merge, overwrite, backend, precision, plots } => match merge {
+            Some(dir) => cmd_study_merge(&dir, plots),
             None => {
                 let choice =
                     EngineChoice { backend: backend.map(Backend::from), precision: precision.map(Precision::from) };
                 let study = study.expect("clap requires it without --merge");
-                cmd_study(&study, out, shard.as_deref(), overwrite, &choice)
+                cmd_study(&study, out, shard.as_deref(), overwrite, &choice, plots)
             }
         },
         Command::Generate { scenario, out } => cmd_generate(&scenario, &out),
-        Command::Converge { scenario, dt, levels, integrator, t_end, ref_factor, out } => {
-            cmd_converge(&scenario, dt, levels, integrator, t_end, ref_factor, out)
+        Command::Converge { scenario, dt, levels, integrator, t_end, ref_factor, out, plots } => {
+            cmd_converge(&scenario, dt, levels, integrator, t_end, ref_factor, out, plots)
         }
         Command::Plot { dir, out } => cmd_plot(&dir, out),
     }
@@ -327,10 +345,42 @@ fn cmd_run(path: &Path, out: Option<PathBuf>, overwrite: bool, over: &Overrides,
         checkpoint_every: checkpoint_every(ctl)?,
         stop_at: None,
     };
-    let summary = run::run_scenario(&scenario, &out_dir, overwrite, &EngineChoice::default(), opts, &|what| {
+    let result = run::run_scenario(&scenario, &out_dir, overwrite, &EngineChoice::default(), opts, &|what| {
         eprintln!("rrpdem: {what}")
-    })?;
-    print_summary(&summary, &out_dir);
+    });
+    finish_run(result, &out_dir, ctl.plots)
+}
+
+/// Prints the summary and draws the figures (also for a run that stopped early, from what it
+/// wrote), then passes on the run's error.
+fn finish_run(result: Result<Summary, run::RunError>, out_dir: &Path, plots: bool) -> Result<()> {
+    if let Ok(summary) = &result {
+        print_summary(summary, out_dir);
+    }
+    let stopped_early = matches!(&result, Err(run::RunError::Engine { .. } | run::RunError::Interrupted { .. }));
+    if plots && (result.is_ok() || stopped_early) {
+        match rrpdem::plot::plot_run_dir(out_dir, out_dir) {
+            Ok(files) => files.iter().for_each(|f| eprintln!("wrote {}", f.display())),
+            Err(e) => eprintln!("warning: no figures: {e}"),
+        }
+    }
+    result.map(|_| ()).map_err(Into::into)
+}
+
+fn cmd_dry_run(path: &Path, over: &Overrides) -> Result<()> {
+    let scenario = load(path, over)?;
+    let geometry = scenario.build_geometry()?;
+    println!("{}", rrpdem::generate::report(&scenario, &geometry));
+    println!("steps           {} of {} to t = {}", scenario.total_steps(), scenario.dt, scenario.t_end);
+    let est = stability::estimate(&geometry.into_model());
+    match stability::check_step(scenario.dt, scenario.force_dt, &est) {
+        Ok(None) => {
+            println!("time step       ok (dt = {} ≤ {:.0}% of h_max)", scenario.dt, 100.0 * stability::WARN_FRACTION)
+        }
+        Ok(Some(w)) => println!("time step       warning: {w}"),
+        Err(e) => println!("time step       refused: {e}"),
+    }
+    println!("dry run         nothing was run or written");
     Ok(())
 }
 
@@ -340,6 +390,7 @@ fn cmd_study(
     shard: Option<&str>,
     overwrite: bool,
     choice: &EngineChoice,
+    plots: bool,
 ) -> Result<()> {
     let study = Study::load(path)?;
     let shard = shard.map(study::parse_shard).transpose().map_err(|e| anyhow::anyhow!("--shard {e}"))?;
@@ -393,6 +444,9 @@ fn cmd_study(
             bail!("variants without a summary: {missing:?}");
         }
         eprintln!("wrote {}", file.display());
+        if plots {
+            eprintln!("wrote {}", study::plot(&study, &out_dir)?.display());
+        }
     } else {
         eprintln!(
             "shard done; assemble study.csv with `rrpdem study --merge {}` once every shard has run",
@@ -405,7 +459,7 @@ fn cmd_study(
     Ok(())
 }
 
-fn cmd_study_merge(dir: &Path) -> Result<()> {
+fn cmd_study_merge(dir: &Path, plots: bool) -> Result<()> {
     let study = study::read_resolved(dir)?;
     let (csv, missing, failed) = study::table(&study, dir);
     let file = dir.join("study.csv");
@@ -414,6 +468,9 @@ fn cmd_study_merge(dir: &Path) -> Result<()> {
     eprintln!("wrote {} ({} variants)", file.display(), study.variants.len());
     for (k, status) in &failed {
         eprintln!("variant {k} did not complete: {status}");
+    }
+    if plots {
+        eprintln!("wrote {}", study::plot(&study, dir)?.display());
     }
     if !missing.is_empty() {
         bail!("{} variant(s) have no outputs yet (missing or still running): {missing:?}", missing.len());
@@ -468,9 +525,9 @@ fn cmd_resume(dir_path: &Path, t_end: Option<f64>, check: Option<&Path>, ctl: &R
         checkpoint_every: checkpoint_every(ctl)?,
         stop_at: None,
     };
-    let summary = run::resume(&dir, t_end, check.as_ref(), opts, |what| eprintln!("rrpdem: {what}"))?;
-    print_summary(&summary, dir_path);
-    Ok(())
+    let result = run::resume(&dir, t_end, check.as_ref(), opts, |what| eprintln!("rrpdem: {what}"));
+    drop(dir);
+    finish_run(result, dir_path, ctl.plots)
 }
 
 /// Warns above a safe fraction of the stability estimate, refuses above it unless forced.
@@ -660,6 +717,7 @@ fn cmd_converge(
     t_end: Option<f64>,
     ref_factor: u32,
     out: Option<PathBuf>,
+    plots: bool,
 ) -> Result<()> {
     let scenario = Scenario::load(path)?;
     let model = scenario.build_model()?;
@@ -721,11 +779,26 @@ fn cmd_converge(
     }
     std::fs::write(&file, text).with_context(|| format!("writing {}", file.display()))?;
     eprintln!("wrote {}", file.display());
+    if plots {
+        let png = rrpdem::plot::plot_converge(&file, &out_dir)?;
+        eprintln!("wrote {}", png.display());
+    }
     Ok(())
 }
 
 fn cmd_plot(dir: &Path, out: Option<PathBuf>) -> Result<()> {
     let out = out.unwrap_or_else(|| dir.to_owned());
+    if dir.join(study::STUDY_FILE).is_file() && dir.join("study.csv").is_file() {
+        let s = study::read_resolved(dir)?;
+        let png = study::plot(&s, dir)?;
+        let dest = out.join("study.png");
+        if dest != png {
+            std::fs::create_dir_all(&out)?;
+            std::fs::rename(&png, &dest)?;
+        }
+        println!("wrote {}", dest.display());
+        return Ok(());
+    }
     for file in rrpdem::plot::plot_dir(dir, &out)? {
         println!("wrote {}", file.display());
     }

@@ -28,8 +28,18 @@ fn wrap(path: &Path) -> impl Fn(io::Error) -> OutputError + '_ {
 pub const FINAL_STATE_HEADER: &str = "id,x,y,z,vx,vy,vz,qw,qx,qy,qz,wx,wy,wz,mass,inertia,diameter,fixed";
 
 /// What a run writes into its folder (files and folders); a new run replaces all of them.
-pub const RUN_OUTPUTS: [&str; 7] =
-    ["series.csv", "final_state.csv", "summary.json", "checkpoint.bin", "checkpoint.bin.tmp", "breaks.csv", "vtk"];
+pub const RUN_OUTPUTS: [&str; 10] = [
+    "series.csv",
+    "final_state.csv",
+    "summary.json",
+    "checkpoint.bin",
+    "checkpoint.bin.tmp",
+    "breaks.csv",
+    "vtk",
+    "energy.png",
+    "energy_error.png",
+    "momentum_drift.png",
+];
 
 /// Name of the lock file that keeps a second run out of a folder in use.
 pub const LOCK_FILE: &str = ".rrpdem.lock";

@@ -500,3 +500,24 @@ pub fn read_resolved(out: &Path) -> Result<Study, StudyError> {
     let text = std::fs::read_to_string(&p).map_err(|source| StudyError::Io { path: p.clone(), source })?;
     serde_json::from_str(&text).map_err(|e| invalid(&p, e.to_string()))
 }
+
+/// Outcomes drawn against the varied parameters by `plot`.
+pub const PLOTTED_OUTCOMES: [&str; 4] = ["max_rel_energy_error", "n_broken", "peak_wall_force", "restitution"];
+
+/// `study.png`: each outcome against each numeric varied parameter (at most four), one colour
+/// per value of the first text-valued parameter (for example the shear law).
+pub fn plot(study: &Study, out: &Path) -> Result<PathBuf, crate::plot::PlotError> {
+    let numeric = |c: &String| study.variants.iter().all(|v| v.get(c).is_none_or(|x| x.is_number())) && !c.is_empty();
+    let x: Vec<String> = study.columns.iter().filter(|c| numeric(c)).take(4).cloned().collect();
+    let group_by = study.columns.iter().find(|c| !numeric(c)).cloned();
+    let spec = crate::plot::ScatterSpec {
+        title: format!("study {}: outcomes per variant", study.name),
+        x,
+        y: PLOTTED_OUTCOMES.iter().map(|s| s.to_string()).collect(),
+        group_by,
+        log: vec![],
+    };
+    let png = out.join("study.png");
+    crate::plot::scatter_csv(&out.join("study.csv"), &spec, &png)?;
+    Ok(png)
+}

@@ -30,13 +30,20 @@ fn run_writes_the_three_files() {
     let mut lines = series.lines();
     assert_eq!(
         lines.next().unwrap(),
-        "step,t,E,E_trans,E_rot,U_bend,U_axial,U_shear,U_contact,U_wall,U_gravity,P_x,P_y,P_z,S_x,S_y,S_z,L_x,L_y,L_z"
+        "step,t,E,E_trans,E_rot,U_bend,U_axial,U_shear,U_contact,U_wall,U_gravity,P_x,P_y,P_z,S_x,S_y,S_z,L_x,L_y,L_z,\
+         E_released,n_broken,F_wall_x,F_wall_y,F_wall_z,x_cm,y_cm,z_cm,v_cm_x,v_cm_y,v_cm_z"
     );
     let rows: Vec<&str> = lines.collect();
     assert_eq!(rows.len(), 11, "steps 0, 50, …, 500");
     let last: Vec<&str> = rows[10].split(',').collect();
-    assert_eq!(last.len(), 20);
+    assert_eq!(last.len(), 31);
     assert_eq!(last[0], "500");
+    // The impact columns (MODEL §9): no rupture, the wall pushes along +x only, and v_cm = P/M
+    // (80 unit masses) to round-off.
+    assert_eq!((last[20], last[21]), ("0.0000000000000000e0", "0"));
+    let num = |k: usize| last[k].parse::<f64>().unwrap();
+    assert_eq!((num(23), num(24)), (0.0, 0.0));
+    assert!((num(28) - num(11) / 80.0).abs() <= 1e-15 * num(11).abs().max(1.0));
     // 17 significant digits: d.dddddddddddddddde±x.
     assert!(last[2].split('e').next().unwrap().replace(['-', '.'], "").len() == 17, "{}", last[2]);
 
@@ -206,4 +213,66 @@ fn info_lists_adapters() {
     assert!(o.status.success());
     let text = String::from_utf8_lossy(&o.stdout);
     assert!(text.contains("GPU adapter 0") && text.contains("f64:"), "{text}");
+}
+
+#[test]
+fn dry_run_reports_the_model_and_writes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("d");
+    let o = rrpdem(&["run", "scenarios/solid_torus_impact.json", "--dry-run", "--out", out.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let text = String::from_utf8_lossy(&o.stdout);
+    // The generator's report (particles, bonds, memory) and the step check, nothing run.
+    for needle in ["particles", "bonds", "memory", "h_max", "dry run"] {
+        assert!(text.contains(needle), "{needle}: {text}");
+    }
+    assert!(!out.exists(), "a dry run writes nothing");
+}
+
+#[test]
+fn plots_flags_draw_the_figures_of_a_run_and_a_study() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("p");
+    let o = rrpdem(&[
+        "run",
+        "scenarios/torus_impact.json",
+        "--t-end",
+        "1",
+        "--record-every",
+        "10",
+        "--plots",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    for f in ["energy.png", "energy_error.png", "momentum_drift.png"] {
+        let bytes = std::fs::read(out.join(f)).unwrap_or_else(|e| panic!("{f}: {e}"));
+        assert_eq!(&bytes[1..4], b"PNG", "{f}");
+    }
+    // --overwrite removes the earlier run's figures with its other outputs.
+    let o = rrpdem(&[
+        "run",
+        "scenarios/torus_impact.json",
+        "--t-end",
+        "0.1",
+        "--overwrite",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success());
+    assert!(!out.join("energy.png").exists(), "figures of the earlier run are gone");
+
+    let base = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/torus_impact.json");
+    std::fs::copy(base, dir.path().join("torus_impact.json")).unwrap();
+    let study = dir.path().join("s.json");
+    std::fs::write(
+        &study,
+        r#"{"name": "s", "base": "torus_impact.json", "set": {"/t_end": 0.5},
+            "vary": {"grid": {"/@impact_speed": [0.5, 1], "/shear": ["paper", "objective"]}}}"#,
+    )
+    .unwrap();
+    let sout = dir.path().join("study");
+    let o = rrpdem(&["study", study.to_str().unwrap(), "--plots", "--out", sout.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(&std::fs::read(sout.join("study.png")).unwrap()[1..4], b"PNG");
 }
