@@ -225,7 +225,8 @@ pub fn run(
     let checkpoint_path = dir.join(checkpoint::FILE_NAME);
     let mut step = step0;
     while step < total {
-        let mut next = total.min(next_multiple(step, guard)).min(next_multiple(step, scenario.record_every));
+        let record_every = scenario.record_interval();
+        let mut next = total.min(next_multiple(step, guard)).min(next_multiple(step, record_every));
         if let Some(c) = opts.checkpoint_every {
             next = next.min(next_multiple(step, c));
         }
@@ -267,7 +268,7 @@ pub fn run(
                 b.write_break(&e)?;
             }
         }
-        if next % scenario.record_every == 0 || next == total {
+        if next.is_multiple_of(record_every) || next == total {
             series.write(&d)?;
             impact.record(&d, walls);
         }

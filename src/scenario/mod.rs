@@ -45,8 +45,9 @@ pub struct Scenario {
     pub dt: f64,
     /// End time; the run takes `round(t_end/dt)` steps.
     pub t_end: f64,
-    /// Record diagnostics every this many steps.
-    #[serde(default = "one")]
+    /// Record diagnostics every this many steps; 0 (the default): about `AUTO_RECORDS` rows per
+    /// run (`record_interval`). Every record costs a GPU run a host wait and a readback.
+    #[serde(default)]
     pub record_every: u64,
     /// Run even when `dt` exceeds the stability estimate.
     #[serde(default)]
@@ -80,9 +81,8 @@ pub struct Scenario {
     pub source: PathBuf,
 }
 
-fn one() -> u64 {
-    1
-}
+/// Rows of `series.csv` a run gets when `record_every` is not given.
+pub const AUTO_RECORDS: u64 = 1000;
 
 fn default_max_energy_error() -> f64 {
     DEFAULT_MAX_ENERGY_ERROR
@@ -349,9 +349,6 @@ impl Scenario {
             ));
         }
         positive(self, "max_energy_error", self.max_energy_error)?;
-        if self.record_every == 0 {
-            return Err(self.invalid("record_every", "must be ≥ 1"));
-        }
         positive(self, "particle.mass", self.particle.mass)?;
         positive(self, "particle.inertia", self.particle.inertia)?;
         if let Some(d) = self.particle.diameter {
@@ -399,6 +396,12 @@ impl Scenario {
             return Err(self.invalid("bodies", "must list at least one body"));
         }
         Ok(())
+    }
+
+    /// Steps between records: `record_every`, or for 0 the total steps over `AUTO_RECORDS`
+    /// (at least 1).
+    pub fn record_interval(&self) -> u64 {
+        if self.record_every > 0 { self.record_every } else { self.total_steps().div_ceil(AUTO_RECORDS).max(1) }
     }
 
     /// Total number of steps: `t_end / dt` rounded to the nearest integer (at least 1).
