@@ -135,10 +135,17 @@ pub struct Summary {
     pub stability: StabilityEstimate,
     pub energy_and_momenta: Budget,
     pub final_diagnostics: Diagnostics,
+    /// The file holding the state of `steps`: `final_state.csv`, or above
+    /// `FINAL_STATE_CSV_MAX` particles the binary `checkpoint.bin`; none if it could not be read.
+    pub final_state: Option<String>,
     /// Impact measures (MODEL §9) where the scenario has walls.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub impact: Option<crate::impact::Impact>,
 }
+
+/// Above this many particles the final state is written only in binary (`checkpoint.bin`):
+/// a 10⁶-particle `final_state.csv` is already about 300 MB of text.
+pub const FINAL_STATE_CSV_MAX: usize = 1_000_000;
 
 /// Set by the SIGINT/SIGTERM handler; the run driver stops after the current chunk of steps.
 pub static INTERRUPT: AtomicBool = AtomicBool::new(false);
@@ -324,9 +331,27 @@ pub fn run(
     let wall = wall_before + start.elapsed().as_secs_f64();
     let steps_now = last.step;
     let snapshot = if failure.is_some() && engine.steps_done() != last.step { None } else { engine.snapshot().ok() };
-    if let Some(state) = &snapshot {
-        output::write_final_state(&dir.join("final_state.csv"), state, &model.particles)?;
-    }
+    let final_state = match &snapshot {
+        Some(state) if n <= FINAL_STATE_CSV_MAX => {
+            output::write_final_state(&dir.join("final_state.csv"), state, &model.particles)?;
+            Some("final_state.csv".to_string())
+        }
+        Some(_) => {
+            // Text would cost ~300 bytes and microseconds of formatting per particle: large
+            // models keep their final state in the binary checkpoint.
+            let progress = RunProgress {
+                budget: budget.clone(),
+                first: budget.first,
+                last,
+                stability: stability.clone(),
+                wall_time_s: wall_before + start.elapsed().as_secs_f64(),
+                impact: impact.clone(),
+            };
+            write_checkpoint(scenario, model, engine, progress, &checkpoint_path)?;
+            Some(checkpoint::FILE_NAME.to_string())
+        }
+        None => None,
+    };
     let summary = Summary {
         status: match (&failure, interrupted) {
             (Some(e), _) => format!("error: {e}"),
@@ -346,6 +371,7 @@ pub fn run(
         impact: (!walls.is_empty()).then(|| impact.finish(budget.e0, &last, model.bonds.len())),
         energy_and_momenta: budget,
         final_diagnostics: last,
+        final_state,
     };
     output::write_json(&dir.join("summary.json"), &summary)?;
     match failure {
@@ -392,8 +418,18 @@ pub fn run_scenario(
     opts: RunOptions,
     announce: &dyn Fn(&str),
 ) -> Result<Summary, RunError> {
+    let started = Instant::now();
     let model = scenario.build_model()?;
     let est = crate::stability::estimate(&model);
+    if model.particles.len() >= 100_000 {
+        // Large models take seconds to build: say so rather than sit silent.
+        announce(&format!(
+            "built {} particles and {} bonds in {:.1} s",
+            model.particles.len(),
+            model.bonds.len(),
+            started.elapsed().as_secs_f64()
+        ));
+    }
     if let Some(warning) =
         crate::stability::check_step(scenario.dt, scenario.force_dt, &est).map_err(RunError::EngineStart)?
     {
