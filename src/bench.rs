@@ -25,8 +25,10 @@ pub struct Case {
 }
 
 /// The standard cases, by name: `torus` (the paper's 80 spheres), `rings-N` (⌈N/100⌉ rings of
-/// 100 unit spheres on a square lattice moving onto a wall), `fcc-N` (a `block_solid` of about N
-/// spheres at nearest-neighbour spacing, bonded to nearest neighbours, moving onto a wall).
+/// 100 unit spheres on a square lattice moving onto a wall), `fcc-N` (an FCC cube of about N
+/// spheres at nearest-neighbour spacing, bonded to nearest neighbours, moving onto a wall),
+/// `tori-N` (N copies of the paper torus stepped as a study's variants are on the CPU: one
+/// engine each, in parallel over the copies; `measure` treats it specially).
 pub fn case(name: &str) -> Result<Case, String> {
     let n = |s: &str| -> Result<usize, String> {
         s.parse::<f64>().map(|v| v as usize).map_err(|_| format!("`{s}`: expected a particle count such as 1e5"))
@@ -40,6 +42,11 @@ pub fn case(name: &str) -> Result<Case, String> {
     } else if let Some(count) = name.strip_prefix("rings-") {
         let count = n(count)?;
         Box::new(move || rings(count))
+    } else if let Some(count) = name.strip_prefix("tori-") {
+        if n(count)? == 0 {
+            return Err("tori-N needs N ≥ 1".into());
+        }
+        Box::new(|| case("torus").and_then(|c| (c.model)()))
     } else if let Some(count) = name.strip_prefix("fcc-") {
         let count = n(count)?;
         Box::new(move || fcc_block(count))
@@ -177,6 +184,10 @@ pub fn measure(
     min_seconds: f64,
 ) -> Result<Measurement, String> {
     let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().map_err(|e| e.to_string())?;
+    if let Some(copies) = case.name.strip_prefix("tori-") {
+        let copies = copies.parse::<f64>().map_err(|e| e.to_string())? as usize;
+        return pool.install(|| measure_copies(case, model, engine, threads, copies, steps, min_seconds));
+    }
     pool.install(|| {
         let mut e: Box<dyn Engine> = match engine {
             EngineKind::Cpu => {
@@ -210,5 +221,49 @@ pub fn measure(
             particle_steps_per_s: done as f64 * model.particles.len() as f64 / seconds,
             bond_steps_per_s: done as f64 * model.bonds.len() as f64 / seconds,
         })
+    })
+}
+
+/// `copies` independent engines of `model` advanced together, in parallel over the copies (what
+/// a study does with its variants on the CPU).
+fn measure_copies(
+    case: &Case,
+    model: &Model,
+    engine: EngineKind,
+    threads: usize,
+    copies: usize,
+    steps: u64,
+    min_seconds: f64,
+) -> Result<Measurement, String> {
+    use rayon::prelude::*;
+    if engine != EngineKind::Cpu {
+        return Err("tori-N measures the CPU's parallel variants; a GPU study runs its variants one by one".into());
+    }
+    let mut engines: Vec<CpuEngine> = (0..copies)
+        .map(|_| CpuEngine::new(model, Integrator::RrpNewmark, 1e-3).map_err(|e| e.to_string()))
+        .collect::<Result<_, _>>()?;
+    let advance = |engines: &mut Vec<CpuEngine>, k: u64| {
+        engines.par_iter_mut().try_for_each(|e| e.advance(k).map_err(|e| e.to_string()))
+    };
+    advance(&mut engines, (steps / 10).max(1))?;
+    let start = Instant::now();
+    let mut done = 0;
+    while done == 0 || start.elapsed().as_secs_f64() < min_seconds {
+        advance(&mut engines, steps)?;
+        done += steps;
+    }
+    let seconds = start.elapsed().as_secs_f64();
+    let (n, b) = (copies * model.particles.len(), copies * model.bonds.len());
+    Ok(Measurement {
+        case: case.name.clone(),
+        engine,
+        device: engines[0].info().device,
+        threads,
+        particles: n,
+        bonds: b,
+        steps: done,
+        seconds,
+        particle_steps_per_s: done as f64 * n as f64 / seconds,
+        bond_steps_per_s: done as f64 * b as f64 / seconds,
     })
 }
