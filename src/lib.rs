@@ -4,8 +4,8 @@
 //! Layout: [`rrp`] (rotation math), [`interactions`] (one module per physical term),
 //! [`integrator`] (the three maps), [`model`] (resolved particles and bonds), [`grid`]
 //! (contact search), [`engine`] (the CPU reference engine and the shared `Engine` interface),
-//! [`scenario`] (JSON input), [`diagnostics`], [`stability`], [`output`], [`run`] and
-//! [`converge`] (drivers used by the CLI).
+//! [`scenario`] (JSON input), [`diagnostics`], [`stability`], [`output`] and [`vtk`] (ParaView
+//! frames), [`run`] and [`converge`] (drivers used by the CLI).
 
 pub mod checkpoint;
 pub mod compare;
@@ -25,3 +25,4 @@ pub mod run;
 pub mod scenario;
 pub mod stability;
 pub mod study;
+pub mod vtk;

@@ -80,6 +80,8 @@ enum Command {
         /// GPU precision for every variant.
         #[arg(long, value_enum)]
         precision: Option<PrecisionArg>,
+        #[command(flatten)]
+        vtk: VtkArg,
     },
     /// Run a scenario on the CPU reference and on a GPU side by side and print their differences.
     Compare {
@@ -120,13 +122,33 @@ enum Command {
     },
 }
 
-/// How a run is checkpointed.
+/// How a run is checkpointed and what it writes beyond the standard files.
 #[derive(clap::Args)]
 struct RunControl {
     /// Write DIR/checkpoint.bin every N steps (atomically; the previous one is kept until the
     /// new one is complete). An interrupt (Ctrl-C, SIGTERM) always writes one.
     #[arg(long, value_name = "N")]
     checkpoint_every: Option<u64>,
+    #[command(flatten)]
+    vtk: VtkArg,
+}
+
+/// VTK output.
+#[derive(clap::Args)]
+struct VtkArg {
+    /// Write a ParaView frame (DIR/vtk/particles_NNNNNN.vtp, listed in DIR/particles.pvd) every
+    /// N steps, at step 0 and at the last step [default: the scenario's output.vtk_every].
+    #[arg(long, value_name = "N")]
+    vtk_every: Option<u64>,
+}
+
+impl VtkArg {
+    fn options(&self) -> Result<run::VtkOptions> {
+        if self.vtk_every == Some(0) {
+            bail!("--vtk-every must be at least 1");
+        }
+        Ok(run::VtkOptions { every: self.vtk_every, replica: 0 })
+    }
 }
 
 /// Settings that override the scenario file.
@@ -228,13 +250,13 @@ fn real_main() -> Result<()> {
             cmd_compare(&scenario, steps, precision.into(), integrator)
         }
         Command::Info => cmd_info(),
-        Command::Study { study, out, shard, merge, overwrite, backend, precision } => match merge {
+        Command::Study { study, out, shard, merge, overwrite, backend, precision, vtk } => match merge {
             Some(dir) => cmd_study_merge(&dir),
             None => {
                 let choice =
                     EngineChoice { backend: backend.map(Backend::from), precision: precision.map(Precision::from) };
                 let study = study.expect("clap requires it without --merge");
-                cmd_study(&study, out, shard.as_deref(), overwrite, &choice)
+                cmd_study(&study, out, shard.as_deref(), overwrite, &choice, vtk.options()?)
             }
         },
         Command::Converge { scenario, dt, levels, integrator, t_end, ref_factor, out } => {
@@ -284,6 +306,7 @@ fn cmd_run(path: &Path, out: Option<PathBuf>, overwrite: bool, over: &Overrides,
         progress: std::io::stderr().is_terminal(),
         checkpoint_every: checkpoint_every(ctl)?,
         stop_at: None,
+        vtk: ctl.vtk.options()?,
     };
     let summary = run::run_scenario(&scenario, &out_dir, overwrite, &EngineChoice::default(), opts, &|what| {
         eprintln!("rrpdem: {what}")
@@ -298,6 +321,7 @@ fn cmd_study(
     shard: Option<&str>,
     overwrite: bool,
     choice: &EngineChoice,
+    vtk: run::VtkOptions,
 ) -> Result<()> {
     let study = Study::load(path)?;
     let shard = shard.map(study::parse_shard).transpose().map_err(|e| anyhow::anyhow!("--shard {e}"))?;
@@ -334,7 +358,7 @@ fn cmd_study(
         }
         bar.inc(1);
     };
-    let report = study::run_variants(&study, path, &which, &out_dir, choice, overwrite, &tick)?;
+    let report = study::run_variants(&study, path, &which, &out_dir, choice, vtk, overwrite, &tick)?;
     bar.finish_and_clear();
     let failed: Vec<usize> = report
         .ran
@@ -425,6 +449,7 @@ fn cmd_resume(dir_path: &Path, t_end: Option<f64>, check: Option<&Path>, ctl: &R
         progress: std::io::stderr().is_terminal(),
         checkpoint_every: checkpoint_every(ctl)?,
         stop_at: None,
+        vtk: ctl.vtk.options()?,
     };
     let summary = run::resume(&dir, t_end, check.as_ref(), opts, |what| eprintln!("rrpdem: {what}"))?;
     print_summary(&summary, dir_path);
@@ -507,7 +532,10 @@ fn print_summary(s: &Summary, out: &Path) {
             o(i.restitution)
         );
     }
-    let extra = if s.scenario.rupture.is_some() { ", breaks.csv" } else { "" };
+    let mut extra = if s.scenario.rupture.is_some() { ", breaks.csv" } else { "" }.to_string();
+    if out.join(rrpdem::vtk::COLLECTION).is_file() {
+        extra.push_str(", particles.pvd, vtk/");
+    }
     println!("outputs         {}/{{series.csv, final_state.csv, summary.json{extra}}}", out.display());
 }
 
