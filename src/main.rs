@@ -609,7 +609,7 @@ fn cmd_converge(
     // The reference solution is the longest run: min(dt)/ref_factor to t_end.
     let finest = dts.iter().copied().fold(f64::INFINITY, f64::min) / ref_factor as f64;
     let ref_steps = t_end / finest;
-    if !(ref_steps <= MAX_STEPS as f64) {
+    if ref_steps.is_nan() || ref_steps > MAX_STEPS as f64 {
         bail!(
             "the reference solution would take {ref_steps:.3e} steps (t_end {t_end} / (min dt / {ref_factor})); at most \
              {MAX_STEPS:.0e} are allowed: use fewer levels, a shorter t_end or a smaller --ref-factor"

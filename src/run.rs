@@ -190,6 +190,8 @@ enum Failure {
 }
 
 /// Where a run starts: at t = 0, or from a checkpoint.
+// Made once per run: the size of the checkpoint's progress does not matter.
+#[allow(clippy::large_enum_variant)]
 pub enum Start {
     Fresh { stability: StabilityEstimate },
     Resume { progress: RunProgress },
@@ -308,7 +310,7 @@ fn drive<'scope>(
     let mut failure = None;
     if let Some(f) = frames.as_mut() {
         // The starting state's frame, unless a resumed run's collection already has it.
-        if (step0 % f.writer.every() == 0 || step0 == total) && !f.writer.has_frame_at(last.t) {
+        if (step0.is_multiple_of(f.writer.every()) || step0 == total) && !f.writer.has_frame_at(last.t) {
             failure = f.submit(engine, step0, last.t).err();
         }
     }
@@ -345,8 +347,8 @@ fn drive<'scope>(
         };
         if next % guard == 0 || next == total {
             let dev = budget.deviation(&d);
-            // `!(≤)` so that a NaN energy trips the guard too.
-            if !(dev <= limit) {
+            // A NaN energy trips the guard too.
+            if dev.is_nan() || dev > limit {
                 // The particle under the largest force at the last good state is where the
                 // trouble starts (after a blow-up the culprits may already have flown apart).
                 let largest = engine.rollback().and_then(|()| engine.largest_force()).ok().flatten();
@@ -369,11 +371,11 @@ fn drive<'scope>(
         }
         last = d;
         step = next;
-        if let Some(f) = frames.as_mut().filter(|f| f.writer.due(step, total)) {
-            if let Err(e) = f.submit(engine, step, last.t) {
-                failure = Some(e);
-                break;
-            }
+        if let Some(f) = frames.as_mut().filter(|f| f.writer.due(step, total))
+            && let Err(e) = f.submit(engine, step, last.t)
+        {
+            failure = Some(e);
+            break;
         }
         bar.set_position(step);
         let secs = start.elapsed().as_secs_f64();
@@ -385,7 +387,7 @@ fn drive<'scope>(
             ));
         }
         interrupted = INTERRUPT.load(Ordering::Relaxed) || opts.stop_at.is_some_and(|s| step >= s && step < total);
-        let checkpoint_due = opts.checkpoint_every.is_some_and(|c| step % c == 0) && step < total;
+        let checkpoint_due = opts.checkpoint_every.is_some_and(|c| step.is_multiple_of(c)) && step < total;
         if interrupted || checkpoint_due {
             series.flush()?;
             if let Some(b) = breaks.as_mut() {

@@ -169,8 +169,11 @@ impl Study {
     }
 }
 
+/// The varied pointers and each variant's overrides.
+type Expanded = (Vec<String>, Vec<BTreeMap<String, Value>>);
+
 /// The variants' overrides and the varied pointers.
-fn expand(vary: &Vary, path: &Path) -> Result<(Vec<String>, Vec<BTreeMap<String, Value>>), StudyError> {
+fn expand(vary: &Vary, path: &Path) -> Result<Expanded, StudyError> {
     let check = |p: &str| {
         if p.starts_with('/') {
             Ok(())

@@ -643,7 +643,7 @@ impl<'scope> VtkWriter<'scope> {
 
     /// Whether `step` gets a frame: multiples of `every` and the run's last step.
     pub fn due(&self, step: u64, total: u64) -> bool {
-        step % self.settings.every == 0 || step == total
+        step.is_multiple_of(self.settings.every) || step == total
     }
 
     pub fn every(&self) -> u64 {

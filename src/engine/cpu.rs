@@ -320,10 +320,10 @@ impl CpuEngine {
     fn one_step(&mut self) -> Result<(), EngineError> {
         let h = self.dt;
         let integ = self.integrator;
-        if integ == Integrator::RrpExact {
-            if let Some((particle, value)) = self.check_exact_condition() {
-                return Err(EngineError::RrpExactCondition { particle, step: self.step, t: self.time(), value });
-            }
+        if integ == Integrator::RrpExact
+            && let Some((particle, value)) = self.check_exact_condition()
+        {
+            return Err(EngineError::RrpExactCondition { particle, step: self.step, t: self.time(), value });
         }
         let (inv_m, inv_j, fixed, acc) = (&self.inv_m, &self.inv_j, &self.fixed, &self.acc);
         for_each_indexed(&mut self.kin, |i, k| {
@@ -523,7 +523,7 @@ impl Engine for CpuEngine {
     fn largest_force(&mut self) -> Result<Option<(usize, f64)>, EngineError> {
         Ok(self.acc.iter().map(|a| a.force.length()).enumerate().fold(None, |best: Option<(usize, f64)>, (i, f)| {
             match best {
-                Some((_, b)) if !(f > b) => best,
+                Some((_, b)) if f.partial_cmp(&b) != Some(std::cmp::Ordering::Greater) => best,
                 _ => Some((i, f)),
             }
         }))

@@ -109,10 +109,10 @@ impl GpuContext {
         }
         adapters.sort_by_key(|a| rank(a.get_info().device_type));
         if choice == AdapterChoice::HardwareOnly {
-            if let Some(a) = adapters.iter().find(|a| !is_hardware(a.get_info().device_type)) {
-                if !adapters.iter().any(|a| is_hardware(a.get_info().device_type)) {
-                    return Err(GpuError::NoHardwareAdapter { software: a.get_info().name });
-                }
+            if let Some(a) = adapters.iter().find(|a| !is_hardware(a.get_info().device_type))
+                && !adapters.iter().any(|a| is_hardware(a.get_info().device_type))
+            {
+                return Err(GpuError::NoHardwareAdapter { software: a.get_info().name });
             }
             adapters.retain(|a| is_hardware(a.get_info().device_type));
         }

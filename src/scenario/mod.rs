@@ -315,7 +315,7 @@ impl Scenario {
         positive(self, "dt", self.dt)?;
         positive(self, "t_end", self.t_end)?;
         let steps = self.t_end / self.dt;
-        if !(steps.round() <= MAX_STEPS as f64) {
+        if steps.is_nan() || steps.round() > MAX_STEPS as f64 {
             return Err(self.invalid(
                 "t_end",
                 format!(
