@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 use std::thread::{Scope, ScopedJoinHandle};
 use thiserror::Error;
@@ -231,31 +232,39 @@ fn tmp_path(path: &Path) -> PathBuf {
     PathBuf::from(s)
 }
 
+/// The threads that compute the frames' bond values. Not rayon's global pool: a run driver
+/// waits for its writer (a full queue, a checkpoint, the end), and when a study runs variants
+/// in parallel the drivers are the global pool's threads, so a writer that needed that pool
+/// could wait for a driver that waits for it. `None` if no thread could be started.
+fn pool() -> Option<&'static rayon::ThreadPool> {
+    static POOL: OnceLock<Option<rayon::ThreadPool>> = OnceLock::new();
+    POOL.get_or_init(|| rayon::ThreadPoolBuilder::new().thread_name(|i| format!("rrpdem-vtk-{i}")).build().ok())
+        .as_ref()
+}
+
 /// Per-bond cell values: signed tension strain `L/L0 − 1`, bending, twist and shear angles
 /// (MODEL §6, with the model's shear law), and the bond energy (0 once broken).
 fn bond_values(model: &Model, state: &[Kinematics], broken: &[bool]) -> Vec<[f64; 5]> {
-    model
-        .bonds
-        .par_iter()
-        .zip(broken)
-        .with_min_len(4096)
-        .map(|(b, &gone)| {
-            let (ki, kj) = (&state[b.i as usize], &state[b.j as usize]);
-            let d = ki.x - kj.x;
-            let dq_i = ki.q * b.q_i0.conjugate();
-            let dq_j = kj.q * b.q_j0.conjugate();
-            // `rupture_measures` clamps tension at 0 (compression never breaks); the strain
-            // shown is signed so that compressed bonds can be seen too.
-            let [_, shear, bending, twist] = rupture_measures(model.params.shear, d, b.l0, b.dhat0, dq_i, dq_j);
-            let energy = if gone {
-                0.0
-            } else {
-                let t = bond_terms(b, ki.x, kj.x, ki.q, kj.q, &model.params);
-                t.u_bend + t.u_axial + t.u_shear
-            };
-            [d.length() / b.l0 - 1.0, bending, twist, shear, energy]
-        })
-        .collect()
+    let one = |(b, &gone): (&crate::model::Bond, &bool)| {
+        let (ki, kj) = (&state[b.i as usize], &state[b.j as usize]);
+        let d = ki.x - kj.x;
+        let dq_i = ki.q * b.q_i0.conjugate();
+        let dq_j = kj.q * b.q_j0.conjugate();
+        // `rupture_measures` clamps tension at 0 (compression never breaks); the strain
+        // shown is signed so that compressed bonds can be seen too.
+        let [_, shear, bending, twist] = rupture_measures(model.params.shear, d, b.l0, b.dhat0, dq_i, dq_j);
+        let energy = if gone {
+            0.0
+        } else {
+            let t = bond_terms(b, ki.x, kj.x, ki.q, kj.q, &model.params);
+            t.u_bend + t.u_axial + t.u_shear
+        };
+        [d.length() / b.l0 - 1.0, bending, twist, shear, energy]
+    };
+    match pool() {
+        Some(pool) => pool.install(|| model.bonds.par_iter().zip(broken).with_min_len(4096).map(one).collect()),
+        None => model.bonds.iter().zip(broken).map(one).collect(),
+    }
 }
 
 /// Writes one frame: a point (and a vertex cell) per particle, a line cell per bond. Cell data
