@@ -214,6 +214,17 @@ pub fn run(
     dir: &OutputDir,
     opts: RunOptions,
 ) -> Result<Summary, RunError> {
+    // Frames asked for by the caller go into the scenario that summary.json and the
+    // checkpoints record, so that a resume continues them without being asked again.
+    let recorded;
+    let scenario = match opts.vtk.every {
+        Some(every) => {
+            let output = crate::scenario::OutputSpec { vtk_every: Some(every), ..scenario.output.unwrap_or_default() };
+            recorded = Scenario { output: Some(output), ..scenario.clone() };
+            &recorded
+        }
+        None => scenario,
+    };
     // The VTK writer thread borrows the model; the scope guarantees it has ended (every
     // queued frame written) before the run returns, whichever way it returns.
     std::thread::scope(|scope| drive(scope, scenario, model, engine, start, dir, opts))

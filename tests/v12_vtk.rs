@@ -364,6 +364,8 @@ fn rupturing_run(backend: &[&str], rupture: bool) {
     let o = rrpdem(&args);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert!(String::from_utf8_lossy(&o.stdout).contains("particles.pvd"), "the summary names the collection");
+    let summary: Value = serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(summary["scenario"]["output"], serde_json::json!({"vtk_every": 250, "vtk_precision": "f64"}));
     let model = scenario.build_model().unwrap();
     let (_, breaks) = csv(&out.join("breaks.csv"));
     if rupture {
@@ -478,9 +480,9 @@ fn interrupted_run_leaves_a_valid_collection_and_resume_completes_it_identically
     }
     let cp_1100 = std::fs::read(out.join("checkpoint.bin")).unwrap();
 
-    let resume = |stop_at| {
+    let resume = |opts| {
         let dir = OutputDir::reopen(&out).unwrap();
-        run::resume(&dir, None, None, vtk_opts(stop_at), |_| {})
+        run::resume(&dir, None, None, opts, |_| {})
     };
     let same_as_whole = || {
         assert!(files(&out.join("vtk")) == files(&whole.join("vtk")), "vtk/ equals the uninterrupted run's");
@@ -491,18 +493,19 @@ fn interrupted_run_leaves_a_valid_collection_and_resume_completes_it_identically
     // Resumed and stopped again at 1800 (frames to 1750), after the breaks at 1760; resumed
     // to the end from there: the last frame shows the bonds broken before the checkpoint
     // (taken from breaks.csv).
-    let r = resume(Some(1800));
+    let r = resume(vtk_opts(Some(1800)));
     assert!(matches!(r, Err(RunError::Interrupted { step: 1800, .. })), "{:?}", r.err());
     assert_eq!(read_back(&out)["frames"].as_array().unwrap().len(), 8);
-    resume(None).unwrap();
+    resume(vtk_opts(None)).unwrap();
     same_as_whole();
 
     // Resumed once more from the checkpoint at 1100: the frames after it (1250 … 2000) are
     // dropped and written anew, and a stray frame no collection lists (from a run killed while
-    // writing it) goes too.
+    // writing it) goes too. The frames asked for when the run started are recorded in its
+    // checkpoints: the resume continues them without being asked again.
     std::fs::write(out.join("checkpoint.bin"), cp_1100).unwrap();
     std::fs::write(out.join("vtk/particles_000042.vtp"), b"partial").unwrap();
-    resume(None).unwrap();
+    resume(RunOptions::default()).unwrap();
     same_as_whole();
     check_run(&Expect { dir: &out, model: &model, every: 250, total: 2000, f32: false, replica: 0.0 });
 }
