@@ -99,11 +99,12 @@ pub struct Checkpoint {
     pub progress: RunProgress,
 }
 
-/// FNV-1a 64 of the scenario's JSON with `t_end` left out (a resumed run may go further), so a
-/// checkpoint can tell whether it belongs to a scenario.
+/// FNV-1a 64 of the scenario's JSON with `t_end` (a resumed run may go further) and `output`
+/// left out, so a checkpoint can tell whether it belongs to a scenario.
 pub fn scenario_hash(s: &Scenario) -> u64 {
     let mut s = s.clone();
     s.t_end = 0.0;
+    s.output = None;
     let text = serde_json::to_string(&s).expect("a scenario serialises");
     text.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ b as u64).wrapping_mul(0x0000_0100_0000_01b3))
 }

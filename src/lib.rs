@@ -5,8 +5,9 @@
 //! [`integrator`] (the three maps), [`model`] (resolved particles and bonds), [`grid`]
 //! (contact search), [`engine`] (the CPU reference engine and the shared `Engine` interface),
 //! [`scenario`] (JSON input and the geometry generators), [`generate`] (geometry written out and
-//! reported), [`diagnostics`], [`stability`], [`output`], [`run`], [`study`] and [`converge`]
-//! (drivers used by the CLI), [`checkpoint`], [`impact`], [`bench`], [`plot`] (figures).
+//! reported), [`diagnostics`], [`stability`], [`output`] and [`vtk`] (ParaView frames), [`run`],
+//! [`study`] and [`converge`] (drivers used by the CLI), [`checkpoint`], [`impact`], [`bench`],
+//! [`plot`] (figures).
 
 pub mod bench;
 pub mod checkpoint;
@@ -29,3 +30,4 @@ pub mod run;
 pub mod scenario;
 pub mod stability;
 pub mod study;
+pub mod vtk;

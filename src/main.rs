@@ -87,6 +87,8 @@ enum Command {
         /// Draw study.png: each outcome against each varied parameter.
         #[arg(long)]
         plots: bool,
+        #[command(flatten)]
+        vtk: VtkArg,
     },
     /// Run a scenario on the CPU reference and on a GPU side by side and print their differences.
     Compare {
@@ -166,7 +168,7 @@ enum Command {
     },
 }
 
-/// How a run is checkpointed.
+/// How a run is checkpointed and what it writes beyond the standard files.
 #[derive(clap::Args)]
 struct RunControl {
     /// Write DIR/checkpoint.bin every N steps (atomically; the previous one is kept until the
@@ -176,6 +178,26 @@ struct RunControl {
     /// Draw the run's figures (energy budget, energy error, momentum drift) into DIR as PNG.
     #[arg(long)]
     plots: bool,
+    #[command(flatten)]
+    vtk: VtkArg,
+}
+
+/// VTK output.
+#[derive(clap::Args)]
+struct VtkArg {
+    /// Write a ParaView frame (DIR/vtk/particles_NNNNNN.vtp, listed in DIR/particles.pvd) every
+    /// N steps, at step 0 and at the last step [default: the scenario's output.vtk_every].
+    #[arg(long, value_name = "N")]
+    vtk_every: Option<u64>,
+}
+
+impl VtkArg {
+    fn options(&self) -> Result<run::VtkOptions> {
+        if self.vtk_every == Some(0) {
+            bail!("--vtk-every must be at least 1");
+        }
+        Ok(run::VtkOptions { every: self.vtk_every, replica: 0 })
+    }
 }
 
 /// Settings that override the scenario file.
@@ -286,13 +308,13 @@ fn real_main() -> Result<()> {
         Command::Bench { cases, engines, threads, steps, min_seconds, json } => {
             cmd_bench(&cases, &engines, &threads, steps, min_seconds, json.as_deref())
         }
-        Command::Study { study, out, shard, merge, overwrite, backend, precision, plots } => match merge {
+        Command::Study { study, out, shard, merge, overwrite, backend, precision, plots, vtk } => match merge {
             Some(dir) => cmd_study_merge(&dir, plots),
             None => {
                 let choice =
                     EngineChoice { backend: backend.map(Backend::from), precision: precision.map(Precision::from) };
                 let study = study.expect("clap requires it without --merge");
-                cmd_study(&study, out, shard.as_deref(), overwrite, &choice, plots)
+                cmd_study(&study, out, shard.as_deref(), overwrite, &choice, plots, vtk.options()?)
             }
         },
         Command::Generate { scenario, out } => cmd_generate(&scenario, &out),
@@ -344,6 +366,7 @@ fn cmd_run(path: &Path, out: Option<PathBuf>, overwrite: bool, over: &Overrides,
         progress: std::io::stderr().is_terminal(),
         checkpoint_every: checkpoint_every(ctl)?,
         stop_at: None,
+        vtk: ctl.vtk.options()?,
     };
     let result = run::run_scenario(&scenario, &out_dir, overwrite, &EngineChoice::default(), opts, &|what| {
         eprintln!("rrpdem: {what}")
@@ -391,6 +414,7 @@ fn cmd_study(
     overwrite: bool,
     choice: &EngineChoice,
     plots: bool,
+    vtk: run::VtkOptions,
 ) -> Result<()> {
     let study = Study::load(path)?;
     let shard = shard.map(study::parse_shard).transpose().map_err(|e| anyhow::anyhow!("--shard {e}"))?;
@@ -427,7 +451,7 @@ fn cmd_study(
         }
         bar.inc(1);
     };
-    let report = study::run_variants(&study, path, &which, &out_dir, choice, overwrite, &tick)?;
+    let report = study::run_variants(&study, path, &which, &out_dir, choice, vtk, overwrite, &tick)?;
     bar.finish_and_clear();
     let failed: Vec<usize> = report
         .ran
@@ -524,6 +548,7 @@ fn cmd_resume(dir_path: &Path, t_end: Option<f64>, check: Option<&Path>, ctl: &R
         progress: std::io::stderr().is_terminal(),
         checkpoint_every: checkpoint_every(ctl)?,
         stop_at: None,
+        vtk: ctl.vtk.options()?,
     };
     let result = run::resume(&dir, t_end, check.as_ref(), opts, |what| eprintln!("rrpdem: {what}"));
     drop(dir);
@@ -606,7 +631,10 @@ fn print_summary(s: &Summary, out: &Path) {
             o(i.restitution)
         );
     }
-    let extra = if s.scenario.rupture.is_some() { ", breaks.csv" } else { "" };
+    let mut extra = if s.scenario.rupture.is_some() { ", breaks.csv" } else { "" }.to_string();
+    if out.join(rrpdem::vtk::COLLECTION).is_file() {
+        extra.push_str(", particles.pvd, vtk/");
+    }
     println!("outputs         {}/{{series.csv, final_state.csv, summary.json{extra}}}", out.display());
 }
 

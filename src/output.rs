@@ -28,7 +28,7 @@ fn wrap(path: &Path) -> impl Fn(io::Error) -> OutputError + '_ {
 pub const FINAL_STATE_HEADER: &str = "id,x,y,z,vx,vy,vz,qw,qx,qy,qz,wx,wy,wz,mass,inertia,diameter,fixed";
 
 /// What a run writes into its folder (files and folders); a new run replaces all of them.
-pub const RUN_OUTPUTS: [&str; 10] = [
+pub const RUN_OUTPUTS: [&str; 12] = [
     "series.csv",
     "final_state.csv",
     "summary.json",
@@ -39,6 +39,8 @@ pub const RUN_OUTPUTS: [&str; 10] = [
     "energy.png",
     "energy_error.png",
     "momentum_drift.png",
+    "particles.pvd",
+    "particles.pvd.tmp",
 ];
 
 /// Name of the lock file that keeps a second run out of a folder in use.
@@ -204,6 +206,25 @@ impl SeriesWriter {
     pub fn flush(&mut self) -> Result<(), OutputError> {
         self.out.flush().map_err(wrap(&self.path))
     }
+}
+
+/// Which of `n_bonds` bonds a `breaks.csv` lists as broken (what a resumed run starts with).
+pub fn broken_bonds(path: &Path, n_bonds: usize) -> Result<Vec<bool>, OutputError> {
+    let text = std::fs::read_to_string(path).map_err(wrap(path))?;
+    let mut broken = vec![false; n_bonds];
+    for (k, line) in text.lines().enumerate().skip(1) {
+        let bond = line.split(',').nth(2).and_then(|b| b.parse::<usize>().ok());
+        match bond.and_then(|b| broken.get_mut(b)) {
+            Some(flag) => *flag = true,
+            None => {
+                return Err(OutputError {
+                    path: path.to_owned(),
+                    source: io::Error::other(format!("line {}: no bond of this model in the third column", k + 1)),
+                });
+            }
+        }
+    }
+    Ok(broken)
 }
 
 /// Writes `final_state.csv`: q with `qw ≥ 0`, w the spatial angular velocity, the constants of

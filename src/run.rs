@@ -10,6 +10,7 @@ use crate::model::Model;
 use crate::output::{self, OutputDir, OutputError, SeriesWriter};
 use crate::scenario::Scenario;
 use crate::stability::StabilityEstimate;
+use crate::vtk::{Frame, VtkError, VtkSettings, VtkWriter};
 use glam::DVec3;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde::{Deserialize, Serialize};
@@ -43,6 +44,10 @@ pub enum RunError {
     UnknownEngineKind { path: PathBuf, kind: String },
     #[error("cannot start the engine: {0}")]
     EngineStart(#[source] EngineError),
+    #[error(transparent)]
+    VtkStart(#[from] VtkError),
+    #[error("{error}\n(the run stopped at step {step}; the other outputs up to it are in {})", out_dir.display())]
+    Vtk { error: VtkError, step: u64, out_dir: PathBuf },
 }
 
 /// Running record of the energy budget and of the momenta's drift, updated at every step the
@@ -159,9 +164,41 @@ pub struct RunOptions {
     pub checkpoint_every: Option<u64>,
     /// Stop as an interrupt would once this step is reached (deterministic interrupts for tests).
     pub stop_at: Option<u64>,
+    pub vtk: VtkOptions,
+}
+
+/// VTK frames asked for by the caller (command line, study), over the scenario's `output` block.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct VtkOptions {
+    /// A frame every this many steps; `None`: the scenario's `output.vtk_every` (neither: no
+    /// frames).
+    pub every: Option<u64>,
+    /// The `replica` point array (a study's variant index; 0 for a single run).
+    pub replica: i32,
+}
+
+impl VtkOptions {
+    /// What a run of `scenario` writes as VTK, if anything.
+    pub fn settings(&self, scenario: &Scenario) -> Option<VtkSettings> {
+        let spec = scenario.output.unwrap_or_default();
+        self.every.or(spec.vtk_every).map(|every| VtkSettings {
+            every,
+            precision: spec.vtk_precision,
+            replica: self.replica,
+        })
+    }
+}
+
+/// Why the step loop stopped early.
+enum Failure {
+    Engine(EngineError),
+    /// A VTK frame could not be written; the engine's state is good.
+    Vtk(VtkError),
 }
 
 /// Where a run starts: at t = 0, or from a checkpoint.
+// Made once per run: the size of the checkpoint's progress does not matter.
+#[allow(clippy::large_enum_variant)]
 pub enum Start {
     Fresh { stability: StabilityEstimate },
     Resume { progress: Box<RunProgress> },
@@ -174,9 +211,67 @@ pub enum Start {
 /// are checked; an error above `scenario.max_energy_error`, a non-finite state or any engine
 /// failure stops the run, returns the engine to the last checked state and writes everything
 /// up to it. An interrupt (`INTERRUPT`) stops after the current chunk and writes a checkpoint.
+/// With VTK output, frames go to a writer thread while stepping continues; a frame that cannot
+/// be written stops the run like a failure (the other outputs are written up to that step).
 pub fn run(
     scenario: &Scenario,
     model: &Model,
+    engine: &mut dyn Engine,
+    start: Start,
+    dir: &OutputDir,
+    opts: RunOptions,
+) -> Result<Summary, RunError> {
+    // Frames asked for by the caller go into the scenario that summary.json and the
+    // checkpoints record, so that a resume continues them without being asked again.
+    let recorded;
+    let scenario = match opts.vtk.every {
+        Some(every) => {
+            let output = crate::scenario::OutputSpec { vtk_every: Some(every), ..scenario.output.unwrap_or_default() };
+            recorded = Scenario { output: Some(output), ..scenario.clone() };
+            &recorded
+        }
+        None => scenario,
+    };
+    // The VTK writer thread borrows the model; the scope guarantees it has ended (every
+    // queued frame written) before the run returns, whichever way it returns.
+    std::thread::scope(|scope| drive(scope, scenario, model, engine, start, dir, opts))
+}
+
+/// The VTK side of a run: the writer thread and the broken flags its frames show.
+struct Frames<'scope> {
+    writer: VtkWriter<'scope>,
+    broken: Vec<bool>,
+}
+
+impl Frames<'_> {
+    /// Reads the state back from the engine (the only part that waits for a GPU) and queues it.
+    fn submit(&mut self, engine: &mut dyn Engine, step: u64, t: f64) -> Result<(), Failure> {
+        let state = engine.snapshot().map_err(Failure::Engine)?;
+        self.writer.submit(Frame { step, t, state, broken: self.broken.clone() }).map_err(Failure::Vtk)
+    }
+}
+
+/// Writes the engine's new break events into `breaks.csv` and marks them for the frames.
+fn log_breaks(
+    engine: &mut dyn Engine,
+    log: &mut Option<SeriesWriter>,
+    frames: &mut Option<Frames>,
+) -> Result<(), OutputError> {
+    for e in engine.take_breaks() {
+        if let Some(b) = log.as_mut() {
+            b.write_break(&e)?;
+        }
+        if let Some(f) = frames.as_mut() {
+            f.broken[e.bond as usize] = true;
+        }
+    }
+    Ok(())
+}
+
+fn drive<'scope>(
+    scope: &'scope std::thread::Scope<'scope, '_>,
+    scenario: &Scenario,
+    model: &'scope Model,
     engine: &mut dyn Engine,
     start: Start,
     dir: &OutputDir,
@@ -189,6 +284,7 @@ pub fn run(
     let series_path = dir.join("series.csv");
     let breaks_path = dir.join("breaks.csv");
     let walls = &model.params.walls;
+    let fresh = matches!(start, Start::Fresh { .. });
     let (mut series, mut breaks, mut budget, stability, wall_before, mut last, mut impact) = match start {
         Start::Fresh { stability } => {
             let mut series = SeriesWriter::create(&series_path)?;
@@ -214,11 +310,27 @@ pub fn run(
             (series, breaks, budget, progress.stability, progress.wall_time_s, progress.last, progress.impact)
         }
     };
+    let mut frames = match opts.vtk.settings(scenario) {
+        Some(settings) => {
+            // A resumed run starts with what broke before the checkpoint (breaks.csv was just
+            // cut back to it).
+            let broken = match &breaks {
+                Some(_) if !fresh => output::broken_bonds(&breaks_path, model.bonds.len())?,
+                _ => vec![false; model.bonds.len()],
+            };
+            let writer = VtkWriter::start(scope, &dir.path, model, settings, (!fresh).then_some(last.t))?;
+            Some(Frames { writer, broken })
+        }
+        None => None,
+    };
     // Bonds that broke in the evaluation of the starting state (a fresh start only: on a
     // resume they were written before the checkpoint).
-    for e in engine.take_breaks() {
-        if let Some(b) = breaks.as_mut() {
-            b.write_break(&e)?;
+    log_breaks(engine, &mut breaks, &mut frames)?;
+    let mut failure = None;
+    if let Some(f) = frames.as_mut() {
+        // The starting state's frame, unless a resumed run's collection already has it.
+        if (step0.is_multiple_of(f.writer.every()) || step0 == total) && !f.writer.has_frame_at(last.t) {
+            failure = f.submit(engine, step0, last.t).err();
         }
     }
     let bar = progress_bar(total, opts.progress);
@@ -226,61 +338,65 @@ pub fn run(
     let guard = engine.guard_interval().max(1);
     let limit = scenario.max_energy_error;
     let start = Instant::now();
-    let mut failure = None;
     let mut interrupted = false;
     let next_multiple = |s: u64, every: u64| (s / every + 1) * every;
     let checkpoint_path = dir.join(checkpoint::FILE_NAME);
     let mut step = step0;
-    while step < total {
+    while step < total && failure.is_none() {
         let record_every = scenario.record_interval();
         let mut next = total.min(next_multiple(step, guard)).min(next_multiple(step, record_every));
         if let Some(c) = opts.checkpoint_every {
             next = next.min(next_multiple(step, c));
         }
+        if let Some(f) = &frames {
+            next = next.min(next_multiple(step, f.writer.every()));
+        }
         if let Some(s) = opts.stop_at.filter(|&s| s > step) {
             next = next.min(s);
         }
         if let Err(e) = engine.advance(next - step) {
-            failure = Some(e);
+            failure = Some(Failure::Engine(e));
             break;
         }
         let d = match engine.diagnostics() {
             Ok(d) => d,
             Err(e) => {
-                failure = Some(e);
+                failure = Some(Failure::Engine(e));
                 break;
             }
         };
         if next % guard == 0 || next == total {
             let dev = budget.deviation(&d);
-            // A NaN energy (incomparable) trips the guard too.
-            if dev.partial_cmp(&limit) != Some(std::cmp::Ordering::Less) && dev != limit {
+            // A NaN energy trips the guard too.
+            if dev.is_nan() || dev > limit {
                 // The particle under the largest force at the last good state is where the
                 // trouble starts (after a blow-up the culprits may already have flown apart).
                 let largest = engine.rollback().and_then(|()| engine.largest_force()).ok().flatten();
-                failure = Some(EngineError::EnergyGuard {
+                failure = Some(Failure::Engine(EngineError::EnergyGuard {
                     step: next,
                     t: d.t,
                     error: dev,
                     limit,
                     particle: largest.map(|l| l.0),
                     force: largest.map_or(f64::NAN, |l| l.1),
-                });
+                }));
                 break;
             }
             budget.update(&d);
         }
-        for e in engine.take_breaks() {
-            if let Some(b) = breaks.as_mut() {
-                b.write_break(&e)?;
-            }
-        }
+        log_breaks(engine, &mut breaks, &mut frames)?;
         if next.is_multiple_of(record_every) || next == total {
             series.write(&d)?;
             impact.record(&d, walls);
         }
         last = d;
         step = next;
+        if let Some(f) = frames.as_mut().filter(|f| f.writer.due(step, total))
+            && let Err(e) = f.submit(engine, step, last.t)
+        {
+            failure = Some(e);
+            break;
+        }
         bar.set_position(step);
         let secs = start.elapsed().as_secs_f64();
         if secs > 0.0 {
@@ -296,6 +412,12 @@ pub fn run(
             series.flush()?;
             if let Some(b) = breaks.as_mut() {
                 b.flush()?;
+            }
+            // A checkpoint never gets ahead of the frames on disk: a resume from it finds every
+            // frame up to its step.
+            if let Some(Err(e)) = frames.as_mut().map(|f| f.writer.sync()) {
+                failure = Some(Failure::Vtk(e));
+                break;
             }
             let progress = RunProgress {
                 budget: budget.clone(),
@@ -315,11 +437,18 @@ pub fn run(
         }
     }
     bar.finish_and_clear();
+    if let Some(Err(e)) = frames.map(|f| f.writer.finish()) {
+        match failure {
+            None => failure = Some(Failure::Vtk(e)),
+            // The run's own failure is what it reports; the writer's is not lost either.
+            Some(_) => eprintln!("warning: {e}"),
+        }
+    }
     series.flush()?;
     if let Some(b) = breaks.as_mut() {
         b.flush()?;
     }
-    if failure.is_some() && engine.steps_done() != step {
+    if matches!(failure, Some(Failure::Engine(_))) && engine.steps_done() != step {
         // Back to the last checked state: that is what final_state.csv and summary.json describe.
         match engine.rollback().and_then(|()| engine.diagnostics()) {
             Ok(d) => last = d,
@@ -354,7 +483,8 @@ pub fn run(
     };
     let summary = Summary {
         status: match (&failure, interrupted) {
-            (Some(e), _) => format!("error: {e}"),
+            (Some(Failure::Engine(e)), _) => format!("error: {e}"),
+            (Some(Failure::Vtk(e)), _) => format!("error: {e}"),
             (None, true) => "interrupted".into(),
             (None, false) => "completed".into(),
         },
@@ -375,7 +505,8 @@ pub fn run(
     };
     output::write_json(&dir.join("summary.json"), &summary)?;
     match failure {
-        Some(e) => Err(engine_err(e, steps_now)),
+        Some(Failure::Engine(e)) => Err(engine_err(e, steps_now)),
+        Some(Failure::Vtk(error)) => Err(RunError::Vtk { error, step: steps_now, out_dir: dir.path.clone() }),
         None if interrupted => Err(RunError::Interrupted { step: steps_now, t: last.t, out_dir: dir.path.clone() }),
         None if snapshot.is_none() => Err(engine_err(
             EngineError::Unsupported("the final state could not be read from the engine".into()),

@@ -169,10 +169,10 @@ impl Study {
     }
 }
 
-/// The variants' overrides and the varied pointers.
 /// The varied pointers and each variant's overrides.
 type Expanded = (Vec<String>, Vec<BTreeMap<String, Value>>);
 
+/// The variants' overrides and the varied pointers.
 fn expand(vary: &Vary, path: &Path) -> Result<Expanded, StudyError> {
     let check = |p: &str| {
         if p.starts_with('/') {
@@ -459,12 +459,15 @@ pub struct StudyReport {
 /// would run it alone (same code path, same outputs). On the CPU engine variants run in
 /// parallel (each is deterministic whatever the thread count, so the batch does not change a
 /// variant's result); GPU variants run one after another. `tick` is called after each variant.
+/// VTK frames (`vtk`, over each variant's `output` block) carry the variant's index as `replica`.
+#[allow(clippy::too_many_arguments)]
 pub fn run_variants(
     study: &Study,
     path: &Path,
     which: &[usize],
     out: &Path,
     overrides: &crate::run::EngineChoice,
+    vtk: crate::run::VtkOptions,
     overwrite: bool,
     tick: &(dyn Fn(usize, &Result<crate::run::Summary, String>) + Sync),
 ) -> Result<StudyReport, StudyError> {
@@ -472,7 +475,9 @@ pub fn run_variants(
     let scenarios: Vec<(usize, Scenario)> =
         which.iter().map(|&k| study.scenario(k, path).map(|s| (k, s))).collect::<Result<_, _>>()?;
     let one = |(k, s): &(usize, Scenario)| {
-        let r = crate::run::run_scenario(s, &variant_dir(out, *k), overwrite, overrides, Default::default(), &|_| {})
+        let replica = i32::try_from(*k).unwrap_or(i32::MAX);
+        let opts = crate::run::RunOptions { vtk: crate::run::VtkOptions { replica, ..vtk }, ..Default::default() };
+        let r = crate::run::run_scenario(s, &variant_dir(out, *k), overwrite, overrides, opts, &|_| {})
             .map_err(|e| e.to_string());
         tick(*k, &r);
         (*k, r)

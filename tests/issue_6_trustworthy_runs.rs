@@ -145,7 +145,7 @@ fn interrupted_and_resumed(
     for (dir, stop_at) in [(&a, None), (&b, Some(stop))] {
         let out = OutputDir::create(dir, false).unwrap();
         let mut e = engine::create(&model, s.integrator, s.dt, backend, precision).unwrap();
-        let opts = RunOptions { progress: false, checkpoint_every, stop_at };
+        let opts = RunOptions { progress: false, checkpoint_every, stop_at, ..Default::default() };
         let r = run::run(s, &model, e.as_mut(), Start::Fresh { stability: est.clone() }, &out, opts);
         match (stop_at, r) {
             (None, Ok(_)) => {}

@@ -95,13 +95,13 @@ pub(crate) fn read_particles(path: &Path, d: &ParticleDefaults) -> Result<Vec<Ra
                 None => Ok(default),
             }
         };
-        if let Some(c) = idx("id") {
-            if cells[c].parse::<usize>().ok() != Some(row) {
-                return Err(err(
-                    line,
-                    format!("column `id`: expected {row} (ids must count rows from 0), got `{}`", cells[c]),
-                ));
-            }
+        if let Some(c) = idx("id")
+            && cells[c].parse::<usize>().ok() != Some(row)
+        {
+            return Err(err(
+                line,
+                format!("column `id`: expected {row} (ids must count rows from 0), got `{}`", cells[c]),
+            ));
         }
         let v3 = |a: &str, b: &str, c: &str| -> Result<DVec3, ScenarioError> {
             Ok(DVec3::new(get(a, 0.0)?, get(b, 0.0)?, get(c, 0.0)?))

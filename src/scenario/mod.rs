@@ -76,6 +76,10 @@ pub struct Scenario {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rupture: Option<RuptureSpec>,
     pub bodies: Vec<Body>,
+    /// Optional outputs beyond the standard files (VTK frames for ParaView). Not part of the
+    /// scenario's identity for `resume` (it does not change the trajectory).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<OutputSpec>,
     /// The file this scenario came from (CSV paths are relative to its folder).
     #[serde(skip)]
     pub source: PathBuf,
@@ -116,6 +120,18 @@ pub struct RuptureSpec {
     pub rule: RuptureRule,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub weibull: Option<WeibullSpec>,
+}
+
+/// The `output` block.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OutputSpec {
+    /// A VTK frame every this many steps (and at step 0 and the last step); `--vtk-every`
+    /// overrides it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vtk_every: Option<u64>,
+    #[serde(default)]
+    pub vtk_precision: crate::vtk::VtkPrecision,
 }
 
 /// Per-bond scatter of the thresholds: a Weibull factor of unit mean.
@@ -339,7 +355,7 @@ impl Scenario {
         positive(self, "dt", self.dt)?;
         positive(self, "t_end", self.t_end)?;
         let steps = self.t_end / self.dt;
-        if steps.round().partial_cmp(&(MAX_STEPS as f64)) == Some(std::cmp::Ordering::Greater) || steps.is_nan() {
+        if steps.is_nan() || steps.round() > MAX_STEPS as f64 {
             return Err(self.invalid(
                 "t_end",
                 format!(
@@ -391,6 +407,9 @@ impl Scenario {
             if let Some(w) = r.weibull {
                 positive(self, "rupture.weibull.modulus", w.modulus)?;
             }
+        }
+        if self.output.and_then(|o| o.vtk_every) == Some(0) {
+            return Err(self.invalid("output.vtk_every", "must be ≥ 1"));
         }
         if self.bodies.is_empty() {
             return Err(self.invalid("bodies", "must list at least one body"));
