@@ -21,5 +21,7 @@ pub mod shader;
 pub mod state;
 
 pub use context::{AdapterChoice, AdapterReport, hardware_adapter_available, list_adapters};
-pub use engine::{GpuEngine, GpuOptions, atan2_on_device, cell_hash_on_device, finite_on_device};
+pub use engine::{
+    GpuEngine, GpuOptions, RuptureCase, atan2_on_device, cell_hash_on_device, finite_on_device, rupture_on_device,
+};
 pub use error::GpuError;
