@@ -11,7 +11,12 @@
 //!
 //! Saved states and rollback: the forces are a function of the state alone (neighbour lists
 //! sorted by index, so the time of the last rebuild leaves no trace), so restoring positions,
-//! velocities, attitudes and angular velocities and re-evaluating continues bit for bit.
+//! velocities, attitudes and angular velocities (and, with rupture, the broken flags) and
+//! re-evaluating continues bit for bit.
+//!
+//! Rupture: the bond kernel appends a record per break; the records are read back at the end of
+//! a batch (only when some bond broke), sorted by (step, bond) and booked on the host, which
+//! keeps `E_released` and `n_broken` (see docs/GPU.md, Rupture).
 //!
 //! NOTE: positions are stored in the engine's real type relative to an origin: the centre of the
 //! initial bounding box in f32 (halving |x| and so the drift round-off for the paper's torus,
@@ -783,6 +788,9 @@ pub fn finite_on_device(values: &[f64], precision: Precision) -> Result<Vec<bool
     Ok(bytes[..4 * n].chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]) != 0).collect())
 }
 
+/// What `rupture_on_device` gives per case: the four measures and the breaking channel.
+pub type RuptureResult = ([f64; 4], Option<usize>);
+
 /// One input of `rupture_on_device`: the arguments of `rupture_measures` and `rupture`.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct RuptureCase {
@@ -800,10 +808,7 @@ pub struct RuptureCase {
 /// Runs the WGSL `rupture_measures` and `rupture` (shaders/interactions.wgsl) over cases, to
 /// check them against their Rust twins: per case the four measures and the channel that breaks
 /// the bond (`None`: it holds).
-pub fn rupture_on_device(
-    cases: &[RuptureCase],
-    precision: Precision,
-) -> Result<Vec<([f64; 4], Option<usize>)>, GpuError> {
+pub fn rupture_on_device(cases: &[RuptureCase], precision: Precision) -> Result<Vec<RuptureResult>, GpuError> {
     use crate::interactions::ShearVariant;
     let flat: Vec<f64> = cases
         .iter()

@@ -13,6 +13,10 @@ use crate::integrator::Integrator;
 use crate::model::Model;
 use std::collections::HashMap;
 
+/// Break records read back: (midpoint xyz, energy) in f64, and (bond, step within the batch,
+/// channel).
+pub type BreakRecords = (Vec<[f64; 4]>, Vec<[u32; 3]>);
+
 /// Status words at the start of the readback buffer; the diagnostics record follows.
 const STATUS_BYTES: u64 = (STATUS_LEN * 4) as u64;
 /// Every buffer is at least this large: no zero-size bindings, and at least one element of the
@@ -629,7 +633,7 @@ impl DemState {
         device: &wgpu::Device,
         queue: &wgpu::Queue,
         count: u32,
-    ) -> Result<(Vec<[f64; 4]>, Vec<[u32; 3]>), GpuError> {
+    ) -> Result<BreakRecords, GpuError> {
         let count = count.min(self.n_bonds) as u64;
         let rs = real_size(self.precision) as u64;
         let raw = self.read_buffers_raw(device, queue, &[("break_at", 4 * rs * count), ("break_id", 16 * count)])?;
