@@ -30,13 +30,20 @@ fn run_writes_the_three_files() {
     let mut lines = series.lines();
     assert_eq!(
         lines.next().unwrap(),
-        "step,t,E,E_trans,E_rot,U_bend,U_axial,U_shear,U_contact,U_wall,U_gravity,P_x,P_y,P_z,S_x,S_y,S_z,L_x,L_y,L_z"
+        "step,t,E,E_trans,E_rot,U_bend,U_axial,U_shear,U_contact,U_wall,U_gravity,P_x,P_y,P_z,S_x,S_y,S_z,L_x,L_y,L_z,\
+         E_released,n_broken,F_wall_x,F_wall_y,F_wall_z,x_cm,y_cm,z_cm,v_cm_x,v_cm_y,v_cm_z"
     );
     let rows: Vec<&str> = lines.collect();
     assert_eq!(rows.len(), 11, "steps 0, 50, …, 500");
     let last: Vec<&str> = rows[10].split(',').collect();
-    assert_eq!(last.len(), 20);
+    assert_eq!(last.len(), 31);
     assert_eq!(last[0], "500");
+    // The impact columns (MODEL §9): no rupture, the wall pushes along +x only, and v_cm = P/M
+    // (80 unit masses) to round-off.
+    assert_eq!((last[20], last[21]), ("0.0000000000000000e0", "0"));
+    let num = |k: usize| last[k].parse::<f64>().unwrap();
+    assert_eq!((num(23), num(24)), (0.0, 0.0));
+    assert!((num(28) - num(11) / 80.0).abs() <= 1e-15 * num(11).abs().max(1.0));
     // 17 significant digits: d.dddddddddddddddde±x.
     assert!(last[2].split('e').next().unwrap().replace(['-', '.'], "").len() == 17, "{}", last[2]);
 
