@@ -71,6 +71,17 @@ struct BondOutGpu {
 @group(2) @binding(16) var<storage, read_write> nbr_count: array<u32>;
 /// Positions at the last rebuild (xyz).
 @group(2) @binding(17) var<storage, read_write> x_ref: array<vec4<real>>;
+/// Rupture (bound only with FLAG_RUPTURE; placeholders otherwise). Per bond: the scale s_b of
+/// its thresholds (Weibull, or 1), and 1 once it is broken (written only by the bond's own
+/// thread, read by it at later steps; saved with the state and backed up for rollback).
+@group(2) @binding(18) var<storage, read_write> bond_scale: array<real>;
+@group(2) @binding(19) var<storage, read_write> bond_broken: array<u32>;
+/// Break records of the current batch, entry e < status[STATUS_BREAKS] (one per bond at most, so
+/// n_bonds entries never overflow): midpoint of the two particles (xyz, relative to the
+/// position origin) and released energy U^m + U^a + U^s (w); bond index, step within the batch
+/// (status[STATUS_STEP]) and channel (x, y, z; w unused).
+@group(2) @binding(20) var<storage, read_write> break_at: array<vec4<real>>;
+@group(2) @binding(21) var<storage, read_write> break_id: array<vec4<u32>>;
 
 fn current_step() -> u32 {
     return atomicLoad(&status[STATUS_STEP]);

@@ -1,11 +1,22 @@
-// Per-bond kernel, twin of `model::bond_terms`: bending/torsion, axial and shear of one bond
-// from the current state, written once per bond (the particle kernel gathers them).
+// Per-bond kernel, twin of `model::bond_terms` and of the CPU engine's per-bond pass:
+// bending/torsion, axial and shear of one bond from the current state, written once per bond
+// (the particle kernel gathers them); with rupture on, the measures and the rule of MODEL §6
+// decide whether the bond breaks at this state.
 
 @compute @workgroup_size(WG)
 fn bonds(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
          @builtin(local_invocation_index) lid: u32) {
     let k = linear_id(wid, nwg, lid, WG);
-    if k >= params.n_bonds || frozen(current_step()) {
+    let step = current_step();
+    if k >= params.n_bonds || frozen(step) {
+        return;
+    }
+    let rupture_on = (params.flags & FLAG_RUPTURE) != 0u;
+    // A broken bond exerts nothing and has no energy (zeros, so the gather and the reduction
+    // need not know about rupture).
+    let zero = vec4<real>(0.0);
+    if rupture_on && bond_broken[k] != 0u {
+        bond_out[k] = BondOutGpu(zero, zero, zero);
         return;
     }
     let e = bond_ends[k];
@@ -16,6 +27,23 @@ fn bonds(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: ve
     let bend = bending(dq_i, dq_j, params.k_bend);
     let ax = axial(d, r.w, params.k_axial);
     let sh = shear(params.shear_variant, d, r.xyz, dq_i, dq_j, params.k_shear);
+    if rupture_on {
+        let m = rupture_measures(params.shear_variant, d, r.w, r.xyz, dq_i, dq_j);
+        let mode = rupture(m, params.rupture_inv, bond_scale[k], params.rupture_sum != 0u);
+        if mode >= 0 {
+            // Broken from this evaluation on: it exerts nothing from F_k on (MODEL §6). Its
+            // energy at this state is released; the host books it (in step, then bond order).
+            bond_broken[k] = 1u;
+            bond_out[k] = BondOutGpu(zero, zero, zero);
+            let slot = atomicAdd(&status[STATUS_BREAKS], 1u);
+            if slot < params.n_bonds {
+                let mid = 0.5 * (pos[e.x].xyz + pos[e.y].xyz);
+                break_at[slot] = vec4<real>(mid, bend.energy + ax.energy + sh.energy);
+                break_id[slot] = vec4<u32>(k, step, u32(mode), 0u);
+            }
+            return;
+        }
+    }
     bond_out[k] = BondOutGpu(
         vec4<real>(ax.force + sh.f_i, bend.energy),
         vec4<real>(bend.moment + sh.m_i, ax.energy),

@@ -11,6 +11,8 @@ struct SimParams {
     pend_rho0: vec4<real>,
     /// Pendulum unit direction `up` (xyz).
     pend_up: vec4<real>,
+    /// Rupture: 1/t_c per channel (tension, shear, bending, twist); 0 = never breaks.
+    rupture_inv: vec4<real>,
     /// Time step h.
     h: real,
     k_bend: real,
@@ -39,17 +41,19 @@ struct SimParams {
     integrator: u32,
     /// Steps of the current `advance` (0 while evaluating the initial forces).
     batch_len: u32,
-    /// Bit 0: uniform gravity is on; bit 1: the pendulum field is on.
+    /// FLAG_GRAVITY: uniform gravity is on; FLAG_PENDULUM: the pendulum field is on;
+    /// FLAG_RUPTURE: bonds may break.
     flags: u32,
     /// Capacity of each neighbour list.
     nbr_capacity: u32,
+    /// Rupture rule: 0 = any (largest ratio ≥ 1), 1 = sum (sum of the ratios ≥ 1).
+    rupture_sum: u32,
     _pad_u0: u32,
     _pad_u1: u32,
     _pad_u2: u32,
     _pad_u3: u32,
     _pad_u4: u32,
     _pad_u5: u32,
-    _pad_u6: u32,
 }
 
 /// A planar wall: point p and unit normal n pointing into the domain (xyz of each).

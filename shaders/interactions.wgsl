@@ -97,3 +97,54 @@ fn pendulum(q: vec4<real>, m: real, g: real, rho0: vec3<real>, up: vec3<real>) -
     let b = quat_rotate(q, rho0);
     return MomentOut(-m * g * dot3(up, b), (m * g) * cross3(b, up));
 }
+
+/// The angle between a and b as atan2(|a × b|, a·b), never acos (accurate near 0 and π).
+fn angle_between(a: vec3<real>, b: vec3<real>) -> real {
+    return atan2_real(length3(cross3(a, b)), dot3(a, b));
+}
+
+/// Rupture measures of a bond (MODEL §6), in the channel order (tension, shear, bending, twist):
+/// tension ε = max(L/L0 − 1, 0); shear angle φ between n_e = ΔR_e d̂0 and d̂, largest over both
+/// ends (variant 1, objective), or between ΔR_i d̂0 and ΔR_j d̂ (variant 0, paper); bending
+/// θ_b = |θ_ij − (θ_ij·d̂) d̂| and twist θ_t = |θ_ij·d̂|, θ_ij the rotation vector of ΔR_j ΔR_iᵀ.
+fn rupture_measures(variant: u32, d: vec3<real>, l0: real, dhat0: vec3<real>, dq_i: vec4<real>,
+                    dq_j: vec4<real>) -> vec4<real> {
+    let l = length3(d);
+    let dhat = d / l;
+    let tension = max(l / l0 - 1.0, 0.0);
+    let n_i = quat_rotate(dq_i, dhat0);
+    var shear_angle: real;
+    if variant == 0u {
+        shear_angle = angle_between(n_i, quat_rotate(dq_j, dhat));
+    } else {
+        shear_angle = max(angle_between(n_i, dhat), angle_between(quat_rotate(dq_j, dhat0), dhat));
+    }
+    let theta = rotation_vector(quat_mul(dq_j, quat_conj(dq_i)));
+    let along = dot3(theta, dhat);
+    return vec4<real>(tension, shear_angle, length3(theta - along * dhat), abs(along));
+}
+
+/// The rupture rule: ratios r_c = measure_c · inv_threshold_c / scale; the bond breaks when
+/// max_c r_c ≥ 1 (`sum` false) or Σ_c r_c ≥ 1 (`sum` true). Returns the channel with the largest
+/// ratio (lowest index on ties) when it breaks, −1 when it holds (Rust: `None`).
+fn rupture(measures: vec4<real>, inv_thresholds: vec4<real>, scale: real, sum: bool) -> i32 {
+    var total: real = 0.0;
+    var best = 0;
+    var best_r: real = -1.0;
+    for (var c = 0; c < 4; c++) {
+        let r = measures[c] * inv_thresholds[c] / scale;
+        total = total + r;
+        if r > best_r {
+            best_r = r;
+            best = c;
+        }
+    }
+    var reached = best_r >= 1.0;
+    if sum {
+        reached = total >= 1.0;
+    }
+    if reached {
+        return best;
+    }
+    return -1;
+}

@@ -129,12 +129,12 @@ fn particle(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg:
     }
     let inv = inertial[i];
     var u_grav: real = 0.0;
-    if (params.flags & 1u) != 0u {
+    if (params.flags & FLAG_GRAVITY) != 0u {
         let g = gravity(xi, inv.x, params.gravity.xyz);
         fi = fi + g.force;
         u_grav = u_grav + g.energy;
     }
-    if (params.flags & 2u) != 0u {
+    if (params.flags & FLAG_PENDULUM) != 0u {
         let g = pendulum(quat[i], inv.x, params.pend_g, params.pend_rho0.xyz, params.pend_up.xyz);
         mi = mi + g.moment;
         u_grav = u_grav + g.energy;

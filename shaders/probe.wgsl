@@ -1,6 +1,7 @@
 // Probe kernels for tests: the shared WGSL functions on lists of inputs, compared with their
 // Rust twins by tests/gpu_probes.rs (f64 atan2 against f64::atan2, cell_hash against
-// grid::cell_hash, finite_real against is_finite).
+// grid::cell_hash, finite_real against is_finite, rupture_measures and rupture against
+// interactions::rupture).
 
 @group(3) @binding(0) var<storage, read_write> atan_in: array<vec2<real>>;
 @group(3) @binding(1) var<storage, read_write> atan_out: array<real>;
@@ -8,6 +9,8 @@
 @group(3) @binding(3) var<storage, read_write> hash_out: array<u32>;
 @group(3) @binding(4) var<storage, read_write> finite_in: array<real>;
 @group(3) @binding(5) var<storage, read_write> finite_out: array<u32>;
+@group(3) @binding(6) var<storage, read_write> rupture_in: array<vec4<real>>;
+@group(3) @binding(7) var<storage, read_write> rupture_out: array<real>;
 
 @compute @workgroup_size(WG)
 fn atan2_probe(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
@@ -37,5 +40,24 @@ fn finite_probe(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) 
     let i = linear_id(wid, nwg, lid, WG);
     if i < arrayLength(&finite_out) {
         finite_out[i] = u32(finite_real(finite_in[i]));
+    }
+}
+
+/// Case i: rupture_in[6i ..] = (d, L0), (d̂0, scale), ΔR_i, ΔR_j, 1/t_c, (variant, sum, 0, 0);
+/// rupture_out[5i ..] = the four measures, then the channel `rupture` returns (−1: holds).
+@compute @workgroup_size(WG)
+fn rupture_probe(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                 @builtin(local_invocation_index) lid: u32) {
+    let i = linear_id(wid, nwg, lid, WG);
+    if i < arrayLength(&rupture_out) / 5u {
+        let a = rupture_in[6u * i];
+        let b = rupture_in[6u * i + 1u];
+        let flags = rupture_in[6u * i + 5u];
+        let m = rupture_measures(u32(flags.x), a.xyz, a.w, b.xyz, rupture_in[6u * i + 2u], rupture_in[6u * i + 3u]);
+        let mode = rupture(m, rupture_in[6u * i + 4u], b.w, flags.y != 0.0);
+        for (var c = 0u; c < 4u; c++) {
+            rupture_out[5u * i + c] = m[c];
+        }
+        rupture_out[5u * i + 4u] = real(mode);
     }
 }

@@ -1,7 +1,8 @@
 // Diagnostics (MODEL §4) as deterministic tree reductions: `reduce_state` sums the NQ
 // quantities of WG particles and WG bonds per workgroup; `reduce_partials` sums WG records per
-// workgroup, level after level, until one record is left. Record layout (NQ reals):
-// E_trans, E_rot, U_bend, U_axial, U_shear, U_contact, U_wall, U_gravity, P (3), S (3), L (3).
+// workgroup, level after level, until one record is left. Record layout (NQ reals, slots REC_*
+// from the generated header): E_trans, E_rot, U_bend, U_axial, U_shear, U_contact, U_wall,
+// U_gravity, P (3), S (3), L (3), F_wall (3), Σ m x (3, relative to the position origin).
 
 /// Number of records in `red_in` at this level (x).
 @group(3) @binding(0) var<uniform> red_len: vec4<u32>;
@@ -46,26 +47,32 @@ fn reduce_state(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) 
         let p = m * v;
         let s = jm * w;
         let l = cross3(x, p) + s;
-        red_sh[0u * WG + lid] = 0.5 * m * dot3(v, v);
-        red_sh[1u * WG + lid] = 0.5 * jm * dot3(w, w);
-        red_sh[5u * WG + lid] = u.x;
-        red_sh[6u * WG + lid] = u.y;
-        red_sh[7u * WG + lid] = u.z;
-        red_sh[8u * WG + lid] = p.x;
-        red_sh[9u * WG + lid] = p.y;
-        red_sh[10u * WG + lid] = p.z;
-        red_sh[11u * WG + lid] = s.x;
-        red_sh[12u * WG + lid] = s.y;
-        red_sh[13u * WG + lid] = s.z;
-        red_sh[14u * WG + lid] = l.x;
-        red_sh[15u * WG + lid] = l.y;
-        red_sh[16u * WG + lid] = l.z;
+        red_sh[REC_E_TRANS * WG + lid] = 0.5 * m * dot3(v, v);
+        red_sh[REC_E_ROT * WG + lid] = 0.5 * jm * dot3(w, w);
+        red_sh[REC_U_CONTACT * WG + lid] = u.x;
+        red_sh[REC_U_WALL * WG + lid] = u.y;
+        red_sh[REC_U_GRAVITY * WG + lid] = u.z;
+        // The wall force is recomputed here from the state rather than stored by the particle
+        // kernel every step: the same pure function of the same inputs, needed only at records,
+        // so it costs no per-particle buffer and no per-step write.
+        var f_wall = vec3<real>(0.0);
+        for (var k = 0u; k < params.n_walls; k++) {
+            f_wall = f_wall + wall(x, pos[t].w, walls[k].point.xyz, walls[k].normal.xyz, params.k_wall).force;
+        }
+        let mx = m * x;
+        for (var c = 0u; c < 3u; c++) {
+            red_sh[(REC_P + c) * WG + lid] = p[c];
+            red_sh[(REC_S + c) * WG + lid] = s[c];
+            red_sh[(REC_L + c) * WG + lid] = l[c];
+            red_sh[(REC_F_WALL + c) * WG + lid] = f_wall[c];
+            red_sh[(REC_MASS_X + c) * WG + lid] = mx[c];
+        }
     }
     if t < params.n_bonds {
         let o = bond_out[t];
-        red_sh[2u * WG + lid] = o.f_i.w;
-        red_sh[3u * WG + lid] = o.m_i.w;
-        red_sh[4u * WG + lid] = o.m_j.w;
+        red_sh[REC_U_BEND * WG + lid] = o.f_i.w;
+        red_sh[REC_U_AXIAL * WG + lid] = o.m_i.w;
+        red_sh[REC_U_SHEAR * WG + lid] = o.m_j.w;
     }
     reduce_workgroup(lid, wid.y * nwg.x + wid.x, red_len.x);
 }

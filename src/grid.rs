@@ -175,12 +175,12 @@ impl NeighbourList {
         let skin = self.skin;
         // Two passes over the 27 cells (count, then fill in place) instead of a vector per
         // particle: no allocation per particle, and the fill writes the final layout directly.
-        let visit = |i: usize, mut f: &mut dyn FnMut(u32)| {
+        let visit = |i: usize, f: &mut dyn FnMut(u32)| {
             let xi = x(i);
             grid.for_each_neighbour(i, |j| {
                 let reach = radius[i] + radius[j] + skin;
                 if (xi - x(j)).length_squared() < reach * reach {
-                    (&mut f)(j as u32);
+                    f(j as u32);
                 }
             });
         };

@@ -1,13 +1,15 @@
 //! Shared WGSL functions against their Rust twins, run on the device: the f64 `atan2_real` of
 //! shaders/atan2_f64.wgsl (f64 has no GPU builtin) against f64::atan2 over all quadrants and many
 //! magnitudes, the f32 builtin, `cell_hash` against `grid::cell_hash`, and the bit-level
-//! finiteness test against `is_finite`.
+//! finiteness test against `is_finite`, and the rupture measures and rule against
+//! `interactions::rupture`.
 
 mod common;
 
 use common::Rng;
 use rrpdem::engine::Precision;
-use rrpdem::gpu::{atan2_on_device, cell_hash_on_device, finite_on_device};
+use rrpdem::gpu::{RuptureCase, atan2_on_device, cell_hash_on_device, finite_on_device, rupture_on_device};
+use rrpdem::interactions::{ShearVariant, rupture, rupture_measures};
 
 /// Distance in units in the last place between two finite f64 of the same sign.
 fn ulps(a: f64, b: f64) -> u64 {
@@ -135,5 +137,62 @@ fn finite_check_on_the_device_agrees_with_is_finite() {
         }
         let non_finite = got.iter().filter(|&&g| !g).count();
         assert!(non_finite >= 5, "{p:?}: only {non_finite} non-finite values recognised");
+    }
+}
+
+#[test]
+fn rupture_measures_and_rule_on_the_device_match_their_rust_twins() {
+    // Random bonds: stretched and compressed, attitudes from tiny to half-turn rotations (the
+    // angles' atan2 is exercised near 0 and near π), both shear laws, thresholds with channels
+    // switched off, Weibull-like scales, both rules.
+    let mut rng = Rng(11);
+    let mut cases = Vec::new();
+    for k in 0..4000 {
+        let max_angle = [1e-6, 1e-2, 0.5, 3.1][k % 4];
+        let dhat0 = rng.unit();
+        let mut inv = [0.0; 4];
+        for c in &mut inv {
+            if rng.uniform() < 0.7 {
+                *c = rng.range(0.5, 40.0);
+            }
+        }
+        cases.push(RuptureCase {
+            variant: if k % 2 == 0 { ShearVariant::Objective } else { ShearVariant::Paper },
+            d: rng.rotation(max_angle) * dhat0 * rng.range(0.8, 1.2),
+            l0: rng.range(0.9, 1.1),
+            dhat0,
+            dq_i: rng.rotation(max_angle),
+            dq_j: rng.rotation(max_angle),
+            inv_thresholds: inv,
+            scale: rng.range(0.5, 2.0),
+            sum: k % 3 == 0,
+        });
+    }
+    for (p, tol) in [(Precision::F64, 1e-14), (Precision::F32, 2e-5)] {
+        let got = rupture_on_device(&cases, p).unwrap_or_else(|e| panic!("{e}"));
+        let (mut worst, mut compared, mut broke) = (0.0f64, 0, 0);
+        for (c, (m, mode)) in cases.iter().zip(&got) {
+            let want = rupture_measures(c.variant, c.d, c.l0, c.dhat0, c.dq_i, c.dq_j);
+            for (a, b) in m.iter().zip(want) {
+                worst = worst.max((a - b).abs());
+            }
+            // The decision is compared where the ratios are not within round-off of the
+            // threshold (there either answer is right): a measure off by `tol` moves a ratio by
+            // at most tol·40/0.5, a sum of four by four times that.
+            let margin = 320.0 * tol;
+            let ratios: Vec<f64> = (0..4).map(|k| want[k] * c.inv_thresholds[k] / c.scale).collect();
+            let deciding = if c.sum { ratios.iter().sum() } else { ratios.iter().copied().fold(0.0, f64::max) };
+            let mut sorted = ratios.clone();
+            sorted.sort_by(f64::total_cmp);
+            let tie = sorted[3] - sorted[2] < margin;
+            if (deciding - 1.0).abs() > margin && !tie {
+                assert_eq!(*mode, rupture(want, c.inv_thresholds, c.scale, c.sum), "{p:?}: {c:?}");
+                compared += 1;
+                broke += mode.is_some() as usize;
+            }
+        }
+        eprintln!("{p:?}: worst measure difference {worst:.2e}; {compared} decisions compared, {broke} breaking");
+        assert!(worst <= tol, "{p:?}: measures differ by {worst:e}");
+        assert!(compared > 3000 && broke > 500 && compared - broke > 500, "{p:?}: {compared} {broke}");
     }
 }

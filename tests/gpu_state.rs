@@ -1,7 +1,10 @@
 //! Saved states, rollback and the largest-force report of the GPU engine (issue 6): a state
 //! saved after K steps and loaded into a fresh engine continues bit-identically to one run of
 //! K + M steps, in f32 and f64, with contacts active; `rollback` returns to the start of the last
-//! `advance`, also after a failure; saved states of another kind or size are refused.
+//! `advance`, also after a failure; saved states of another kind or size are refused. With
+//! rupture, the broken flags, `E_released` and `n_broken` are part of the state: a resumed
+//! rupturing torus breaks the same bonds with the same bits, and `rollback` forgets the breaks
+//! after the step it returns to.
 
 mod common;
 
@@ -9,6 +12,7 @@ use common::gpu::*;
 use rrpdem::engine::{Engine, EngineState, Precision};
 use rrpdem::error::EngineError;
 use rrpdem::integrator::Integrator;
+use rrpdem::interactions::BreakEvent;
 use rrpdem::model::Model;
 
 /// Every bit of the snapshot and the diagnostics (NaN-safe, ±0-sensitive).
@@ -20,10 +24,31 @@ fn bits(e: &mut dyn Engine) -> Vec<u64> {
         .flat_map(|k| k.x.to_array().into_iter().chain(k.v.to_array()).chain(k.q.to_array()).chain(k.w.to_array()))
         .map(f64::to_bits)
         .collect();
-    let momenta = [d.p, d.s, d.l].into_iter().flat_map(|m| m.to_array());
-    v.extend(d.components().into_iter().chain(momenta).map(f64::to_bits));
-    v.extend([d.step, d.t.to_bits()]);
+    let vectors = [d.p, d.s, d.l, d.f_wall, d.x_cm, d.v_cm].into_iter().flat_map(|m| m.to_array());
+    v.extend(d.components().into_iter().chain(vectors).chain([d.e_released]).map(f64::to_bits));
+    v.extend([d.step, d.t.to_bits(), d.n_broken]);
     v
+}
+
+/// Every bit of a list of break events.
+fn event_bits(events: &[BreakEvent]) -> Vec<u64> {
+    events
+        .iter()
+        .flat_map(|e| {
+            [e.step, e.bond as u64, e.i as u64, e.j as u64, e.mode as u64]
+                .into_iter()
+                .chain([e.t, e.x.x, e.x.y, e.x.z, e.energy].map(f64::to_bits))
+        })
+        .collect()
+}
+
+/// The paper torus with bending rupture at 0.3 rad (V9): the first bonds break at t ≈ 1.74–1.76
+/// (f32, f64), more after t = 3.3 (f32) or 5.1 (f64).
+fn rupturing_torus() -> (rrpdem::scenario::Scenario, Model) {
+    let mut s = common::scenario("torus_impact.json");
+    s.rupture = Some(serde_json::from_str(r#"{"bending": 0.3}"#).unwrap());
+    let m = s.build_model().unwrap_or_else(|e| panic!("{e}"));
+    (s, m)
 }
 
 /// Runs K + M steps three ways: straight through; K, save, and M more in a fresh engine that
@@ -204,4 +229,61 @@ fn largest_force_names_the_cpus_particle() {
         assert!((gf - cf).abs() <= 1e-12 * cf, "|F| {gf:e} vs {cf:e}");
     }
     assert_eq!(g.guard_interval(), 100);
+}
+
+#[test]
+fn rupturing_torus_resumed_from_a_saved_state_is_bit_identical_f32_and_f64() {
+    // Saved at K = 2000, after the first breaks, and continued to t = 6, through later ones:
+    // the broken flags, E_released and n_broken travel with the state, and the resumed engine
+    // neither breaks a bond again nor misses one.
+    let (s, m) = rupturing_torus();
+    let (k, more) = (2000, 4000);
+    for p in [Precision::F64, Precision::F32] {
+        let mut straight = gpu(&m, s.integrator, s.dt, p);
+        straight.advance(k + more).unwrap();
+        let all = straight.take_breaks();
+        let mut first = gpu(&m, s.integrator, s.dt, p);
+        first.advance(k).unwrap();
+        let mut events = first.take_breaks();
+        let saved = first.save_state().unwrap();
+        let rs = if p == Precision::F32 { 4 } else { 8 };
+        assert_eq!(saved.data.len(), 24 + 16 * rs * 80 + 16 + 4 * 80, "{p:?}: origin, arrays, totals, flags");
+        let mut resumed = gpu(&m, s.integrator, s.dt, p);
+        resumed.load_state(&saved).unwrap();
+        assert!(bits(&mut resumed) == bits(&mut first), "{p:?}: state right after load_state differs");
+        resumed.advance(more).unwrap();
+        events.extend(resumed.take_breaks());
+        let before = all.iter().filter(|e| e.step <= k).count();
+        eprintln!("{p:?}: {} breaks, {before} before the save", all.len());
+        assert!(before > 0 && all.len() > before, "{p:?}: breaks before and after the save point");
+        assert!(event_bits(&events) == event_bits(&all), "{p:?}: the resumed run's breaks differ");
+        assert!(bits(&mut resumed) == bits(&mut straight), "{p:?}: resumed run differs from the straight run");
+        // A state without rupture does not fit an engine with rupture (and says why).
+        let plain = gpu(&scenario_model("torus_impact.json").1, s.integrator, s.dt, p).save_state().unwrap();
+        let e = resumed.load_state(&plain).unwrap_err();
+        assert!(e.to_string().contains("with rupture"), "{e}");
+    }
+}
+
+#[test]
+fn rollback_forgets_the_breaks_after_the_step_it_returns_to() {
+    let (s, m) = rupturing_torus();
+    for p in [Precision::F64, Precision::F32] {
+        let mut g = gpu(&m, s.integrator, s.dt, p);
+        g.advance(1700).unwrap();
+        assert!(g.take_breaks().is_empty(), "{p:?}: no break before t = 1.7");
+        let at_1700 = bits(&mut g);
+        g.advance(300).unwrap();
+        let at_2000 = bits(&mut g);
+        assert!(g.diagnostics().unwrap().n_broken > 0, "{p:?}: bonds break by t = 2");
+        // Breaks not yet taken are dropped with the steps they belong to; the flags and the
+        // totals return to step 1700.
+        g.rollback().unwrap();
+        assert!(bits(&mut g) == at_1700, "{p:?}: rollback did not restore step 1700");
+        assert!(g.take_breaks().is_empty(), "{p:?}: breaks after the rollback step remain");
+        g.advance(300).unwrap();
+        assert!(bits(&mut g) == at_2000, "{p:?}: the repeated steps differ");
+        let again = g.take_breaks();
+        assert_eq!(again.len() as u64, g.diagnostics().unwrap().n_broken, "{p:?}: each break once");
+    }
 }

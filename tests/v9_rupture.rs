@@ -1,12 +1,14 @@
 //! V9: binder rupture. Two-particle bonds loaded in one channel break at the step the motion
 //! predicts, in that channel's mode; `sum` breaks before `any` when two channels are loaded;
 //! a rupturing torus keeps `E + E_released` bounded and its momenta exact; CPU and GPU break
-//! the same bonds at the same steps; Weibull factors do not depend on the bond order.
+//! the same bonds at the same steps (f64), or a close set (f32); Weibull factors do not depend
+//! on the bond order. The predicted-step tests run on the CPU and on the GPU in f64 and f32.
 
 mod common;
 
 use glam::DVec3;
-use rrpdem::engine::{CpuEngine, Engine};
+use rrpdem::engine::{CpuEngine, Engine, Precision};
+use rrpdem::gpu::{AdapterChoice, GpuEngine};
 use rrpdem::integrator::Integrator;
 use rrpdem::interactions::rupture::{CHANNELS, weibull_scale};
 use rrpdem::interactions::{BreakEvent, Rupture, RuptureRule};
@@ -33,6 +35,20 @@ fn pair(v: [DVec3; 2], w: [DVec3; 2], k_axial: f64, rupture: &str) -> Model {
         w[1].to_array()
     );
     Scenario::from_json(&text, Path::new("pair.json")).unwrap().build_model().unwrap()
+}
+
+/// The CPU engine and the GPU engine in f64 and in f32, by name. The pair tests' breaks are far
+/// from rounding ties (the deciding ratio is 8e-4 or more from 1 on either side of the break,
+/// f32 round-off ~1e-6), so f32 breaks at the same step too. A missing adapter fails the test (never skips it).
+fn every_engine(m: &Model) -> Vec<(&'static str, Box<dyn Engine>)> {
+    let gpu = |p| -> Box<dyn Engine> {
+        Box::new(GpuEngine::new(m, Integrator::RrpNewmark, H, p, AdapterChoice::Any).unwrap_or_else(|e| panic!("{e}")))
+    };
+    vec![
+        ("cpu", Box::new(CpuEngine::new(m, Integrator::RrpNewmark, H).unwrap())),
+        ("gpu-f64", gpu(Precision::F64)),
+        ("gpu-f32", gpu(Precision::F32)),
+    ]
 }
 
 /// Steps the engine one step at a time until the bond breaks (at most `max` steps); returns
@@ -69,10 +85,13 @@ fn tension_breaks_at_the_predicted_step() {
         0.0,
         r#"{"tension": 0.01}"#,
     );
-    let mut e = CpuEngine::new(&m, Integrator::RrpNewmark, H).unwrap();
-    let (ev, _) = step_until_break(&mut e, 1000);
-    assert_eq!((ev.step, ev.bond, ev.i, ev.j, CHANNELS[ev.mode as usize]), (28, 0, 0, 1, "tension"));
-    assert_eq!(ev.t, 28.0 * H);
+    for (name, mut e) in every_engine(&m) {
+        let (ev, _) = step_until_break(e.as_mut(), 1000);
+        assert_eq!((ev.step, ev.bond, ev.i, ev.j, CHANNELS[ev.mode as usize]), (28, 0, 0, 1, "tension"), "{name}");
+        assert_eq!(ev.t, 28.0 * H);
+        // Midpoint of the pair, which moves symmetrically about (0.5, 0, 0).
+        assert!((ev.x - DVec3::new(0.5, 0.0, 0.0)).length() < 1e-6, "{name}: {}", ev.x);
+    }
 }
 
 #[test]
@@ -81,20 +100,25 @@ fn tension_with_stiffness_breaks_where_the_observed_strain_crosses_and_books_its
     // first state whose strain |x_0 − x_1| − 1 reaches 0.02. Its energy ½ K^a ε² is released.
     let k = 50.0;
     let m = pair([DVec3::new(-1.0, 0.0, 0.0), DVec3::new(1.0, 0.0, 0.0)], [DVec3::ZERO; 2], k, r#"{"tension": 0.02}"#);
-    let mut e = CpuEngine::new(&m, Integrator::RrpNewmark, H).unwrap();
-    let (ev, states) = step_until_break(&mut e, 1000);
-    let strain = |s: &Vec<rrpdem::integrator::Kinematics>| (s[0].x - s[1].x).length() - 1.0;
-    let predicted = first_step(states.len(), |k| strain(&states[k]) >= 0.02);
-    assert_eq!(ev.step, predicted);
-    let eps = strain(&states[predicted as usize]);
-    assert!((ev.energy - 0.5 * k * eps * eps).abs() <= 1e-14 * ev.energy, "{} vs {}", ev.energy, 0.5 * k * eps * eps);
-    let d = e.diagnostics().unwrap();
-    assert_eq!((d.n_broken, d.e_released, d.u_axial), (1, ev.energy, 0.0));
-    // Broken from F_k on: no force any more, the velocities stay what the last half kick left.
-    let v_then = e.snapshot().unwrap()[1].v;
-    e.advance(5).unwrap();
-    assert_eq!(e.snapshot().unwrap()[1].v, v_then);
-    assert!(e.take_breaks().is_empty(), "breaking is irreversible and happens once");
+    for (name, mut e) in every_engine(&m) {
+        let (ev, states) = step_until_break(e.as_mut(), 1000);
+        let strain = |s: &Vec<rrpdem::integrator::Kinematics>| (s[0].x - s[1].x).length() - 1.0;
+        let predicted = first_step(states.len(), |k| strain(&states[k]) >= 0.02);
+        assert_eq!(ev.step, predicted, "{name}");
+        let eps = strain(&states[predicted as usize]);
+        // f64: the strain from the same positions, a few roundings apart; f32: ε ≈ 0.02 carries
+        // ~1e-7 absolute round-off, 5e-6 relative, twice that in ε².
+        let tol = if name == "gpu-f32" { 1e-4 } else { 1e-14 };
+        let want = 0.5 * k * eps * eps;
+        assert!((ev.energy - want).abs() <= tol * ev.energy, "{name}: {} vs {want}", ev.energy);
+        let d = e.diagnostics().unwrap();
+        assert_eq!((d.n_broken, d.e_released, d.u_axial), (1, ev.energy, 0.0), "{name}");
+        // Broken from F_k on: no force any more, the velocities stay what the last half kick left.
+        let v_then = e.snapshot().unwrap()[1].v;
+        e.advance(5).unwrap();
+        assert_eq!(e.snapshot().unwrap()[1].v, v_then, "{name}");
+        assert!(e.take_breaks().is_empty(), "{name}: breaking is irreversible and happens once");
+    }
 }
 
 #[test]
@@ -108,16 +132,18 @@ fn bending_twist_and_shear_break_at_the_predicted_step() {
     for (axis, threshold, mode) in [(DVec3::Z, "bending", "bending"), (DVec3::X, "twist", "twist")] {
         let spec = format!(r#"{{"{threshold}": 0.2, "{}": 0.2}}"#, if mode == "twist" { "bending" } else { "twist" });
         let m = pair([DVec3::ZERO; 2], [3.0 * axis, DVec3::ZERO], 0.0, &spec);
-        let mut e = CpuEngine::new(&m, Integrator::RrpNewmark, H).unwrap();
-        let (ev, _) = step_until_break(&mut e, 1000);
-        assert_eq!((ev.step, CHANNELS[ev.mode as usize]), (predicted, mode), "{mode}");
+        for (name, mut e) in every_engine(&m) {
+            let (ev, _) = step_until_break(e.as_mut(), 1000);
+            assert_eq!((ev.step, CHANNELS[ev.mode as usize]), (predicted, mode), "{name}: {mode}");
+        }
     }
     // Shear: particle 1 slides across the bond at 0.5; the shear angle is atan(k h v / L0),
     // which reaches 0.05 at k h v = tan 0.05 = 0.050042, i.e. k = 100.08 → 101.
     let m = pair([DVec3::ZERO, DVec3::new(0.0, 0.5, 0.0)], [DVec3::ZERO; 2], 0.0, r#"{"shear": 0.05}"#);
-    let mut e = CpuEngine::new(&m, Integrator::RrpNewmark, H).unwrap();
-    let (ev, _) = step_until_break(&mut e, 1000);
-    assert_eq!((ev.step, CHANNELS[ev.mode as usize]), (101, "shear"));
+    for (name, mut e) in every_engine(&m) {
+        let (ev, _) = step_until_break(e.as_mut(), 1000);
+        assert_eq!((ev.step, CHANNELS[ev.mode as usize]), (101, "shear"), "{name}");
+    }
 }
 
 #[test]
@@ -137,12 +163,13 @@ fn sum_breaks_earlier_than_any_as_the_ratios_predict() {
     for (rule, expected) in [("any", any), ("sum", sum)] {
         let spec = format!(r#"{{"tension": 0.03, "shear": 0.1, "rule": "{rule}"}}"#);
         let m = pair([DVec3::ZERO, DVec3::new(u, w, 0.0)], [DVec3::ZERO; 2], 0.0, &spec);
-        let mut e = CpuEngine::new(&m, Integrator::RrpNewmark, H).unwrap();
-        let (ev, _) = step_until_break(&mut e, 10_000);
-        assert_eq!(ev.step, expected, "{rule}");
         let (rt, rs) = ratios(expected as usize);
         let mode = if rt >= rs { "tension" } else { "shear" };
-        assert_eq!(CHANNELS[ev.mode as usize], mode, "{rule}: the channel with the largest ratio");
+        for (name, mut e) in every_engine(&m) {
+            let (ev, _) = step_until_break(e.as_mut(), 10_000);
+            assert_eq!(ev.step, expected, "{name}: {rule}");
+            assert_eq!(CHANNELS[ev.mode as usize], mode, "{name}: {rule}: the channel with the largest ratio");
+        }
     }
 }
 
@@ -214,18 +241,63 @@ fn cpu_and_gpu_f64_break_the_same_bonds_at_the_same_steps() {
     let m = s.build_model().unwrap();
     let mut all = Vec::new();
     for (name, mut e) in common::engines(&m, s.integrator, s.dt) {
-        let mut events = e.take_breaks();
-        for _ in 0..s.total_steps() / 100 {
-            e.advance(100).unwrap();
-            events.extend(e.take_breaks());
-        }
-        let d = e.diagnostics().unwrap();
+        let (events, d) = run_breaks(e.as_mut(), s.total_steps());
         assert_eq!(d.n_broken, events.len() as u64, "{name}");
-        all.push((name, events.iter().map(|e| (e.step, e.bond, e.i, e.j, e.mode)).collect::<Vec<_>>(), d.e_released));
+        all.push((name, events, d.e_released));
     }
+    let key = |v: &[BreakEvent]| v.iter().map(|e| (e.step, e.t, e.bond, e.i, e.j, e.mode)).collect::<Vec<_>>();
     assert!(!all[0].1.is_empty(), "bonds break by t = 4");
-    assert_eq!(all[0].1, all[1].1, "{} vs {}", all[0].0, all[1].0);
+    assert_eq!(key(&all[0].1), key(&all[1].1), "{} vs {}", all[0].0, all[1].0);
+    // Midpoints and energies to the V7 f64 bound: same operations up to summation order.
+    for (a, b) in all[0].1.iter().zip(&all[1].1) {
+        assert!((a.x - b.x).length() <= 1e-10 && (a.energy - b.energy).abs() <= 1e-10 * a.energy, "{a:?} vs {b:?}");
+    }
     assert!((all[0].2 - all[1].2).abs() <= 1e-10 * all[0].2);
+}
+
+/// Every break of a run up to the end of the scenario, taken every 100 steps, with the final
+/// diagnostics.
+fn run_breaks(e: &mut dyn Engine, steps: u64) -> (Vec<BreakEvent>, rrpdem::diagnostics::Diagnostics) {
+    let mut events = e.take_breaks();
+    for _ in 0..steps / 100 {
+        e.advance(100).unwrap();
+        events.extend(e.take_breaks());
+    }
+    (events, e.diagnostics().unwrap())
+}
+
+#[test]
+fn gpu_f32_breaks_a_close_set() {
+    // f32 round-off (~1e-7 relative) grows through the impact about as e^{5t} (docs/PHYSICS.md,
+    // Chaos): ~1e-3 of the motion by the first breaks (t ≈ 1.76) and O(1) soon after, so f32
+    // cannot break the same bonds at the same steps; a documented close set is what it gives:
+    // - the first breaks (the bonds the impact loads most, before the chaos takes over) are the
+    //   CPU's: each of the CPU's breaks before t = 2 is an f32 break of the same bond, in the
+    //   same mode, within 50 steps (a 1e-3 change of a loading that takes ~1.7 time units moves
+    //   the crossing by a few steps per 1e-3; 15–20 measured);
+    // - by t = 4 the counts differ by at most 2 (measured: 2 on the CPU, 4 in f32, the two
+    //   extra from the chaotic phase), and at least half the CPU's breaks are matched as above;
+    // - E_released books each f32 event's energy (sum of the events, n_broken their count).
+    let s = rupturing_torus(4.0);
+    let m = s.build_model().unwrap();
+    let mut c = CpuEngine::new(&m, s.integrator, s.dt).unwrap();
+    let mut g =
+        GpuEngine::new(&m, s.integrator, s.dt, Precision::F32, AdapterChoice::Any).unwrap_or_else(|e| panic!("{e}"));
+    let (cpu, _) = run_breaks(&mut c, s.total_steps());
+    let (f32_events, d) = run_breaks(&mut g, s.total_steps());
+    let show = |v: &[BreakEvent]| v.iter().map(|e| (e.step, e.bond, e.mode)).collect::<Vec<_>>();
+    eprintln!("CPU breaks {:?}\nf32 breaks {:?}", show(&cpu), show(&f32_events));
+    let matched = |e: &BreakEvent| {
+        f32_events.iter().any(|f| f.bond == e.bond && f.mode == e.mode && f.step.abs_diff(e.step) <= 50)
+    };
+    let early: Vec<&BreakEvent> = cpu.iter().filter(|e| e.t < 2.0).collect();
+    assert!(!early.is_empty(), "the CPU breaks bonds before t = 2");
+    assert!(early.iter().all(|e| matched(e)), "every early CPU break is an f32 break");
+    assert!(cpu.len().abs_diff(f32_events.len()) <= 2, "{} vs {}", cpu.len(), f32_events.len());
+    assert!(2 * cpu.iter().filter(|e| matched(e)).count() >= cpu.len());
+    assert!(f32_events.windows(2).all(|w| (w[0].step, w[0].bond) < (w[1].step, w[1].bond)), "step, then bond order");
+    let booked: f64 = f32_events.iter().map(|e| e.energy).sum();
+    assert_eq!((d.n_broken, d.e_released), (f32_events.len() as u64, booked));
 }
 
 #[test]

@@ -11,7 +11,12 @@
 //!
 //! Saved states and rollback: the forces are a function of the state alone (neighbour lists
 //! sorted by index, so the time of the last rebuild leaves no trace), so restoring positions,
-//! velocities, attitudes and angular velocities and re-evaluating continues bit for bit.
+//! velocities, attitudes and angular velocities (and, with rupture, the broken flags) and
+//! re-evaluating continues bit for bit.
+//!
+//! Rupture: the bond kernel appends a record per break; the records are read back at the end of
+//! a batch (only when some bond broke), sorted by (step, bond) and booked on the host, which
+//! keeps `E_released` and `n_broken` (see docs/GPU.md, Rupture).
 //!
 //! NOTE: positions are stored in the engine's real type relative to an origin: the centre of the
 //! initial bounding box in f32 (halving |x| and so the drift round-off for the paper's torus,
@@ -25,14 +30,16 @@ use super::error::GpuError;
 use super::params::{ParamInputs, SimParams32, SimParams64, WallGpu32, WallGpu64};
 use super::pipeline::DemPipeline;
 use super::shader::{
-    NQ, STATUS_BAD_PARTICLE, STATUS_BAD_STEP, STATUS_EXACT_PARTICLE, STATUS_EXACT_STEP, STATUS_GRID_PARTICLE,
-    STATUS_GRID_STEP, STATUS_MAX_NBR, STATUS_NONE, STATUS_OVERFLOW,
+    NQ, REC_E_ROT, REC_E_TRANS, REC_F_WALL, REC_L, REC_MASS_X, REC_P, REC_S, REC_U_AXIAL, REC_U_BEND, REC_U_CONTACT,
+    REC_U_GRAVITY, REC_U_SHEAR, REC_U_WALL, STATUS_BAD_PARTICLE, STATUS_BAD_STEP, STATUS_BREAKS, STATUS_EXACT_PARTICLE,
+    STATUS_EXACT_STEP, STATUS_GRID_PARTICLE, STATUS_GRID_STEP, STATUS_MAX_NBR, STATUS_NONE, STATUS_OVERFLOW,
 };
 use super::state::{self, DemState};
 use crate::diagnostics::Diagnostics;
 use crate::engine::{Engine, EngineInfo, EngineState, Precision, wrong_state_kind};
 use crate::error::EngineError;
 use crate::integrator::{Integrator, Kinematics};
+use crate::interactions::BreakEvent;
 use crate::model::Model;
 use glam::{DQuat, DVec3};
 
@@ -51,6 +58,9 @@ const INITIAL_NBR_CAPACITY: u32 = 16;
 const GUARD_INTERVAL: u64 = 100;
 /// Bytes of the origin at the head of a saved state: three little-endian f64.
 const ORIGIN_BYTES: usize = 24;
+/// Bytes of the rupture totals in a saved state with rupture: `E_released` (f64), `n_broken`
+/// (u64); the broken flags (one u32 per bond) follow.
+const RUPTURE_TOTALS_BYTES: usize = 16;
 
 /// Tuning options of `GpuEngine::with_options`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -91,6 +101,16 @@ pub struct GpuEngine {
     /// Step at the start of the last `advance`, whose state the backup buffers hold (`None`
     /// before the first `advance` and after `load_state`).
     backup_step: Option<u64>,
+    /// Ends (i, j) of every bond, for the break events.
+    bond_ends: Vec<(u32, u32)>,
+    /// Bond energy released by ruptures so far, summed on the host over the sorted events
+    /// (step, then bond order, as on the CPU): deterministic without float atomics.
+    e_released: f64,
+    n_broken: u64,
+    /// `e_released` and `n_broken` at the start of the last `advance` (for `rollback`).
+    backup_rupture: (f64, u64),
+    /// Breaks not yet taken by `take_breaks`, in step then bond order.
+    breaks: Vec<BreakEvent>,
 }
 
 impl GpuEngine {
@@ -181,6 +201,11 @@ impl GpuEngine {
             step: 0,
             diag: Diagnostics::default(),
             backup_step: None,
+            bond_ends: model.bonds.iter().map(|b| (b.i, b.j)).collect(),
+            e_released: 0.0,
+            n_broken: 0,
+            backup_rupture: (0.0, 0),
+            breaks: Vec::new(),
         };
         e.evaluate_current().map_err(|err| match err {
             EngineError::Gpu(g) => g,
@@ -224,6 +249,12 @@ impl GpuEngine {
         self.state.nbr_capacity
     }
 
+    /// Bytes of a saved state of this engine (see `save_state`).
+    fn state_bytes(&self) -> usize {
+        let rupture = if self.state.rupture { RUPTURE_TOTALS_BYTES + 4 * self.state.n_bonds as usize } else { 0 };
+        ORIGIN_BYTES + state::STATE_ARRAYS.len() * self.state.array_bytes() + rupture
+    }
+
     fn params_bytes(&self, batch_len: u32) -> Vec<u8> {
         let inputs = ParamInputs {
             params: &self.params,
@@ -257,6 +288,11 @@ impl GpuEngine {
         self.ctx.take_error()?;
         let (status, rec) = self.state.read_status(&self.ctx.device)?;
         let start = self.step;
+        // Breaks first: a failing batch keeps those it made (the kernels freeze after a failure),
+        // and `rollback` drops the ones after the step it returns to, as on the CPU.
+        if status[STATUS_BREAKS] != 0 {
+            self.collect_breaks(start, steps, status[STATUS_BREAKS])?;
+        }
         let failed = |slot: usize| status[slot] != STATUS_NONE;
         if failed(STATUS_EXACT_STEP) || failed(STATUS_GRID_STEP) || failed(STATUS_BAD_STEP) {
             // The grid and lists stopped at the failing step: whatever runs next rebuilds them.
@@ -324,7 +360,46 @@ impl GpuEngine {
         if self.params.gravity != DVec3::ZERO {
             d.u_gravity -= self.total_mass * self.params.gravity.dot(self.origin);
         }
+        // The record holds Σ m (x − origin): Σ m x = that + M·origin (as the CPU, Σ m x / M).
+        d.x_cm = (d.x_cm + self.total_mass * self.origin) / self.total_mass;
+        d.v_cm = d.p / self.total_mass;
+        d.e_released = self.e_released;
+        d.n_broken = self.n_broken;
         self.diag = d;
+        Ok(())
+    }
+
+    /// Reads the `count` break records of the batch of `steps` steps that started at `start`,
+    /// sorts them by (step, bond) and books them: their energies are added to `E_released` in
+    /// that order, as the CPU engine adds them.
+    fn collect_breaks(&mut self, start: u64, steps: u64, count: u32) -> Result<(), EngineError> {
+        let (at, ids) = self.state.read_breaks(&self.ctx.device, &self.ctx.queue, count)?;
+        let mut found: Vec<BreakEvent> = at
+            .iter()
+            .zip(&ids)
+            .map(|(a, &[bond, s, mode])| {
+                // The evaluation at batch step s ends step s + 1 of the batch; the initial one
+                // (no steps) is that of the current state.
+                let step = if steps == 0 { start } else { start + s as u64 + 1 };
+                let (i, j) = self.bond_ends[bond as usize];
+                BreakEvent {
+                    step,
+                    t: self.time(step),
+                    bond,
+                    i,
+                    j,
+                    mode: mode as u8,
+                    x: DVec3::new(a[0], a[1], a[2]) + self.origin,
+                    energy: a[3],
+                }
+            })
+            .collect();
+        found.sort_by_key(|e| (e.step, e.bond));
+        for e in &found {
+            self.e_released += e.energy;
+        }
+        self.n_broken += found.len() as u64;
+        self.breaks.extend(found);
         Ok(())
     }
 
@@ -426,24 +501,28 @@ fn bounding_box_centre(x: &[DVec3]) -> DVec3 {
     0.5 * (lo + hi)
 }
 
-/// Diagnostics from a reduced record (layout in shaders/reduce.wgsl).
+/// Diagnostics from a reduced record (layout in shaders/reduce.wgsl); the rupture totals, the
+/// origin's terms and the centre of mass are the host's (`finish_batch`).
 fn diagnostics_from_record(r: &[f64], step: u64, t: f64) -> Diagnostics {
     debug_assert!(r.len() >= NQ);
     let v = |k: usize| DVec3::new(r[k], r[k + 1], r[k + 2]);
     Diagnostics {
         step,
         t,
-        e_trans: r[0],
-        e_rot: r[1],
-        u_bend: r[2],
-        u_axial: r[3],
-        u_shear: r[4],
-        u_contact: r[5],
-        u_wall: r[6],
-        u_gravity: r[7],
-        p: v(8),
-        s: v(11),
-        l: v(14),
+        e_trans: r[REC_E_TRANS],
+        e_rot: r[REC_E_ROT],
+        u_bend: r[REC_U_BEND],
+        u_axial: r[REC_U_AXIAL],
+        u_shear: r[REC_U_SHEAR],
+        u_contact: r[REC_U_CONTACT],
+        u_wall: r[REC_U_WALL],
+        u_gravity: r[REC_U_GRAVITY],
+        p: v(REC_P),
+        s: v(REC_S),
+        l: v(REC_L),
+        f_wall: v(REC_F_WALL),
+        // Σ m (x − origin) until `finish_batch` turns it into the centre of mass.
+        x_cm: v(REC_MASS_X),
         ..Default::default()
     }
 }
@@ -468,6 +547,7 @@ impl Engine for GpuEngine {
     fn advance(&mut self, steps: u64) -> Result<(), EngineError> {
         self.ctx.check_lost()?;
         self.backup_step = Some(self.step);
+        self.backup_rupture = (self.e_released, self.n_broken);
         if steps == 0 {
             let mut encoder = self.ctx.device.create_command_encoder(&Default::default());
             self.state.record_backup(&mut encoder);
@@ -509,36 +589,47 @@ impl Engine for GpuEngine {
     }
 
     /// Data: the origin of the stored positions (three little-endian f64), then the raw device
-    /// arrays pos (with the radius in w), vel, quat, omega, four reals per particle each.
+    /// arrays pos (with the radius in w), vel, quat, omega, four reals per particle each; with
+    /// rupture, then `E_released` (f64), `n_broken` (u64) and the broken flags (u32 per bond).
     fn save_state(&mut self) -> Result<EngineState, EngineError> {
         self.ctx.check_lost()?;
         let arrays = self.state.read_arrays_raw(&self.ctx.device, &self.ctx.queue, &state::STATE_ARRAYS)?;
-        let mut data = Vec::with_capacity(ORIGIN_BYTES + arrays.iter().map(Vec::len).sum::<usize>());
+        let broken = self.state.read_broken_raw(&self.ctx.device, &self.ctx.queue)?;
+        let mut data = Vec::with_capacity(self.state_bytes());
         for c in self.origin.to_array() {
             data.extend_from_slice(&c.to_le_bytes());
         }
         for a in &arrays {
             data.extend_from_slice(a);
         }
+        if self.state.rupture {
+            data.extend_from_slice(&self.e_released.to_le_bytes());
+            data.extend_from_slice(&self.n_broken.to_le_bytes());
+            data.extend_from_slice(&broken);
+        }
         Ok(EngineState { kind: self.state_kind(), step: self.step, data })
     }
 
-    /// Forgets the rollback point: the loaded state is the last one checked.
+    /// Forgets the rollback point: the loaded state is the last one checked. Breaks not yet
+    /// taken that come after the loaded step never happened (as on the CPU).
     fn load_state(&mut self, saved: &EngineState) -> Result<(), EngineError> {
         self.ctx.check_lost()?;
         if saved.kind != self.state_kind() {
             return Err(wrong_state_kind(&saved.kind, &self.state_kind()));
         }
-        let len = self.state.array_bytes();
-        let want = ORIGIN_BYTES + state::STATE_ARRAYS.len() * len;
+        let want = self.state_bytes();
         if saved.data.len() != want {
             return Err(EngineError::Unsupported(format!(
-                "the saved state holds {} bytes; {} particles need {want}",
+                "the saved state holds {} bytes; {} particles and {} bonds{} need {want}",
                 saved.data.len(),
-                self.state.n
+                self.state.n,
+                self.state.n_bonds,
+                if self.state.rupture { " with rupture" } else { " without rupture" },
             )));
         }
-        let (head, arrays) = saved.data.split_at(ORIGIN_BYTES);
+        let len = self.state.array_bytes();
+        let (head, rest) = saved.data.split_at(ORIGIN_BYTES);
+        let (arrays, rupture) = rest.split_at(state::STATE_ARRAYS.len() * len);
         let c: Vec<f64> = head.chunks_exact(8).map(|b| f64::from_le_bytes(b.try_into().unwrap_or([0; 8]))).collect();
         let origin = DVec3::new(c[0], c[1], c[2]);
         if !origin.is_finite() {
@@ -547,6 +638,14 @@ impl Engine for GpuEngine {
         for (name, bytes) in state::STATE_ARRAYS.iter().zip(arrays.chunks_exact(len.max(1))) {
             self.state.write_array_raw(&self.ctx.queue, name, bytes);
         }
+        if self.state.rupture {
+            let (totals, flags) = rupture.split_at(RUPTURE_TOTALS_BYTES);
+            let word = |k: usize| <[u8; 8]>::try_from(&totals[8 * k..8 * k + 8]).unwrap_or([0; 8]);
+            self.e_released = f64::from_le_bytes(word(0));
+            self.n_broken = u64::from_le_bytes(word(1));
+            self.state.write_broken_raw(&self.ctx.queue, flags);
+        }
+        self.breaks.retain(|e| e.step <= saved.step);
         // The walls are stored relative to the origin; the parameters are rewritten with them so
         // that nothing of the previous state's set-up survives.
         self.origin = origin;
@@ -568,6 +667,9 @@ impl Engine for GpuEngine {
         self.state.record_restore(&mut encoder);
         self.ctx.queue.submit([encoder.finish()]);
         self.step = step;
+        (self.e_released, self.n_broken) = self.backup_rupture;
+        // Breaks after the restored step never happened.
+        self.breaks.retain(|e| e.step <= step);
         self.evaluate_current()
     }
 
@@ -589,9 +691,9 @@ impl Engine for GpuEngine {
         GUARD_INTERVAL
     }
 
-    // TODO(issue 7): rupture on the GPU.
-    fn take_breaks(&mut self) -> Vec<crate::interactions::BreakEvent> {
-        Vec::new()
+    /// Collected at the end of each batch (see `finish_batch`), already in step then bond order.
+    fn take_breaks(&mut self) -> Vec<BreakEvent> {
+        std::mem::take(&mut self.breaks)
     }
 }
 
@@ -684,4 +786,55 @@ pub fn finite_on_device(values: &[f64], precision: Precision) -> Result<Vec<bool
         n as u32,
     )?;
     Ok(bytes[..4 * n].chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]) != 0).collect())
+}
+
+/// What `rupture_on_device` gives per case: the four measures and the breaking channel.
+pub type RuptureResult = ([f64; 4], Option<usize>);
+
+/// One input of `rupture_on_device`: the arguments of `rupture_measures` and `rupture`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RuptureCase {
+    pub variant: crate::interactions::ShearVariant,
+    pub d: DVec3,
+    pub l0: f64,
+    pub dhat0: DVec3,
+    pub dq_i: DQuat,
+    pub dq_j: DQuat,
+    pub inv_thresholds: [f64; 4],
+    pub scale: f64,
+    pub sum: bool,
+}
+
+/// Runs the WGSL `rupture_measures` and `rupture` (shaders/interactions.wgsl) over cases, to
+/// check them against their Rust twins: per case the four measures and the channel that breaks
+/// the bond (`None`: it holds).
+pub fn rupture_on_device(cases: &[RuptureCase], precision: Precision) -> Result<Vec<RuptureResult>, GpuError> {
+    use crate::interactions::ShearVariant;
+    let flat: Vec<f64> = cases
+        .iter()
+        .flat_map(|c| {
+            let variant = match c.variant {
+                ShearVariant::Paper => 0.0,
+                ShearVariant::Objective => 1.0,
+            };
+            [c.d.x, c.d.y, c.d.z, c.l0, c.dhat0.x, c.dhat0.y, c.dhat0.z, c.scale]
+                .into_iter()
+                .chain(c.dq_i.to_array())
+                .chain(c.dq_j.to_array())
+                .chain(c.inv_thresholds)
+                .chain([variant, c.sum as u8 as f64, 0.0, 0.0])
+        })
+        .collect();
+    let n = cases.len();
+    let out = 5 * n * state::real_size(precision);
+    let bytes = run_probe(
+        precision,
+        "rupture_probe",
+        ("rupture_in", "rupture_out"),
+        &state::reals_to_bytes(&flat, precision),
+        out.max(4),
+        n as u32,
+    )?;
+    let r = state::bytes_to_reals(&bytes[..out], precision);
+    Ok(r.chunks_exact(5).map(|c| ([c[0], c[1], c[2], c[3]], (c[4] >= 0.0).then_some(c[4] as usize))).collect())
 }

@@ -8,7 +8,8 @@
 //! A step on the device: (rrp-exact check), kick + drift + rotation, then, only in steps where a
 //! particle has moved more than half the Verlet skin since the last rebuild, the hashed contact
 //! grid of `grid::cell_hash` (counts, multi-level scan, scatter, in-bucket index order) and the
-//! neighbour lists; then the per-bond kernel and the per-particle kernel (bond gather in CSR
+//! neighbour lists; then the per-bond kernel (with rupture, the break test of each intact bond)
+//! and the per-particle kernel (bond gather in CSR
 //! order, contacts from the lists in particle-index order, walls, fields, closing kick). Every
 //! sum has a fixed order and no float atomics are used, so runs repeat bit for bit.
 
@@ -21,5 +22,7 @@ pub mod shader;
 pub mod state;
 
 pub use context::{AdapterChoice, AdapterReport, hardware_adapter_available, list_adapters};
-pub use engine::{GpuEngine, GpuOptions, atan2_on_device, cell_hash_on_device, finite_on_device};
+pub use engine::{
+    GpuEngine, GpuOptions, RuptureCase, atan2_on_device, cell_hash_on_device, finite_on_device, rupture_on_device,
+};
 pub use error::GpuError;

@@ -3,13 +3,15 @@
 //! once in Rust. Sizes are asserted here and checked against naga's layout by tests.
 
 use crate::integrator::Integrator;
-use crate::interactions::ShearVariant;
+use crate::interactions::{RuptureRule, ShearVariant};
 use crate::model::Params;
 
 /// Bit of `SimParams::flags`: uniform gravity on.
 pub const FLAG_GRAVITY: u32 = 1;
 /// Bit of `SimParams::flags`: pendulum field on.
 pub const FLAG_PENDULUM: u32 = 2;
+/// Bit of `SimParams::flags`: bonds may break (MODEL §6).
+pub const FLAG_RUPTURE: u32 = 4;
 
 /// What a precision's parameter structs are built from.
 pub struct ParamInputs<'a> {
@@ -33,6 +35,7 @@ macro_rules! sim_params {
             pub gravity: [$real; 4],
             pub pend_rho0: [$real; 4],
             pub pend_up: [$real; 4],
+            pub rupture_inv: [$real; 4],
             pub h: $real,
             pub k_bend: $real,
             pub k_axial: $real,
@@ -53,7 +56,8 @@ macro_rules! sim_params {
             pub batch_len: u32,
             pub flags: u32,
             pub nbr_capacity: u32,
-            pub _pad_u: [u32; 7],
+            pub rupture_sum: u32,
+            pub _pad_u: [u32; 6],
         }
 
         const _: () = assert!(std::mem::size_of::<$name>() == $size);
@@ -70,10 +74,16 @@ macro_rules! sim_params {
                 if pend.is_some() {
                     flags |= FLAG_PENDULUM;
                 }
+                if prm.rupture.is_some() {
+                    flags |= FLAG_RUPTURE;
+                }
+                let rupture = prm.rupture.as_ref();
+                let inv = rupture.map_or([0.0; 4], |r| r.inv_thresholds);
                 $name {
                     gravity: v4(prm.gravity),
                     pend_rho0: v4(pend.map_or(glam::DVec3::ZERO, |p| p.rho0)),
                     pend_up: v4(pend.map_or(glam::DVec3::ZERO, |p| p.up)),
+                    rupture_inv: inv.map(|x| x as $real),
                     h: p.h as $real,
                     k_bend: prm.k_bend as $real,
                     k_axial: prm.k_axial as $real,
@@ -97,7 +107,8 @@ macro_rules! sim_params {
                     batch_len: 0,
                     flags,
                     nbr_capacity: p.nbr_capacity,
-                    _pad_u: [0; 7],
+                    rupture_sum: rupture.is_some_and(|r| r.rule == RuptureRule::Sum) as u32,
+                    _pad_u: [0; 6],
                 }
             }
         }
@@ -114,8 +125,8 @@ macro_rules! sim_params {
     };
 }
 
-// f32: three vec4 (48 B), twelve reals (48 B), sixteen u32 (64 B) = 160, a multiple of 16.
-sim_params!(SimParams32, WallGpu32, f32, 160, 32);
-// f64: three vec4<f64> (96 B), twelve reals (96 B), sixteen u32 (64 B) = 256, a multiple of the
+// f32: four vec4 (64 B), twelve reals (48 B), sixteen u32 (64 B) = 176, a multiple of 16.
+sim_params!(SimParams32, WallGpu32, f32, 176, 32);
+// f64: four vec4<f64> (128 B), twelve reals (96 B), sixteen u32 (64 B) = 288, a multiple of the
 // 32-byte alignment of vec4<f64>, so there is no implicit tail padding in either precision.
-sim_params!(SimParams64, WallGpu64, f64, 256, 64);
+sim_params!(SimParams64, WallGpu64, f64, 288, 64);

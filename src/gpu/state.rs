@@ -13,6 +13,10 @@ use crate::integrator::Integrator;
 use crate::model::Model;
 use std::collections::HashMap;
 
+/// Break records read back: (midpoint xyz, energy) in f64, and (bond, step within the batch,
+/// channel).
+pub type BreakRecords = (Vec<[f64; 4]>, Vec<[u32; 3]>);
+
 /// Status words at the start of the readback buffer; the diagnostics record follows.
 const STATUS_BYTES: u64 = (STATUS_LEN * 4) as u64;
 /// Every buffer is at least this large: no zero-size bindings, and at least one element of the
@@ -66,6 +70,8 @@ pub struct DemState {
     pub buckets: u32,
     /// Capacity of each Verlet neighbour list.
     pub nbr_capacity: u32,
+    /// Bonds may break: the rupture buffers are real (placeholders otherwise).
+    pub rupture: bool,
     /// Bytes of device memory held by the buffers (the neighbour lists' growth included).
     pub bytes: u64,
     memory_budget: Option<u64>,
@@ -91,14 +97,19 @@ pub fn buffer_sizes(model: &Model, precision: Precision, nbr_capacity: u32) -> V
     let rs = real_size(precision) as u64;
     let buckets = (2 * n.max(1)).next_power_of_two();
     let records = n.max(b).max(1).div_ceil(WG as u64);
-    vec![
+    let mut sizes = vec![
         ("particle arrays (vec4 per particle)", 4 * rs * n),
         ("bucket table", 4 * (buckets + 1)),
         ("bond results", 12 * rs * b),
         ("bond reference attitudes", 8 * rs * b),
         ("diagnostics partial sums", NQ as u64 * rs * records),
         ("neighbour lists", 4 * nbr_capacity as u64 * n),
-    ]
+    ];
+    if model.params.rupture.is_some() {
+        sizes.push(("break records", 4 * rs * b));
+        sizes.push(("break record ids", 16 * b));
+    }
+    sizes
 }
 
 /// Buffers of the state, listed with their sizes and contents before any is allocated, so that
@@ -177,6 +188,8 @@ impl Plan {
 pub const STATE_ARRAYS: [&str; 4] = ["pos", "vel", "quat", "omega"];
 /// Their device-side copies made at the start of each `advance`, in the same order.
 const BACKUP_ARRAYS: [&str; 4] = ["pos_backup", "vel_backup", "quat_backup", "omega_backup"];
+/// With rupture, the broken flags are state too (one u32 per bond), with their own backup.
+const BROKEN: (&str, &str) = ("bond_broken", "bond_broken_backup");
 
 impl DemState {
     /// Allocates and fills the buffers of `model` (positions relative to `origin`) and builds
@@ -245,6 +258,12 @@ impl DemState {
         data(&mut plan, "bucket_start", u(&bucket_start), storage);
         data(&mut plan, "status", u(&status), storage);
         data(&mut plan, "x_ref", r(&pos), storage);
+        // Rupture buffers only where bonds may break; otherwise minimal placeholders for the
+        // bindings, which the kernels never read (FLAG_RUPTURE is off).
+        let rupture = model.params.rupture.as_ref();
+        let scales = rupture.map_or_else(Vec::new, |r| r.scales(model.bonds.iter().map(|b| (b.i, b.j))));
+        data(&mut plan, "bond_scale", r(&scales), storage);
+        let nr = if rupture.is_some() { nb } else { 0 };
         let v4_bytes = 4 * rs * n;
         for (name, len) in [
             ("force", v4_bytes),
@@ -267,6 +286,10 @@ impl DemState {
             ("vel_backup", v4_bytes),
             ("quat_backup", v4_bytes),
             ("omega_backup", v4_bytes),
+            ("bond_broken", 4 * nr),
+            ("bond_broken_backup", 4 * nr),
+            ("break_at", 4 * rs * nr),
+            ("break_id", 16 * nr),
         ] {
             main.push((name, plan.add(name, len, None, storage)));
         }
@@ -371,6 +394,7 @@ impl DemState {
             n_bonds: nb as u32,
             buckets: buckets as u32,
             nbr_capacity,
+            rupture: rupture.is_some(),
             bytes,
             memory_budget,
             buffers,
@@ -425,16 +449,22 @@ impl DemState {
     /// Records the device-side copy of the state arrays that `rollback` returns to (no host
     /// wait: it runs in order before the steps recorded after it).
     pub fn record_backup(&self, encoder: &mut wgpu::CommandEncoder) {
-        for (a, b) in STATE_ARRAYS.iter().zip(BACKUP_ARRAYS) {
+        for (a, b) in self.backed_up() {
             encoder.copy_buffer_to_buffer(&self.buffers[a], 0, &self.buffers[b], 0, self.buffers[a].size());
         }
     }
 
     /// Records the copy of the backup back into the state arrays.
     pub fn record_restore(&self, encoder: &mut wgpu::CommandEncoder) {
-        for (a, b) in STATE_ARRAYS.iter().zip(BACKUP_ARRAYS) {
+        for (a, b) in self.backed_up() {
             encoder.copy_buffer_to_buffer(&self.buffers[b], 0, &self.buffers[a], 0, self.buffers[a].size());
         }
+    }
+
+    /// (state buffer, backup buffer) pairs: the state arrays, and the broken flags with rupture.
+    fn backed_up(&self) -> impl Iterator<Item = (&'static str, &'static str)> {
+        let broken = self.rupture.then_some(BROKEN);
+        STATE_ARRAYS.into_iter().zip(BACKUP_ARRAYS).chain(broken)
     }
 
     /// Resets the status words and the step counter before a batch (queued before the next
@@ -549,20 +579,8 @@ impl DemState {
         names: &[&str],
     ) -> Result<Vec<Vec<u8>>, GpuError> {
         let len = self.array_bytes() as u64;
-        if len == 0 {
-            return Ok(names.iter().map(|_| Vec::new()).collect());
-        }
-        let size = len * names.len() as u64;
-        let usage = wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST;
-        let staging = create_buffer(device, "snapshot", size, usage)
-            .map_err(|e| GpuError::Readback(format!("cannot allocate {size} bytes of staging memory: {e:?}")))?;
-        let mut encoder = device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("snapshot") });
-        for (k, name) in names.iter().enumerate() {
-            encoder.copy_buffer_to_buffer(&self.buffers[name], 0, &staging, k as u64 * len, len);
-        }
-        queue.submit([encoder.finish()]);
-        let bytes = map_read(device, &staging)?;
-        Ok(bytes.chunks_exact(len as usize).map(<[u8]>::to_vec).collect())
+        let parts: Vec<(&str, u64)> = names.iter().map(|&name| (name, len)).collect();
+        self.read_buffers_raw(device, queue, &parts)
     }
 
     /// `read_arrays_raw` as f64 (for snapshots and error reports).
@@ -574,6 +592,73 @@ impl DemState {
     ) -> Result<Vec<Vec<f64>>, GpuError> {
         let raw = self.read_arrays_raw(device, queue, names)?;
         Ok(raw.iter().map(|b| bytes_to_reals(b, self.precision)).collect())
+    }
+
+    /// Copies the first `len` bytes of each named buffer back, raw, with one host wait.
+    fn read_buffers_raw(
+        &self,
+        device: &wgpu::Device,
+        queue: &wgpu::Queue,
+        parts: &[(&str, u64)],
+    ) -> Result<Vec<Vec<u8>>, GpuError> {
+        let size: u64 = parts.iter().map(|p| p.1).sum();
+        if size == 0 {
+            return Ok(parts.iter().map(|_| Vec::new()).collect());
+        }
+        let usage = wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST;
+        let staging = create_buffer(device, "readback", size, usage)
+            .map_err(|e| GpuError::Readback(format!("cannot allocate {size} bytes of staging memory: {e:?}")))?;
+        let mut encoder = device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("readback") });
+        let mut at = 0;
+        for &(name, len) in parts {
+            encoder.copy_buffer_to_buffer(&self.buffers[name], 0, &staging, at, len);
+            at += len;
+        }
+        queue.submit([encoder.finish()]);
+        let bytes = map_read(device, &staging)?;
+        let mut out = Vec::with_capacity(parts.len());
+        let mut at = 0;
+        for &(_, len) in parts {
+            out.push(bytes[at..at + len as usize].to_vec());
+            at += len as usize;
+        }
+        Ok(out)
+    }
+
+    /// The first `count` break records of the batch just finished (a host wait, made only when
+    /// the status words say some bond broke): per record the midpoint (relative to the position
+    /// origin) and energy as f64, and (bond, step within the batch, channel).
+    pub fn read_breaks(
+        &self,
+        device: &wgpu::Device,
+        queue: &wgpu::Queue,
+        count: u32,
+    ) -> Result<BreakRecords, GpuError> {
+        let count = count.min(self.n_bonds) as u64;
+        let rs = real_size(self.precision) as u64;
+        let raw = self.read_buffers_raw(device, queue, &[("break_at", 4 * rs * count), ("break_id", 16 * count)])?;
+        let at = bytes_to_reals(&raw[0], self.precision).chunks_exact(4).map(|c| [c[0], c[1], c[2], c[3]]).collect();
+        let ids =
+            bytemuck::pod_collect_to_vec::<u8, u32>(&raw[1]).chunks_exact(4).map(|c| [c[0], c[1], c[2]]).collect();
+        Ok((at, ids))
+    }
+
+    /// The broken flags, raw (one little-endian u32 per bond; empty without rupture).
+    pub fn read_broken_raw(&self, device: &wgpu::Device, queue: &wgpu::Queue) -> Result<Vec<u8>, GpuError> {
+        if !self.rupture {
+            return Ok(Vec::new());
+        }
+        let len = 4 * self.n_bonds as u64;
+        Ok(self.read_buffers_raw(device, queue, &[(BROKEN.0, len)])?.swap_remove(0))
+    }
+
+    /// Overwrites the broken flags with raw bytes of `4·n_bonds` length (queued before the
+    /// next submit).
+    pub fn write_broken_raw(&self, queue: &wgpu::Queue, bytes: &[u8]) {
+        debug_assert_eq!(bytes.len(), 4 * self.n_bonds as usize);
+        if self.rupture && !bytes.is_empty() {
+            queue.write_buffer(&self.buffers[BROKEN.0], 0, bytes);
+        }
     }
 
     /// Overwrites a per-particle vec4 array with raw bytes of `array_bytes()` length (queued
