@@ -135,30 +135,7 @@ enum Command {
         out: PathBuf,
     },
     /// Convergence study: error norms and observed orders for several time steps.
-    Converge {
-        scenario: PathBuf,
-        /// Comma-separated time steps; default: the scenario's dt halved `--levels − 1` times.
-        #[arg(long, value_delimiter = ',')]
-        dt: Option<Vec<f64>>,
-        /// Number of step sizes when `--dt` is not given.
-        #[arg(long, default_value_t = 5)]
-        levels: u32,
-        /// Integrators to study (comma-separated) [default: all three].
-        #[arg(long, value_delimiter = ',')]
-        integrator: Option<Vec<Integrator>>,
-        /// End time of the study [default: the scenario's].
-        #[arg(long)]
-        t_end: Option<f64>,
-        /// The reference solution uses min(dt) / this factor.
-        #[arg(long, default_value_t = 64)]
-        ref_factor: u32,
-        /// Output folder for converge.csv [default: out/<scenario name>].
-        #[arg(long)]
-        out: Option<PathBuf>,
-        /// Draw convergence.png (log–log error versus step, reference slopes 1 and 2).
-        #[arg(long)]
-        plots: bool,
-    },
+    Converge(ConvergeArgs),
     /// Draw the figures (PNG) of the outputs in DIR: series.csv (+ summary.json), converge.csv.
     Plot {
         dir: PathBuf,
@@ -166,6 +143,33 @@ enum Command {
         #[arg(long)]
         out: Option<PathBuf>,
     },
+}
+
+/// Options of `rrpdem converge`.
+#[derive(clap::Args)]
+struct ConvergeArgs {
+    scenario: PathBuf,
+    /// Comma-separated time steps; default: the scenario's dt halved `--levels − 1` times.
+    #[arg(long, value_delimiter = ',')]
+    dt: Option<Vec<f64>>,
+    /// Number of step sizes when `--dt` is not given.
+    #[arg(long, default_value_t = 5)]
+    levels: u32,
+    /// Integrators to study (comma-separated) [default: all three].
+    #[arg(long, value_delimiter = ',')]
+    integrator: Option<Vec<Integrator>>,
+    /// End time of the study [default: the scenario's].
+    #[arg(long)]
+    t_end: Option<f64>,
+    /// The reference solution uses min(dt) / this factor.
+    #[arg(long, default_value_t = 64)]
+    ref_factor: u32,
+    /// Output folder for converge.csv [default: out/<scenario name>].
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Draw convergence.png (log–log error versus step, reference slopes 1 and 2).
+    #[arg(long)]
+    plots: bool,
 }
 
 /// How a run is checkpointed and what it writes beyond the standard files.
@@ -318,9 +322,7 @@ fn real_main() -> Result<()> {
             }
         },
         Command::Generate { scenario, out } => cmd_generate(&scenario, &out),
-        Command::Converge { scenario, dt, levels, integrator, t_end, ref_factor, out, plots } => {
-            cmd_converge(&scenario, dt, levels, integrator, t_end, ref_factor, out, plots)
-        }
+        Command::Converge(args) => cmd_converge(args),
         Command::Plot { dir, out } => cmd_plot(&dir, out),
     }
 }
@@ -737,17 +739,9 @@ fn cmd_compare(path: &Path, steps: u64, precision: Precision, integrator: Option
     Ok(())
 }
 
-fn cmd_converge(
-    path: &Path,
-    dt: Option<Vec<f64>>,
-    levels: u32,
-    integrators: Option<Vec<Integrator>>,
-    t_end: Option<f64>,
-    ref_factor: u32,
-    out: Option<PathBuf>,
-    plots: bool,
-) -> Result<()> {
-    let scenario = Scenario::load(path)?;
+fn cmd_converge(args: ConvergeArgs) -> Result<()> {
+    let ConvergeArgs { scenario: path, dt, levels, integrator: integrators, t_end, ref_factor, out, plots } = args;
+    let scenario = Scenario::load(&path)?;
     let model = scenario.build_model()?;
     if dt.is_none() && !(1..=40).contains(&levels) {
         bail!("--levels {levels}: use 1 to 40 (each level halves dt and doubles the work)");
