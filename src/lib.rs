@@ -25,6 +25,7 @@ pub mod interactions;
 pub mod model;
 pub mod output;
 pub mod plot;
+pub mod rng;
 pub mod rrp;
 pub mod run;
 pub mod scenario;

@@ -259,13 +259,11 @@ fn expand(vary: &Vary, path: &Path) -> Result<Expanded, StudyError> {
     }
 }
 
-/// SplitMix64 step, uniform in [0, 1).
+/// The next draw of a SplitMix64 sequence, uniform in [0, 1).
 fn uniform(state: &mut u64) -> f64 {
-    *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    let mut z = *state;
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    ((z ^ (z >> 31)) >> 11) as f64 / (1u64 << 53) as f64
+    let u = crate::rng::unit(crate::rng::splitmix64(*state));
+    *state = state.wrapping_add(crate::rng::GOLDEN);
+    u
 }
 
 /// Sets `pointer` in `v` to `value`, creating missing object members on the way (so

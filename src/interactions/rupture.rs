@@ -6,6 +6,7 @@
 //! `(x_k, R_k)`.
 
 use super::ShearVariant;
+use crate::rng::splitmix64;
 use crate::rrp;
 use glam::{DQuat, DVec3};
 use serde::{Deserialize, Serialize};
@@ -79,14 +80,6 @@ pub fn rupture(measures: [f64; 4], inv_thresholds: [f64; 4], scale: f64, sum: bo
     }
     let reached = if sum { total >= 1.0 } else { best_r >= 1.0 };
     reached.then_some(best)
-}
-
-/// SplitMix64's output function (a bijective mixer of 64 bits).
-fn splitmix64(mut z: u64) -> u64 {
-    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
 }
 
 /// The Weibull scale `s_b` of the thresholds of the bond between particles `i` and `j`:

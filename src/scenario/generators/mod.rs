@@ -31,21 +31,14 @@ const BLOCK: usize = 4096;
 const STREAM_POLY: u64 = 0;
 const STREAM_JITTER: u64 = 1;
 
-/// SplitMix64's output function.
-#[inline]
-pub fn splitmix64(mut z: u64) -> u64 {
-    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
+pub use crate::rng::splitmix64;
 
 /// Uniform number in [0, 1) drawn from `(seed, index, stream)`: a counter-based generator, so
 /// a draw depends on nothing but its arguments (not on thread count or order).
 #[inline]
 pub fn uniform(seed: u64, index: u64, stream: u64) -> f64 {
     let h = splitmix64(splitmix64(seed ^ splitmix64(index)).wrapping_add(stream));
-    (h >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
+    crate::rng::unit(h)
 }
 
 /// The bond criterion of MODEL §7: `|x_i − x_j| ≤ (1 + tol)(r_i + r_j)`.
