@@ -25,6 +25,7 @@
 //! would want positions relative to a cell. The host adds the origin back in snapshots, in `L`
 //! (`o × P`) and in the gravity energy (`−M g·o`).
 
+use super::cache::{self, CacheKey, Lease};
 use super::context::{AdapterChoice, GpuContext};
 use super::error::GpuError;
 use super::params::{ParamInputs, SimParams32, SimParams64, WallGpu32, WallGpu64};
@@ -42,6 +43,7 @@ use crate::integrator::{Integrator, Kinematics};
 use crate::interactions::BreakEvent;
 use crate::model::Model;
 use glam::{DQuat, DVec3};
+use std::sync::Arc;
 
 /// Steps recorded per command buffer (bounds encoder memory; submits are not waited on).
 const STEPS_PER_SUBMIT: u64 = 256;
@@ -76,11 +78,14 @@ pub struct GpuOptions {
     /// as if the device were out of memory): leaves room for other work on a shared device, and
     /// lets tests exercise the out-of-memory report.
     pub memory_budget: Option<u64>,
+    /// Opens a device of its own instead of taking one from the process-wide cache (see
+    /// `cache`), and closes it when the engine is dropped: for comparisons with a fresh device.
+    pub fresh_device: bool,
 }
 
 pub struct GpuEngine {
-    ctx: GpuContext,
-    pipe: DemPipeline,
+    ctx: Arc<GpuContext>,
+    pipe: Arc<DemPipeline>,
     state: DemState,
     integrator: Integrator,
     dt: f64,
@@ -111,6 +116,11 @@ pub struct GpuEngine {
     backup_rupture: (f64, u64),
     /// Breaks not yet taken by `take_breaks`, in step then bond order.
     breaks: Vec<BreakEvent>,
+    /// Steps run in batches where some neighbour list overflowed (see `fallback_steps`).
+    fallback_steps: u64,
+    /// The device and kernels this engine holds; last, so that the state's buffers are gone
+    /// before the device goes back to the cache.
+    _lease: Lease,
 }
 
 impl GpuEngine {
@@ -134,7 +144,9 @@ impl GpuEngine {
         adapter: AdapterChoice,
         options: GpuOptions,
     ) -> Result<GpuEngine, GpuError> {
-        let ctx = GpuContext::new(adapter, precision)?;
+        let key = CacheKey { adapter, precision, max_workgroups: options.max_workgroups_per_dimension };
+        let lease = cache::lease(key, options.fresh_device)?;
+        let (ctx, pipe) = (lease.ctx.clone(), lease.pipe.clone());
         let n = model.particles.len() as u64;
         let have = ctx.limits.max_storage_buffer_binding_size.min(ctx.limits.max_buffer_size);
         let have = options.max_binding_size.map_or(have, |m| m.min(have));
@@ -157,9 +169,6 @@ impl GpuEngine {
                 max_particles: fits(need.max(1)),
             });
         }
-        let max_groups = ctx.limits.max_compute_workgroups_per_dimension;
-        let max_groups = options.max_workgroups_per_dimension.map_or(max_groups, |m| m.clamp(1, max_groups));
-        let pipe = DemPipeline::new(&ctx.device, precision, max_groups)?;
         // List candidates are at most r_i + r_j + skin ≤ 2 r_max + skin apart: one cell.
         let skin = SKIN_FACTOR * model.max_radius();
         let cell = (2.0 * model.max_radius() + skin).max(f64::MIN_POSITIVE);
@@ -206,6 +215,8 @@ impl GpuEngine {
             n_broken: 0,
             backup_rupture: (0.0, 0),
             breaks: Vec::new(),
+            fallback_steps: 0,
+            _lease: lease,
         };
         e.evaluate_current().map_err(|err| match err {
             EngineError::Gpu(g) => g,
@@ -242,6 +253,16 @@ impl GpuEngine {
     /// Bytes of device memory the engine's state buffers take.
     pub fn device_bytes(&self) -> u64 {
         self.state.bytes
+    }
+
+    /// Steps run in batches in which some neighbour list overflowed its capacity, so that from
+    /// the overflowing step to the end of the batch (at most 100 steps under the run driver) the
+    /// overflowing lists fell back to the grid: same results, more work. After an overflow the
+    /// lists grow, so this stays 0 for a run whose lists could grow in time (an overflow in `new`
+    /// counts no steps); it keeps rising while they cannot (binding limit, memory budget, out of
+    /// device memory). Steps later undone by `rollback` stay counted: they were run.
+    pub fn fallback_steps(&self) -> u64 {
+        self.fallback_steps
     }
 
     /// Capacity of each Verlet neighbour list (grows after an overflow).
@@ -348,6 +369,7 @@ impl GpuEngine {
         // the lists get room for it where the binding limit allows.
         self.rebuild_next = status[STATUS_OVERFLOW] != 0;
         if self.rebuild_next {
+            self.fallback_steps += steps;
             let cap = status[STATUS_MAX_NBR].saturating_add(status[STATUS_MAX_NBR] / 4 + 4);
             let need = 4 * cap as u64 * self.state.n as u64;
             if need <= self.max_binding {

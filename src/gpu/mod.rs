@@ -2,7 +2,8 @@
 //! CPU reference, in f32 or f64, on any Vulkan, Metal or DX12 adapter (lavapipe included).
 //!
 //! Layout: [`shader`] composes and validates the WGSL in `shaders/`, [`params`] mirrors its
-//! uniform struct, [`context`] picks the adapter, [`pipeline`] holds the compiled kernels,
+//! uniform struct, [`context`] picks the adapter, [`cache`] shares devices and
+//! compiled kernels between the engines of a process, [`pipeline`] holds the compiled kernels,
 //! [`state`] the buffers and the recording of steps, [`engine`] the `Engine` implementation.
 //!
 //! A step on the device: (rrp-exact check), kick + drift + rotation, then, only in steps where a
@@ -13,6 +14,7 @@
 //! order, contacts from the lists in particle-index order, walls, fields, closing kick). Every
 //! sum has a fixed order and no float atomics are used, so runs repeat bit for bit.
 
+pub mod cache;
 pub mod context;
 pub mod engine;
 pub mod error;
