@@ -185,14 +185,16 @@ fn contact_partners(p: &Particles, skin: f64) -> f64 {
 ///   inertia, radius (3 × 8), fixed (1); per bond `size_of::<Bond>()`.
 /// - CPU engine (`src/engine/cpu.rs`): per particle two `Kinematics` (the state and the
 ///   rollback copy), mass, inertia, 1/m, 1/J, radius, fixed, one incidence offset (4), the
-///   force/moment/energy accumulator (3 × 24); its neighbour list (`src/grid.rs`): cell (12),
-///   hash (4), sorted index (4), offset (4), position at the last rebuild (24), `2^⌈log2 2N⌉ + 1`
-///   bucket starts (4 each), 4 per list entry, and during a rebuild one `Vec` per particle (24
-///   plus its buffer, rounded up to a power of two of 4-byte entries). Per bond: its `Bond`
-///   copy, its `BondOut`, two incidence entries (8).
+///   force/moment/energy/wall-force accumulator (4 × 24); its neighbour list (`src/grid.rs`):
+///   cell (12), hash (4), sorted index (4), offset (4), position at the last rebuild (24),
+///   `2^⌈log2 2N⌉ + 1` bucket starts (4 each), 4 per list entry, and during a rebuild a count (4)
+///   and a slice handle (16) per particle. Per bond: its `Bond` copy, its `BondOut` with the
+///   rupture flags and released energy (+16), the rollback copy of its flag (1), two incidence
+///   entries (8); with rupture also its threshold scale (8, not counted here).
 /// - GPU (`src/gpu/state.rs`, `DemState::new`), with `rs` the size of a real: per particle ten
 ///   vec4 arrays (pos, vel, quat, omega, inertial, force, moment, pot, sorted_pos, x_ref:
-///   `40·rs`), fixed, incidence offset, hash, slot, sorted_tmp, nbr_count (4 each), cell and
+///   `40·rs`) and the rollback copies of pos, vel, quat, omega (`16·rs`); with rupture, per bond
+///   44 bytes in f32 and 64 in f64 more (flags, scale, break records; not counted here), fixed, incidence offset, hash, slot, sorted_tmp, nbr_count (4 each), cell and
 ///   sorted_cell (16 each), the neighbour lists (16 entries of 4 bytes, the initial capacity,
 ///   enough for a lattice's 12 neighbours), the bucket table and its scan levels; per bond its
 ///   ends (8), reference (4·rs), reference attitudes (8·rs), results (12·rs), incidence (8);
@@ -212,13 +214,11 @@ pub fn memory_estimate(p: &Particles, bonds: usize) -> MemoryEstimate {
     let (v3, q4, f) = (size_of::<DVec3>() as u64, size_of::<DQuat>() as u64, size_of::<f64>() as u64);
     let model = n * (3 * v3 + q4 + 3 * f + 1) + b * size_of::<Bond>() as u64;
     let buckets = (2 * n.max(1)).next_power_of_two();
-    let per_list = per_particle.ceil() as u64;
-    let rebuild_vec = 24 + 4 * per_list.max(1).next_power_of_two().max(4);
-    let cpu_engine = n * (2 * size_of::<Kinematics>() as u64 + 5 * f + 1 + 4 + 3 * v3)
-        + n * (12 + 4 + 4 + 4 + v3 + rebuild_vec)
+    let cpu_engine = n * (2 * size_of::<Kinematics>() as u64 + 5 * f + 1 + 4 + 4 * v3)
+        + n * (12 + 4 + 4 + 4 + v3 + 4 + 16)
         + 4 * (buckets + 1)
         + 4 * partners
-        + b * (size_of::<Bond>() as u64 + size_of::<BondOut>() as u64 + 8);
+        + b * (size_of::<Bond>() as u64 + size_of::<BondOut>() as u64 + 16 + 1 + 8);
     let gpu = |rs: u64| {
         let records = n.max(b).max(1).div_ceil(WG as u64);
         let mut scan = 0;
@@ -227,7 +227,7 @@ pub fn memory_estimate(p: &Particles, bonds: usize) -> MemoryEstimate {
             len = len.div_ceil(2 * SCAN_WG as u64);
             scan += 4 * len;
         }
-        n * (40 * rs + 6 * 4 + 2 * 16 + 16 * 4)
+        n * (56 * rs + 6 * 4 + 2 * 16 + 16 * 4)
             + 4 * (buckets + 1)
             + scan
             + NQ as u64 * rs * (records + records.div_ceil(WG as u64))
