@@ -566,6 +566,9 @@ fn check_step(s: &Scenario, est: &stability::StabilityEstimate) -> Result<()> {
 }
 
 fn print_summary(s: &Summary, out: &Path) {
+    for w in &s.warnings {
+        eprintln!("warning: {w}");
+    }
     let b = &s.energy_and_momenta;
     let d: &Diagnostics = &s.final_diagnostics;
     println!("scenario        {} ({} particles, {} bonds)", s.scenario.name, s.particles, s.bonds);

@@ -143,6 +143,9 @@ pub struct Summary {
     /// The file holding the state of `steps`: `final_state.csv`, or above
     /// `FINAL_STATE_CSV_MAX` particles the binary `checkpoint.bin`; none if it could not be read.
     pub final_state: Option<String>,
+    /// What the engine wants the user to know that is not an error (`Engine::warnings`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
     /// Impact measures (MODEL §9) where the scenario has walls.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub impact: Option<crate::impact::Impact>,
@@ -502,6 +505,7 @@ fn drive<'scope>(
         energy_and_momenta: budget,
         final_diagnostics: last,
         final_state,
+        warnings: engine.warnings(),
     };
     output::write_json(&dir.join("summary.json"), &summary)?;
     match failure {

@@ -107,4 +107,9 @@ fn fallback_steps_count_the_steps_whose_lists_could_not_grow() {
     assert_eq!(t.neighbour_capacity(), 1, "the lists must not have grown");
     assert_eq!(t.fallback_steps(), 300);
     assert!(bits(&mut t) == bits(&mut normal), "the fallback must give the same bits");
+    // The user hears of it (summary.json's `warnings`, printed by the CLI); not of a normal run.
+    use rrpdem::engine::Engine;
+    let w = t.warnings();
+    assert!(w.len() == 1 && w[0].contains("300 steps"), "{w:?}");
+    assert!(normal.warnings().is_empty());
 }

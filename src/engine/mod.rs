@@ -80,6 +80,11 @@ pub trait Engine {
     /// Steps between the run driver's guard checks (energy and momenta): each check costs the
     /// GPU a host wait, the CPU only a sum.
     fn guard_interval(&self) -> u64;
+    /// Things a user should know about how the run went that are not errors (e.g. a slow path
+    /// the engine had to keep taking); `summary.json` lists them and the CLI prints them.
+    fn warnings(&self) -> Vec<String> {
+        Vec::new()
+    }
 }
 
 /// The error for a saved state of another kind.

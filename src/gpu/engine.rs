@@ -713,6 +713,17 @@ impl Engine for GpuEngine {
         GUARD_INTERVAL
     }
 
+    fn warnings(&self) -> Vec<String> {
+        if self.fallback_steps == 0 {
+            return Vec::new();
+        }
+        vec![format!(
+            "the contact neighbour lists could not grow (binding limit or device memory): {} steps used the \
+             slower grid search instead (same results, lower throughput)",
+            self.fallback_steps
+        )]
+    }
+
     /// Collected at the end of each batch (see `finish_batch`), already in step then bond order.
     fn take_breaks(&mut self) -> Vec<BreakEvent> {
         std::mem::take(&mut self.breaks)
