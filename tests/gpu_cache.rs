@@ -10,18 +10,6 @@ use rrpdem::gpu::{AdapterChoice, GpuEngine, GpuOptions};
 use rrpdem::integrator::Integrator;
 use rrpdem::model::Model;
 
-fn bits(e: &mut dyn Engine) -> Vec<u64> {
-    let snap = e.snapshot().unwrap();
-    let d = e.diagnostics().unwrap();
-    let mut v: Vec<u64> = snap
-        .iter()
-        .flat_map(|k| k.x.to_array().into_iter().chain(k.v.to_array()).chain(k.q.to_array()).chain(k.w.to_array()))
-        .map(f64::to_bits)
-        .collect();
-    v.extend(d.components().iter().chain(&d.p.to_array()).chain(&d.l.to_array()).map(|x| x.to_bits()));
-    v
-}
-
 fn open(m: &Model, dt: f64, p: Precision, options: GpuOptions) -> GpuEngine {
     GpuEngine::with_options(m, Integrator::RrpNewmark, dt, p, AdapterChoice::Any, options)
         .unwrap_or_else(|e| panic!("{e}"))

@@ -15,21 +15,6 @@ use rrpdem::integrator::Integrator;
 use rrpdem::interactions::BreakEvent;
 use rrpdem::model::Model;
 
-/// Every bit of the snapshot and the diagnostics (NaN-safe, ±0-sensitive).
-fn bits(e: &mut dyn Engine) -> Vec<u64> {
-    let snap = e.snapshot().unwrap();
-    let d = e.diagnostics().unwrap();
-    let mut v: Vec<u64> = snap
-        .iter()
-        .flat_map(|k| k.x.to_array().into_iter().chain(k.v.to_array()).chain(k.q.to_array()).chain(k.w.to_array()))
-        .map(f64::to_bits)
-        .collect();
-    let vectors = [d.p, d.s, d.l, d.f_wall, d.x_cm, d.v_cm].into_iter().flat_map(|m| m.to_array());
-    v.extend(d.components().into_iter().chain(vectors).chain([d.e_released]).map(f64::to_bits));
-    v.extend([d.step, d.t.to_bits(), d.n_broken]);
-    v
-}
-
 /// Every bit of a list of break events.
 fn event_bits(events: &[BreakEvent]) -> Vec<u64> {
     events

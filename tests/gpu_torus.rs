@@ -71,18 +71,6 @@ fn torus_f32_energy_stays_bounded_over_a_long_run() {
     assert!(worst <= 5e-3 * E0, "energy error {worst:e}");
 }
 
-fn bits(e: &mut dyn Engine) -> Vec<u64> {
-    let snap = e.snapshot().unwrap();
-    let d = e.diagnostics().unwrap();
-    let mut v: Vec<u64> = snap
-        .iter()
-        .flat_map(|k| k.x.to_array().into_iter().chain(k.v.to_array()).chain(k.q.to_array()).chain(k.w.to_array()))
-        .map(f64::to_bits)
-        .collect();
-    v.extend(d.components().iter().chain(&d.p.to_array()).chain(&d.l.to_array()).map(|x| x.to_bits()));
-    v
-}
-
 #[test]
 fn repeat_runs_are_bit_identical_and_batching_does_not_matter() {
     let (s, m) = scenario_model("torus_impact.json");
