@@ -355,7 +355,7 @@ fn check_walls(v: &Value, model: &Model, f32: bool) {
 }
 
 /// `rupture`: whether the engine applies the rupture rule (the GPU engine does not yet: issue 7).
-fn rupturing_run(backend: &[&str], rupture: bool) {
+fn rupturing_run(backend: &[&str]) {
     let tmp = tempfile::tempdir().unwrap();
     let (path, scenario) = rupturing_torus(tmp.path(), None);
     let out = tmp.path().join("out");
@@ -368,9 +368,7 @@ fn rupturing_run(backend: &[&str], rupture: bool) {
     assert_eq!(summary["scenario"]["output"], serde_json::json!({"vtk_every": 250, "vtk_precision": "f64"}));
     let model = scenario.build_model().unwrap();
     let (_, breaks) = csv(&out.join("breaks.csv"));
-    if rupture {
-        assert!(!breaks.is_empty() && breaks.len() < model.bonds.len(), "some bonds break: {}", breaks.len());
-    }
+    assert!(!breaks.is_empty() && breaks.len() < model.bonds.len(), "some bonds break: {}", breaks.len());
     let v = check_run(&Expect { dir: &out, model: &model, every: 250, total: 2000, f32: false, replica: 0.0 });
     check_walls(&v, &model, false);
     // Nothing in vtk/ but the listed frames and walls.vtp.
@@ -384,13 +382,12 @@ fn rupturing_run(backend: &[&str], rupture: bool) {
 
 #[test]
 fn cpu_rupturing_torus_frames_read_back_equal_the_run() {
-    rupturing_run(&["--backend", "cpu"], true);
+    rupturing_run(&["--backend", "cpu"]);
 }
 
 #[test]
 fn gpu_f64_rupturing_torus_frames_read_back_equal_the_run() {
-    // TODO(issue 7): `true` once the GPU engine breaks bonds.
-    rupturing_run(&["--backend", "gpu", "--precision", "f64"], false);
+    rupturing_run(&["--backend", "gpu", "--precision", "f64"]);
 }
 
 #[test]
