@@ -1,6 +1,7 @@
 //! The engine interface shared by the CPU reference and the GPU engine, so that tests, the
 //! run driver and `compare` are written once.
 
+pub mod batch;
 pub mod cpu;
 
 use crate::diagnostics::Diagnostics;
@@ -8,6 +9,7 @@ use crate::error::EngineError;
 use crate::integrator::Kinematics;
 use serde::Serialize;
 
+pub use batch::{BatchEngine, Single};
 pub use cpu::CpuEngine;
 
 /// Floating-point precision an engine computes in.

@@ -1,0 +1,135 @@
+//! The batch interface: several independent replicas (variants of a study, or one scenario as
+//! the one-replica case) stepped together in lockstep, as the run driver sees them.
+//!
+//! All replicas share the integrator, the time step and the step counter; everything else
+//! (model, parameters, walls, rupture thresholds) is their own. A replica's results must not
+//! depend on the batch it is in: the same model run alone or at any position in any batch gives
+//! the same trajectory and the same diagnostics, bit for bit on the same device.
+//!
+//! Replica failures are local: a replica whose state goes wrong (non-finite, `rrp-exact`
+//! condition, grid range) is frozen at its last good state and reported by `take_failure`
+//! while the others go on. Only failures of the whole batch (a lost device) are errors of
+//! `advance`.
+
+use super::{Engine, EngineInfo, EngineState};
+use crate::diagnostics::Diagnostics;
+use crate::error::EngineError;
+use crate::integrator::Kinematics;
+use crate::interactions::BreakEvent;
+
+/// Replicas stepped together. Replica indices are `0..replicas()`; particle and bond indices in
+/// every method are the replica's own (as in its model), never offsets into the batch.
+pub trait BatchEngine {
+    fn info(&self) -> EngineInfo;
+    fn replicas(&self) -> usize;
+    fn n_particles(&self, r: usize) -> usize;
+    /// Steps taken so far by the running replicas (a frozen replica stays at its own step).
+    fn steps_done(&self) -> u64;
+    /// Advances every running replica `steps` steps. A replica that fails is rolled back to the
+    /// state at the start of this call, frozen, and its error kept for `take_failure`.
+    fn advance(&mut self, steps: u64) -> Result<(), EngineError>;
+    /// The failure of replica `r` found by an earlier `advance`, once.
+    fn take_failure(&mut self, r: usize) -> Option<EngineError>;
+    /// Diagnostics of every replica at its current state (a frozen replica's at its frozen step).
+    fn diagnostics(&mut self) -> Result<Vec<Diagnostics>, EngineError>;
+    /// Full particle state of replica `r`, in f64.
+    fn snapshot(&mut self, r: usize) -> Result<Vec<Kinematics>, EngineError>;
+    /// See `Engine::state_kind`: a replica's saved state loads into a one-replica engine of the
+    /// same kind built from the replica's model.
+    fn state_kind(&self) -> String;
+    /// Replica `r`'s state, in the format of a one-replica engine of the same kind.
+    fn save_state(&mut self, r: usize) -> Result<EngineState, EngineError>;
+    /// Returns replica `r` to the state at the start of the last `advance`.
+    fn rollback(&mut self, r: usize) -> Result<(), EngineError>;
+    /// Stops stepping replica `r` (its state stays as it is); the others go on.
+    fn freeze(&mut self, r: usize);
+    /// See `Engine::largest_force`, for replica `r`.
+    fn largest_force(&mut self, r: usize) -> Result<Option<(usize, f64)>, EngineError>;
+    /// Bonds broken since the last call, as (replica, event), by replica, then step, then bond.
+    fn take_breaks(&mut self) -> Vec<(usize, BreakEvent)>;
+    /// See `Engine::guard_interval`.
+    fn guard_interval(&self) -> u64;
+    /// See `Engine::warnings`, for the whole batch.
+    fn warnings(&self) -> Vec<String> {
+        Vec::new()
+    }
+}
+
+/// One engine as a one-replica batch: how a single scenario runs through the batch driver.
+pub struct Single<'a> {
+    pub engine: &'a mut dyn Engine,
+    failure: Option<EngineError>,
+    frozen: bool,
+}
+
+impl<'a> Single<'a> {
+    pub fn new(engine: &'a mut dyn Engine) -> Single<'a> {
+        Single { engine, failure: None, frozen: false }
+    }
+}
+
+impl BatchEngine for Single<'_> {
+    fn info(&self) -> EngineInfo {
+        self.engine.info()
+    }
+    fn replicas(&self) -> usize {
+        1
+    }
+    fn n_particles(&self, _r: usize) -> usize {
+        self.engine.n_particles()
+    }
+    fn steps_done(&self) -> u64 {
+        self.engine.steps_done()
+    }
+    fn advance(&mut self, steps: u64) -> Result<(), EngineError> {
+        if self.frozen {
+            return Ok(());
+        }
+        match self.engine.advance(steps) {
+            Ok(()) => Ok(()),
+            Err(e @ EngineError::Gpu(_)) => Err(e),
+            Err(e) => {
+                // Back to the last state the driver checked, as a batch does with a replica.
+                if self.engine.rollback().is_err() {
+                    return Err(e);
+                }
+                self.failure = Some(e);
+                self.frozen = true;
+                Ok(())
+            }
+        }
+    }
+    fn take_failure(&mut self, _r: usize) -> Option<EngineError> {
+        self.failure.take()
+    }
+    fn diagnostics(&mut self) -> Result<Vec<Diagnostics>, EngineError> {
+        Ok(vec![self.engine.diagnostics()?])
+    }
+    fn snapshot(&mut self, _r: usize) -> Result<Vec<Kinematics>, EngineError> {
+        self.engine.snapshot()
+    }
+    fn state_kind(&self) -> String {
+        self.engine.state_kind()
+    }
+    fn save_state(&mut self, _r: usize) -> Result<EngineState, EngineError> {
+        self.engine.save_state()
+    }
+    fn rollback(&mut self, _r: usize) -> Result<(), EngineError> {
+        self.engine.rollback()
+    }
+    fn freeze(&mut self, _r: usize) {
+        self.frozen = true;
+    }
+    fn largest_force(&mut self, _r: usize) -> Result<Option<(usize, f64)>, EngineError> {
+        self.engine.largest_force()
+    }
+    fn take_breaks(&mut self) -> Vec<(usize, BreakEvent)> {
+        self.engine.take_breaks().into_iter().map(|e| (0, e)).collect()
+    }
+    fn guard_interval(&self) -> u64 {
+        self.engine.guard_interval()
+    }
+    fn warnings(&self) -> Vec<String> {
+        self.engine.warnings()
+    }
+}
