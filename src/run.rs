@@ -3,9 +3,10 @@
 
 use crate::checkpoint::{self, Checkpoint, CheckpointError, RunProgress};
 use crate::diagnostics::{Conserved, Diagnostics};
-use crate::engine::{Engine, EngineInfo};
+use crate::engine::{BatchEngine, Engine, EngineInfo, Single};
 use crate::error::EngineError;
 use crate::impact::ImpactTracker;
+use crate::interactions::BreakEvent;
 use crate::model::Model;
 use crate::output::{self, OutputDir, OutputError, SeriesWriter};
 use crate::scenario::Scenario;
@@ -197,6 +198,8 @@ enum Failure {
     Engine(EngineError),
     /// A VTK frame could not be written; the engine's state is good.
     Vtk(VtkError),
+    /// A log could not be written; the engine's state is good.
+    Output(OutputError),
 }
 
 /// Where a run starts: at t = 0, or from a checkpoint.
@@ -208,7 +211,7 @@ pub enum Start {
 }
 
 /// Runs `scenario` (resolved into `model`) on `engine` from its current step to the scenario's
-/// last, writing into `dir`.
+/// last, writing into `dir`: the one-replica case of `run_batch`.
 ///
 /// Every `guard_interval` steps (and at each record and the end) the energy error and momenta
 /// are checked; an error above `scenario.max_energy_error`, a non-finite state or any engine
@@ -224,23 +227,41 @@ pub fn run(
     dir: &OutputDir,
     opts: RunOptions,
 ) -> Result<Summary, RunError> {
-    // Frames asked for by the caller go into the scenario that summary.json and the
-    // checkpoints record, so that a resume continues them without being asked again.
-    let recorded;
-    let scenario = match opts.vtk.every {
-        Some(every) => {
-            let output = crate::scenario::OutputSpec { vtk_every: Some(every), ..scenario.output.unwrap_or_default() };
-            recorded = Scenario { output: Some(output), ..scenario.clone() };
-            &recorded
-        }
-        None => scenario,
-    };
-    // The VTK writer thread borrows the model; the scope guarantees it has ended (every
-    // queued frame written) before the run returns, whichever way it returns.
-    std::thread::scope(|scope| drive(scope, scenario, model, engine, start, dir, opts))
+    let job = Job { scenario, model, start, dir, vtk: opts.vtk };
+    let mut batch = Single::new(engine);
+    let mut results = run_batch(vec![job], &mut batch, opts, &|_, _| {});
+    results.pop().expect("one result per job")
 }
 
-/// The VTK side of a run: the writer thread and the broken flags its frames show.
+/// One replica of a batch run: what it runs, where it starts and where its outputs go.
+pub struct Job<'a> {
+    pub scenario: &'a Scenario,
+    pub model: &'a Model,
+    pub start: Start,
+    pub dir: &'a OutputDir,
+    /// VTK frames asked for over the scenario's `output` block (`opts.vtk` is not used).
+    pub vtk: VtkOptions,
+}
+
+/// Runs the replicas of `engine` (job `r` is replica `r`) in lockstep, each exactly as `run`
+/// would run it alone: the same outputs in each job's folder, the same checks. A replica that
+/// fails, trips the energy guard, reaches its own last step or cannot write its outputs is
+/// frozen and finished (its folder complete) while the others go on; `done` is told each
+/// replica's result as it finishes. An interrupt stops them all after the current chunk, each
+/// with a checkpoint. Returns one result per job, in job order.
+pub fn run_batch(
+    jobs: Vec<Job<'_>>,
+    engine: &mut dyn BatchEngine,
+    opts: RunOptions,
+    done: &(dyn Fn(usize, &Result<Summary, RunError>) + Sync),
+) -> Vec<Result<Summary, RunError>> {
+    assert_eq!(jobs.len(), engine.replicas(), "one job per replica");
+    // The VTK writer threads borrow the models; the scope guarantees they have ended (every
+    // queued frame written) before the run returns, whichever way it returns.
+    std::thread::scope(|scope| drive(scope, jobs, engine, opts, done))
+}
+
+/// The VTK side of a replica: the writer thread and the broken flags its frames show.
 struct Frames<'scope> {
     writer: VtkWriter<'scope>,
     broken: Vec<bool>,
@@ -248,276 +269,467 @@ struct Frames<'scope> {
 
 impl Frames<'_> {
     /// Reads the state back from the engine (the only part that waits for a GPU) and queues it.
-    fn submit(&mut self, engine: &mut dyn Engine, step: u64, t: f64) -> Result<(), Failure> {
-        let state = engine.snapshot().map_err(Failure::Engine)?;
+    fn submit(&mut self, engine: &mut dyn BatchEngine, r: usize, step: u64, t: f64) -> Result<(), Failure> {
+        let state = engine.snapshot(r).map_err(Failure::Engine)?;
         self.writer.submit(Frame { step, t, state, broken: self.broken.clone() }).map_err(Failure::Vtk)
     }
 }
 
-/// Writes the engine's new break events into `breaks.csv` and marks them for the frames.
-fn log_breaks(
-    engine: &mut dyn Engine,
-    log: &mut Option<SeriesWriter>,
-    frames: &mut Option<Frames>,
-) -> Result<(), OutputError> {
-    for e in engine.take_breaks() {
-        if let Some(b) = log.as_mut() {
-            b.write_break(&e)?;
-        }
-        if let Some(f) = frames.as_mut() {
-            f.broken[e.bond as usize] = true;
-        }
-    }
-    Ok(())
+/// A replica in the step loop: its outputs, its energy budget and how it stands.
+struct Replica<'scope> {
+    /// The scenario as summary.json and checkpoints record it (with the frames asked for).
+    scenario: Scenario,
+    model: &'scope Model,
+    dir: &'scope OutputDir,
+    total: u64,
+    record_every: u64,
+    series: SeriesWriter,
+    breaks: Option<SeriesWriter>,
+    budget: Budget,
+    stability: StabilityEstimate,
+    wall_before: f64,
+    last: Diagnostics,
+    impact: ImpactTracker,
+    frames: Option<Frames<'scope>>,
+    failure: Option<Failure>,
 }
 
-fn drive<'scope>(
-    scope: &'scope std::thread::Scope<'scope, '_>,
-    scenario: &Scenario,
-    model: &'scope Model,
-    engine: &mut dyn Engine,
-    start: Start,
-    dir: &OutputDir,
-    opts: RunOptions,
-) -> Result<Summary, RunError> {
-    let total = scenario.total_steps();
-    let n = engine.n_particles();
-    let step0 = engine.steps_done();
-    let engine_err = |error, step| RunError::Engine { error, step, out_dir: dir.path.clone() };
-    let series_path = dir.join("series.csv");
-    let breaks_path = dir.join("breaks.csv");
-    let walls = &model.params.walls;
-    let fresh = matches!(start, Start::Fresh { .. });
-    let (mut series, mut breaks, mut budget, stability, wall_before, mut last, mut impact) = match start {
-        Start::Fresh { stability } => {
-            let mut series = SeriesWriter::create(&series_path)?;
-            let breaks = match model.params.rupture {
-                Some(_) => Some(SeriesWriter::with_header(&breaks_path, output::BREAKS_HEADER)?),
-                None => None,
-            };
-            let first = engine.diagnostics().map_err(|e| engine_err(e, step0))?;
-            series.write(&first)?;
-            let mut impact = ImpactTracker::default();
-            impact.record(&first, walls);
-            (series, breaks, Budget::new(&first, Conserved::for_model(model)), stability, 0.0, first, impact)
-        }
-        Start::Resume { progress } => {
-            let progress = *progress;
-            let mut budget = progress.budget;
-            budget.first = progress.first;
-            let breaks = match model.params.rupture {
-                Some(_) => Some(SeriesWriter::resume_with_header(&breaks_path, output::BREAKS_HEADER, step0)?),
-                None => None,
-            };
-            let series = SeriesWriter::resume(&series_path, step0)?;
-            (series, breaks, budget, progress.stability, progress.wall_time_s, progress.last, progress.impact)
-        }
-    };
-    let mut frames = match opts.vtk.settings(scenario) {
-        Some(settings) => {
-            // A resumed run starts with what broke before the checkpoint (breaks.csv was just
-            // cut back to it).
-            let broken = match &breaks {
-                Some(_) if !fresh => output::broken_bonds(&breaks_path, model.bonds.len())?,
-                _ => vec![false; model.bonds.len()],
-            };
-            let writer = VtkWriter::start(scope, &dir.path, model, settings, (!fresh).then_some(last.t))?;
-            Some(Frames { writer, broken })
-        }
-        None => None,
-    };
-    // Bonds that broke in the evaluation of the starting state (a fresh start only: on a
-    // resume they were written before the checkpoint).
-    log_breaks(engine, &mut breaks, &mut frames)?;
-    let mut failure = None;
-    if let Some(f) = frames.as_mut() {
-        // The starting state's frame, unless a resumed run's collection already has it.
-        if (step0.is_multiple_of(f.writer.every()) || step0 == total) && !f.writer.has_frame_at(last.t) {
-            failure = f.submit(engine, step0, last.t).err();
-        }
-    }
-    let bar = progress_bar(total, opts.progress);
-    bar.set_position(step0);
-    let guard = engine.guard_interval().max(1);
-    let limit = scenario.max_energy_error;
-    let start = Instant::now();
-    let mut interrupted = false;
-    let next_multiple = |s: u64, every: u64| (s / every + 1) * every;
-    let checkpoint_path = dir.join(checkpoint::FILE_NAME);
-    let mut step = step0;
-    while step < total && failure.is_none() {
+impl<'scope> Replica<'scope> {
+    /// Opens (or, on a resume, reopens) the replica's outputs and records its starting state.
+    fn start(
+        scope: &'scope std::thread::Scope<'scope, '_>,
+        job: Job<'scope>,
+        first: Option<Diagnostics>,
+        engine: &mut dyn BatchEngine,
+        r: usize,
+    ) -> Result<Replica<'scope>, RunError> {
+        let Job { scenario, model, start, dir, vtk } = job;
+        // Frames asked for by the caller go into the scenario that summary.json and the
+        // checkpoints record, so that a resume continues them without being asked again.
+        let scenario = match vtk.every {
+            Some(every) => {
+                let output =
+                    crate::scenario::OutputSpec { vtk_every: Some(every), ..scenario.output.unwrap_or_default() };
+                Scenario { output: Some(output), ..scenario.clone() }
+            }
+            None => scenario.clone(),
+        };
+        let step0 = engine.steps_done();
+        let engine_err = |error, step| RunError::Engine { error, step, out_dir: dir.path.clone() };
+        let series_path = dir.join("series.csv");
+        let breaks_path = dir.join("breaks.csv");
+        let fresh = matches!(start, Start::Fresh { .. });
+        let (series, breaks, budget, stability, wall_before, last, impact) = match start {
+            Start::Fresh { stability } => {
+                let mut series = SeriesWriter::create(&series_path)?;
+                let breaks = match model.params.rupture {
+                    Some(_) => Some(SeriesWriter::with_header(&breaks_path, output::BREAKS_HEADER)?),
+                    None => None,
+                };
+                let first = first.ok_or_else(|| {
+                    engine_err(EngineError::Unsupported("no diagnostics for the starting state".into()), step0)
+                })?;
+                series.write(&first)?;
+                let mut impact = ImpactTracker::default();
+                impact.record(&first, &model.params.walls);
+                (series, breaks, Budget::new(&first, Conserved::for_model(model)), stability, 0.0, first, impact)
+            }
+            Start::Resume { progress } => {
+                let progress = *progress;
+                let mut budget = progress.budget;
+                budget.first = progress.first;
+                let breaks = match model.params.rupture {
+                    Some(_) => Some(SeriesWriter::resume_with_header(&breaks_path, output::BREAKS_HEADER, step0)?),
+                    None => None,
+                };
+                let series = SeriesWriter::resume(&series_path, step0)?;
+                (series, breaks, budget, progress.stability, progress.wall_time_s, progress.last, progress.impact)
+            }
+        };
+        let frames = match vtk.settings(&scenario) {
+            Some(settings) => {
+                // A resumed run starts with what broke before the checkpoint (breaks.csv was
+                // just cut back to it).
+                let broken = match &breaks {
+                    Some(_) if !fresh => output::broken_bonds(&breaks_path, model.bonds.len())?,
+                    _ => vec![false; model.bonds.len()],
+                };
+                let writer = VtkWriter::start(scope, &dir.path, model, settings, (!fresh).then_some(last.t))?;
+                Some(Frames { writer, broken })
+            }
+            None => None,
+        };
+        let total = scenario.total_steps();
         let record_every = scenario.record_interval();
-        let mut next = total.min(next_multiple(step, guard)).min(next_multiple(step, record_every));
+        let mut rep = Replica {
+            scenario,
+            model,
+            dir,
+            total,
+            record_every,
+            series,
+            breaks,
+            budget,
+            stability,
+            wall_before,
+            last,
+            impact,
+            frames,
+            failure: None,
+        };
+        if let Some(f) = rep.frames.as_mut() {
+            // The starting state's frame, unless a resumed run's collection already has it.
+            if (step0.is_multiple_of(f.writer.every()) || step0 == total) && !f.writer.has_frame_at(rep.last.t) {
+                rep.failure = f.submit(engine, r, step0, rep.last.t).err();
+            }
+        }
+        Ok(rep)
+    }
+
+    /// The next step at which this replica must stop: its end, a guard check, a record, a
+    /// checkpoint, a frame or the deterministic interrupt.
+    fn next_stop(&self, step: u64, guard: u64, opts: &RunOptions) -> u64 {
+        let next_multiple = |s: u64, every: u64| (s / every + 1) * every;
+        let mut next = self.total.min(next_multiple(step, guard)).min(next_multiple(step, self.record_every));
         if let Some(c) = opts.checkpoint_every {
             next = next.min(next_multiple(step, c));
         }
-        if let Some(f) = &frames {
+        if let Some(f) = &self.frames {
             next = next.min(next_multiple(step, f.writer.every()));
         }
         if let Some(s) = opts.stop_at.filter(|&s| s > step) {
             next = next.min(s);
         }
-        if let Err(e) = engine.advance(next - step) {
-            failure = Some(Failure::Engine(e));
-            break;
+        next
+    }
+
+    /// Writes the replica's break events and marks them for its frames.
+    fn log_breaks(&mut self, events: &[BreakEvent]) -> Result<(), OutputError> {
+        for e in events {
+            if let Some(b) = self.breaks.as_mut() {
+                b.write_break(e)?;
+            }
+            if let Some(f) = self.frames.as_mut() {
+                f.broken[e.bond as usize] = true;
+            }
         }
-        let d = match engine.diagnostics() {
+        Ok(())
+    }
+
+    fn progress(&self, elapsed: f64) -> RunProgress {
+        RunProgress {
+            budget: self.budget.clone(),
+            first: self.budget.first,
+            last: self.last,
+            stability: self.stability.clone(),
+            wall_time_s: self.wall_before + elapsed,
+            impact: self.impact.clone(),
+        }
+    }
+
+    /// Flushes the logs and frames and writes a checkpoint of the current state.
+    fn checkpoint(&mut self, engine: &mut dyn BatchEngine, r: usize, elapsed: f64) -> Result<(), RunError> {
+        self.series.flush()?;
+        if let Some(b) = self.breaks.as_mut() {
+            b.flush()?;
+        }
+        // A checkpoint never gets ahead of the frames on disk: a resume from it finds every
+        // frame up to its step.
+        if let Some(Err(e)) = self.frames.as_mut().map(|f| f.writer.sync()) {
+            return Err(RunError::Vtk { error: e, step: self.last.step, out_dir: self.dir.path.clone() });
+        }
+        let path = self.dir.join(checkpoint::FILE_NAME);
+        write_checkpoint(&self.scenario, self.model, engine, r, self.progress(elapsed), &path)
+    }
+
+    /// Writes everything the replica owes (frames, logs, final state, summary.json) for the
+    /// state of `self.last`, which is where the engine holds it, and says how it ended.
+    fn finish(
+        mut self,
+        engine: &mut dyn BatchEngine,
+        r: usize,
+        interrupted: bool,
+        elapsed: f64,
+    ) -> Result<Summary, RunError> {
+        let out_dir = self.dir.path.clone();
+        let engine_err = |error, step| RunError::Engine { error, step, out_dir: out_dir.clone() };
+        if let Some(Err(e)) = self.frames.take().map(|f| f.writer.finish()) {
+            match self.failure {
+                None => self.failure = Some(Failure::Vtk(e)),
+                // The run's own failure is what it reports; the writer's is not lost either.
+                Some(_) => eprintln!("warning: {e}"),
+            }
+        }
+        self.series.flush()?;
+        if let Some(b) = self.breaks.as_mut() {
+            b.flush()?;
+        }
+        let n = engine.n_particles(r);
+        let wall = self.wall_before + elapsed;
+        let steps_now = self.last.step;
+        let snapshot = engine.snapshot(r).ok();
+        let final_state = match &snapshot {
+            Some(state) if n <= FINAL_STATE_CSV_MAX => {
+                output::write_final_state(&self.dir.join("final_state.csv"), state, &self.model.particles)?;
+                Some("final_state.csv".to_string())
+            }
+            Some(_) => {
+                // Text would cost ~300 bytes and microseconds of formatting per particle: large
+                // models keep their final state in the binary checkpoint.
+                let path = self.dir.join(checkpoint::FILE_NAME);
+                write_checkpoint(&self.scenario, self.model, engine, r, self.progress(elapsed), &path)?;
+                Some(checkpoint::FILE_NAME.to_string())
+            }
+            None => None,
+        };
+        let walls = &self.model.params.walls;
+        let summary = Summary {
+            status: match (&self.failure, interrupted) {
+                (Some(Failure::Engine(e)), _) => format!("error: {e}"),
+                (Some(Failure::Vtk(e)), _) => format!("error: {e}"),
+                (Some(Failure::Output(e)), _) => format!("error: {e}"),
+                (None, true) => "interrupted".into(),
+                (None, false) => "completed".into(),
+            },
+            scenario: self.scenario.clone(),
+            scenario_hash: format!("{:016x}", checkpoint::scenario_hash(&self.scenario)),
+            engine: engine.info(),
+            particles: n,
+            bonds: self.model.bonds.len(),
+            steps: steps_now,
+            t_final: self.last.t,
+            wall_time_s: wall,
+            particle_steps_per_s: if wall > 0.0 { steps_now as f64 * n as f64 / wall } else { 0.0 },
+            stability: self.stability.clone(),
+            impact: (!walls.is_empty()).then(|| self.impact.finish(self.budget.e0, &self.last, self.model.bonds.len())),
+            energy_and_momenta: self.budget.clone(),
+            final_diagnostics: self.last,
+            final_state,
+            warnings: engine.warnings(),
+        };
+        output::write_json(&self.dir.join("summary.json"), &summary)?;
+        match self.failure {
+            Some(Failure::Engine(e)) => Err(engine_err(e, steps_now)),
+            Some(Failure::Vtk(error)) => Err(RunError::Vtk { error, step: steps_now, out_dir: self.dir.path.clone() }),
+            Some(Failure::Output(e)) => Err(e.into()),
+            None if interrupted => {
+                Err(RunError::Interrupted { step: steps_now, t: self.last.t, out_dir: self.dir.path.clone() })
+            }
+            None if snapshot.is_none() => Err(engine_err(
+                EngineError::Unsupported("the final state could not be read from the engine".into()),
+                steps_now,
+            )),
+            None => Ok(summary),
+        }
+    }
+}
+
+/// Writes each replica's new break events; returns the replicas whose log failed.
+fn take_breaks(engine: &mut dyn BatchEngine, reps: &mut [Option<Replica>]) -> Vec<(usize, OutputError)> {
+    let mut errors = Vec::new();
+    let events = engine.take_breaks();
+    for chunk in events.chunk_by(|a, b| a.0 == b.0) {
+        let r = chunk[0].0;
+        let mine: Vec<BreakEvent> = chunk.iter().map(|e| e.1).collect();
+        if let Some(Some(rep)) = reps.get_mut(r)
+            && rep.failure.is_none()
+            && let Err(e) = rep.log_breaks(&mine)
+        {
+            errors.push((r, e));
+        }
+    }
+    errors
+}
+
+fn drive<'scope>(
+    scope: &'scope std::thread::Scope<'scope, '_>,
+    jobs: Vec<Job<'scope>>,
+    engine: &mut dyn BatchEngine,
+    opts: RunOptions,
+    done: &(dyn Fn(usize, &Result<Summary, RunError>) + Sync),
+) -> Vec<Result<Summary, RunError>> {
+    let count = jobs.len();
+    let step0 = engine.steps_done();
+    let mut results: Vec<Option<Result<Summary, RunError>>> = (0..count).map(|_| None).collect();
+    let finish = |results: &mut Vec<Option<Result<Summary, RunError>>>, r: usize, res: Result<Summary, RunError>| {
+        done(r, &res);
+        results[r] = Some(res);
+    };
+    // Starting diagnostics of every replica (a resumed replica brings its own).
+    let firsts = match engine.diagnostics() {
+        Ok(d) => d.into_iter().map(Some).collect(),
+        Err(e) => {
+            let mut original = Some(e);
+            return jobs
+                .iter()
+                .map(|j| {
+                    let error = original.take().unwrap_or_else(|| {
+                        EngineError::Unsupported("the batch's starting state could not be read".into())
+                    });
+                    Err(RunError::Engine { error, step: step0, out_dir: j.dir.path.clone() })
+                })
+                .collect();
+        }
+    };
+    let firsts: Vec<Option<Diagnostics>> = firsts;
+    let mut reps: Vec<Option<Replica<'scope>>> = Vec::with_capacity(count);
+    for (r, (job, first)) in jobs.into_iter().zip(firsts).enumerate() {
+        match Replica::start(scope, job, first, engine, r) {
+            Ok(rep) => reps.push(Some(rep)),
+            Err(e) => {
+                engine.freeze(r);
+                finish(&mut results, r, Err(e));
+                reps.push(None);
+            }
+        }
+    }
+    let elapsed_at = Instant::now();
+    let elapsed = || elapsed_at.elapsed().as_secs_f64();
+    // Bonds that broke in the evaluation of the starting state (a fresh start only: on a
+    // resume they were written before the checkpoint).
+    for (r, e) in take_breaks(engine, &mut reps) {
+        engine.freeze(r);
+        if let Some(rep) = reps[r].as_mut() {
+            rep.failure = Some(Failure::Output(e));
+        }
+    }
+    // Replicas already at their end (or whose first frame failed) finish before any step.
+    for r in 0..count {
+        if reps[r].as_ref().is_some_and(|rep| rep.total <= step0 || rep.failure.is_some()) {
+            let rep = reps[r].take().expect("checked");
+            engine.freeze(r);
+            let res = rep.finish(engine, r, false, elapsed());
+            finish(&mut results, r, res);
+        }
+    }
+    let total = reps.iter().flatten().map(|r| r.total).max().unwrap_or(step0);
+    let bar = progress_bar(total, opts.progress);
+    bar.set_position(step0);
+    let guard = engine.guard_interval().max(1);
+    let mut step = step0;
+    let mut particle_steps = 0f64;
+    while reps.iter().any(Option::is_some) {
+        let next = reps.iter().flatten().map(|rep| rep.next_stop(step, guard, &opts)).min().expect("some replica");
+        let running: usize = (0..count).filter(|&r| reps[r].is_some()).map(|r| engine.n_particles(r)).sum();
+        let diags = engine.advance(next - step).and_then(|()| engine.diagnostics());
+        let diags = match diags {
             Ok(d) => d,
             Err(e) => {
-                failure = Some(Failure::Engine(e));
+                // A failure of the whole batch (a lost device): every replica stops at its
+                // last checked state, if the engine can still return there.
+                let text = e.to_string();
+                let mut original = Some(e);
+                for r in 0..count {
+                    if let Some(mut rep) = reps[r].take() {
+                        let error = original.take().unwrap_or_else(|| EngineError::Unsupported(text.clone()));
+                        rep.failure = Some(Failure::Engine(error));
+                        let res = match engine.rollback(r) {
+                            Ok(()) => rep.finish(engine, r, false, elapsed()),
+                            Err(_) => {
+                                let out_dir = rep.dir.path.clone();
+                                let step = rep.last.step;
+                                let _ = rep.finish(engine, r, false, elapsed());
+                                Err(RunError::Engine { error: EngineError::Unsupported(text.clone()), step, out_dir })
+                            }
+                        };
+                        finish(&mut results, r, res);
+                    }
+                }
                 break;
             }
         };
-        if next % guard == 0 || next == total {
-            let dev = budget.deviation(&d);
-            // A NaN energy trips the guard too.
-            if dev.is_nan() || dev > limit {
-                // The particle under the largest force at the last good state is where the
-                // trouble starts (after a blow-up the culprits may already have flown apart).
-                let largest = engine.rollback().and_then(|()| engine.largest_force()).ok().flatten();
-                failure = Some(Failure::Engine(EngineError::EnergyGuard {
-                    step: next,
-                    t: d.t,
-                    error: dev,
-                    limit,
-                    particle: largest.map(|l| l.0),
-                    force: largest.map_or(f64::NAN, |l| l.1),
-                }));
-                break;
+        particle_steps += (next - step) as f64 * running as f64;
+        let limit_of = |rep: &Replica| rep.scenario.max_energy_error;
+        for r in 0..count {
+            let Some(rep) = reps[r].as_mut() else { continue };
+            if let Some(e) = engine.take_failure(r) {
+                // The engine has returned it to the state of `last` and frozen it.
+                rep.failure = Some(Failure::Engine(e));
+                continue;
             }
-            budget.update(&d);
+            let d = diags[r];
+            if next.is_multiple_of(guard) || next == rep.total {
+                let dev = rep.budget.deviation(&d);
+                let limit = limit_of(rep);
+                // A NaN energy trips the guard too.
+                if dev.is_nan() || dev > limit {
+                    // The particle under the largest force at the last good state is where the
+                    // trouble starts (after a blow-up the culprits may already have flown apart).
+                    let largest = engine.rollback(r).and_then(|()| engine.largest_force(r)).ok().flatten();
+                    engine.freeze(r);
+                    rep.failure = Some(Failure::Engine(EngineError::EnergyGuard {
+                        step: next,
+                        t: d.t,
+                        error: dev,
+                        limit,
+                        particle: largest.map(|l| l.0),
+                        force: largest.map_or(f64::NAN, |l| l.1),
+                    }));
+                    continue;
+                }
+                rep.budget.update(&d);
+            }
+            if next.is_multiple_of(rep.record_every) || next == rep.total {
+                if let Err(e) = rep.series.write(&d) {
+                    engine.freeze(r);
+                    rep.failure = Some(Failure::Output(e));
+                    continue;
+                }
+                rep.impact.record(&d, &rep.model.params.walls);
+            }
+            rep.last = d;
         }
-        log_breaks(engine, &mut breaks, &mut frames)?;
-        if next.is_multiple_of(record_every) || next == total {
-            series.write(&d)?;
-            impact.record(&d, walls);
+        for (r, e) in take_breaks(engine, &mut reps) {
+            engine.freeze(r);
+            if let Some(rep) = reps[r].as_mut() {
+                rep.failure = Some(Failure::Output(e));
+            }
         }
-        last = d;
         step = next;
-        if let Some(f) = frames.as_mut().filter(|f| f.writer.due(step, total))
-            && let Err(e) = f.submit(engine, step, last.t)
-        {
-            failure = Some(e);
-            break;
+        for r in 0..count {
+            let Some(rep) = reps[r].as_mut() else { continue };
+            if rep.failure.is_none()
+                && let Some(f) = rep.frames.as_mut().filter(|f| f.writer.due(step, rep.total))
+                && let Err(e) = f.submit(engine, r, step, rep.last.t)
+            {
+                engine.freeze(r);
+                rep.failure = Some(e);
+            }
         }
         bar.set_position(step);
-        let secs = start.elapsed().as_secs_f64();
+        let secs = elapsed();
         if secs > 0.0 {
-            let rate = (step - step0) as f64 * n as f64 / secs;
-            bar.set_message(format!(
-                "{rate:.3e} particle-steps/s  E/E0-1 = {:+.2e}",
-                budget.final_rel_energy_deviation
-            ));
+            let worst = reps.iter().flatten().map(|r| r.budget.final_rel_energy_deviation).fold(0.0, f64::max);
+            bar.set_message(format!("{:.3e} particle-steps/s  E/E0-1 = {worst:+.2e}", particle_steps / secs));
         }
-        interrupted = INTERRUPT.load(Ordering::Relaxed) || opts.stop_at.is_some_and(|s| step >= s && step < total);
-        let checkpoint_due = opts.checkpoint_every.is_some_and(|c| step.is_multiple_of(c)) && step < total;
-        if interrupted || checkpoint_due {
-            series.flush()?;
-            if let Some(b) = breaks.as_mut() {
-                b.flush()?;
+        let interrupted = INTERRUPT.load(Ordering::Relaxed)
+            || opts.stop_at.is_some_and(|s| step >= s && reps.iter().flatten().any(|r| step < r.total));
+        for r in 0..count {
+            let Some(rep) = reps[r].as_mut() else { continue };
+            let at_end = step >= rep.total;
+            let checkpoint_due =
+                opts.checkpoint_every.is_some_and(|c| step.is_multiple_of(c)) && !at_end && rep.failure.is_none();
+            if (interrupted && !at_end && rep.failure.is_none()) || checkpoint_due {
+                if let Err(e) = rep.checkpoint(engine, r, elapsed()) {
+                    engine.freeze(r);
+                    reps[r] = None;
+                    finish(&mut results, r, Err(e));
+                    continue;
+                }
             }
-            // A checkpoint never gets ahead of the frames on disk: a resume from it finds every
-            // frame up to its step.
-            if let Some(Err(e)) = frames.as_mut().map(|f| f.writer.sync()) {
-                failure = Some(Failure::Vtk(e));
-                break;
+            if rep.failure.is_some() || at_end || interrupted {
+                engine.freeze(r);
+                let rep = reps[r].take().expect("present");
+                let res = rep.finish(engine, r, interrupted && !at_end, elapsed());
+                finish(&mut results, r, res);
             }
-            let progress = RunProgress {
-                budget: budget.clone(),
-                first: budget.first,
-                last,
-                stability: stability.clone(),
-                wall_time_s: wall_before + start.elapsed().as_secs_f64(),
-                impact: impact.clone(),
-            };
-            write_checkpoint(scenario, model, engine, progress, &checkpoint_path).map_err(|e| match e {
-                RunError::Engine { error, .. } => engine_err(error, step),
-                other => other,
-            })?;
         }
         if interrupted {
             break;
         }
     }
     bar.finish_and_clear();
-    if let Some(Err(e)) = frames.map(|f| f.writer.finish()) {
-        match failure {
-            None => failure = Some(Failure::Vtk(e)),
-            // The run's own failure is what it reports; the writer's is not lost either.
-            Some(_) => eprintln!("warning: {e}"),
-        }
-    }
-    series.flush()?;
-    if let Some(b) = breaks.as_mut() {
-        b.flush()?;
-    }
-    if matches!(failure, Some(Failure::Engine(_))) && engine.steps_done() != step {
-        // Back to the last checked state: that is what final_state.csv and summary.json describe.
-        match engine.rollback().and_then(|()| engine.diagnostics()) {
-            Ok(d) => last = d,
-            Err(e) => {
-                eprintln!("warning: could not return to the last good state ({e}); final_state.csv is not written")
-            }
-        }
-    }
-    let wall = wall_before + start.elapsed().as_secs_f64();
-    let steps_now = last.step;
-    let snapshot = if failure.is_some() && engine.steps_done() != last.step { None } else { engine.snapshot().ok() };
-    let final_state = match &snapshot {
-        Some(state) if n <= FINAL_STATE_CSV_MAX => {
-            output::write_final_state(&dir.join("final_state.csv"), state, &model.particles)?;
-            Some("final_state.csv".to_string())
-        }
-        Some(_) => {
-            // Text would cost ~300 bytes and microseconds of formatting per particle: large
-            // models keep their final state in the binary checkpoint.
-            let progress = RunProgress {
-                budget: budget.clone(),
-                first: budget.first,
-                last,
-                stability: stability.clone(),
-                wall_time_s: wall_before + start.elapsed().as_secs_f64(),
-                impact: impact.clone(),
-            };
-            write_checkpoint(scenario, model, engine, progress, &checkpoint_path)?;
-            Some(checkpoint::FILE_NAME.to_string())
-        }
-        None => None,
-    };
-    let summary = Summary {
-        status: match (&failure, interrupted) {
-            (Some(Failure::Engine(e)), _) => format!("error: {e}"),
-            (Some(Failure::Vtk(e)), _) => format!("error: {e}"),
-            (None, true) => "interrupted".into(),
-            (None, false) => "completed".into(),
-        },
-        scenario: scenario.clone(),
-        scenario_hash: format!("{:016x}", checkpoint::scenario_hash(scenario)),
-        engine: engine.info(),
-        particles: n,
-        bonds: model.bonds.len(),
-        steps: steps_now,
-        t_final: last.t,
-        wall_time_s: wall,
-        particle_steps_per_s: if wall > 0.0 { steps_now as f64 * n as f64 / wall } else { 0.0 },
-        stability,
-        impact: (!walls.is_empty()).then(|| impact.finish(budget.e0, &last, model.bonds.len())),
-        energy_and_momenta: budget,
-        final_diagnostics: last,
-        final_state,
-        warnings: engine.warnings(),
-    };
-    output::write_json(&dir.join("summary.json"), &summary)?;
-    match failure {
-        Some(Failure::Engine(e)) => Err(engine_err(e, steps_now)),
-        Some(Failure::Vtk(error)) => Err(RunError::Vtk { error, step: steps_now, out_dir: dir.path.clone() }),
-        None if interrupted => Err(RunError::Interrupted { step: steps_now, t: last.t, out_dir: dir.path.clone() }),
-        None if snapshot.is_none() => Err(engine_err(
-            EngineError::Unsupported("the final state could not be read from the engine".into()),
-            steps_now,
-        )),
-        None => Ok(summary),
-    }
+    results.into_iter().map(|r| r.expect("every replica finished")).collect()
 }
 
 /// Engine settings given on the command line, over the scenario's.
@@ -644,18 +856,19 @@ pub fn resume(
     run(&scenario, &cp.model, engine.as_mut(), Start::Resume { progress: Box::new(cp.progress.clone()) }, dir, opts)
 }
 
-/// Writes `checkpoint.bin` for the engine's current state.
+/// Writes `checkpoint.bin` for replica `r`'s current state.
 fn write_checkpoint(
     scenario: &Scenario,
     model: &Model,
-    engine: &mut dyn Engine,
+    engine: &mut dyn BatchEngine,
+    r: usize,
     progress: RunProgress,
     path: &std::path::Path,
 ) -> Result<(), RunError> {
-    let step = engine.steps_done();
+    let step = progress.last.step;
     let err = |error| RunError::Engine { error, step, out_dir: path.parent().unwrap_or(path).to_owned() };
-    let state = engine.snapshot().map_err(err)?;
-    let engine_state = engine.save_state().map_err(err)?;
+    let state = engine.snapshot(r).map_err(err)?;
+    let engine_state = engine.save_state(r).map_err(err)?;
     let cp = Checkpoint {
         scenario: scenario.clone(),
         model: checkpoint::model_at(model, &state),
