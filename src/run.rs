@@ -541,6 +541,8 @@ fn take_breaks(engine: &mut dyn BatchEngine, reps: &mut [Option<Replica>]) -> Ve
     errors
 }
 
+// Replicas are addressed by index in `reps`, `results` and the engine alike.
+#[allow(clippy::needless_range_loop)]
 fn drive<'scope>(
     scope: &'scope std::thread::Scope<'scope, '_>,
     jobs: Vec<Job<'scope>>,
