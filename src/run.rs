@@ -711,13 +711,12 @@ fn drive<'scope>(
             let at_end = step >= rep.total;
             let checkpoint_due =
                 opts.checkpoint_every.is_some_and(|c| step.is_multiple_of(c)) && !at_end && rep.failure.is_none();
-            if (interrupted && !at_end && rep.failure.is_none()) || checkpoint_due {
-                if let Err(e) = rep.checkpoint(engine, r, elapsed()) {
-                    engine.freeze(r);
-                    reps[r] = None;
-                    finish(&mut results, r, Err(e));
-                    continue;
-                }
+            let wants_checkpoint = (interrupted && !at_end && rep.failure.is_none()) || checkpoint_due;
+            if wants_checkpoint && let Err(e) = rep.checkpoint(engine, r, elapsed()) {
+                engine.freeze(r);
+                reps[r] = None;
+                finish(&mut results, r, Err(e));
+                continue;
             }
             if rep.failure.is_some() || at_end || interrupted {
                 engine.freeze(r);
