@@ -754,18 +754,27 @@ impl EngineChoice {
     }
 }
 
-/// Runs a scenario from t = 0 into the folder `out` as `rrpdem run` does: builds the model,
-/// checks the time step against the stability estimate, takes the folder (refusing an earlier
-/// run's files unless `overwrite`), creates the engine and runs. `announce` is told what is
-/// about to run.
-pub fn run_scenario(
+/// A scenario made ready to run from t = 0: its model built, its time step checked, its output
+/// folder taken and its engine kind chosen.
+pub struct Prepared {
+    pub model: Model,
+    pub stability: StabilityEstimate,
+    pub dir: OutputDir,
+    pub backend: crate::scenario::Backend,
+    pub precision: Option<crate::engine::Precision>,
+}
+
+/// The steps before a run from t = 0, shared by `rrpdem run` and every study variant: builds
+/// the model, checks the time step against the stability estimate, takes the folder `out`
+/// (refusing an earlier run's files unless `overwrite`) and resolves the engine. `announce` is
+/// told what a user should know (a slow build, a time-step warning, a precision fallback).
+pub fn prepare(
     scenario: &Scenario,
     out: &std::path::Path,
     overwrite: bool,
     choice: &EngineChoice,
-    opts: RunOptions,
     announce: &dyn Fn(&str),
-) -> Result<Summary, RunError> {
+) -> Result<Prepared, RunError> {
     let started = Instant::now();
     let model = scenario.build_model()?;
     let est = crate::stability::estimate(&model);
@@ -793,6 +802,20 @@ pub fn run_scenario(
         announce("note: precision f32 asked for, but no hardware GPU was found: running the CPU engine in f64");
         precision = None;
     }
+    Ok(Prepared { model, stability: est, dir, backend, precision })
+}
+
+/// Runs a scenario from t = 0 into the folder `out` as `rrpdem run` does: `prepare`, then the
+/// engine, then `run`. `announce` is told what is about to run.
+pub fn run_scenario(
+    scenario: &Scenario,
+    out: &std::path::Path,
+    overwrite: bool,
+    choice: &EngineChoice,
+    opts: RunOptions,
+    announce: &dyn Fn(&str),
+) -> Result<Summary, RunError> {
+    let Prepared { model, stability, dir, backend, precision } = prepare(scenario, out, overwrite, choice, announce)?;
     let mut engine = crate::engine::create(&model, scenario.integrator, scenario.dt, backend, precision)
         .map_err(RunError::EngineStart)?;
     announce(&format!(
@@ -805,7 +828,7 @@ pub fn run_scenario(
         scenario.integrator,
         engine.info().device
     ));
-    run(scenario, &model, engine.as_mut(), Start::Fresh { stability: est }, &dir, opts)
+    run(scenario, &model, engine.as_mut(), Start::Fresh { stability }, &dir, opts)
 }
 
 /// Continues the run in `dir` from its `checkpoint.bin` on an engine of the kind that wrote it,

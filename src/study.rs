@@ -454,10 +454,12 @@ pub struct StudyReport {
 }
 
 /// Runs the variants `which` of `study` into `out/variants/<k>/`, each exactly as `rrpdem run`
-/// would run it alone (same code path, same outputs). On the CPU engine variants run in
-/// parallel (each is deterministic whatever the thread count, so the batch does not change a
-/// variant's result); GPU variants run one after another. `tick` is called after each variant.
-/// VTK frames (`vtk`, over each variant's `output` block) carry the variant's index as `replica`.
+/// would run it alone (same preparation, same driver, same outputs), as replicas of batches:
+/// variants with the same engine kind, integrator and time step share a batch engine and step
+/// in lockstep (`run::run_batch`); a variant's results do not depend on its batch. On the CPU a
+/// batch steps its replicas in parallel; on the GPU it is one state holding all of them.
+/// `tick` is called as each variant finishes. VTK frames (`vtk`, over each variant's `output`
+/// block) carry the variant's index as `replica`.
 #[allow(clippy::too_many_arguments)]
 pub fn run_variants(
     study: &Study,
@@ -469,20 +471,150 @@ pub fn run_variants(
     overwrite: bool,
     tick: &(dyn Fn(usize, &Result<crate::run::Summary, String>) + Sync),
 ) -> Result<StudyReport, StudyError> {
-    use rayon::prelude::*;
     let scenarios: Vec<(usize, Scenario)> =
         which.iter().map(|&k| study.scenario(k, path).map(|s| (k, s))).collect::<Result<_, _>>()?;
-    let one = |(k, s): &(usize, Scenario)| {
-        let replica = i32::try_from(*k).unwrap_or(i32::MAX);
-        let opts = crate::run::RunOptions { vtk: crate::run::VtkOptions { replica, ..vtk }, ..Default::default() };
-        let r = crate::run::run_scenario(s, &variant_dir(out, *k), overwrite, overrides, opts, &|_| {})
-            .map_err(|e| e.to_string());
-        tick(*k, &r);
-        (*k, r)
-    };
-    let cpu_only = scenarios.iter().all(|(_, s)| overrides.resolve(s).0 == crate::scenario::Backend::Cpu);
-    let ran = if cpu_only { scenarios.par_iter().map(one).collect() } else { scenarios.iter().map(one).collect() };
+    // Groups of variants that can share an engine, each in variant order.
+    let mut groups: Vec<(BatchKey, Vec<&(usize, Scenario)>)> = Vec::new();
+    for v in &scenarios {
+        let key = BatchKey::of(&v.1, overrides);
+        match groups.iter_mut().find(|g| g.0 == key) {
+            Some(g) => g.1.push(v),
+            None => groups.push((key, vec![v])),
+        }
+    }
+    let mut ran = Vec::with_capacity(scenarios.len());
+    for (key, members) in groups {
+        // Until the GPU engine holds replicas in one state, each GPU variant is its own batch
+        // (an engine leases a device of its own).
+        let max_replicas = if key.backend == crate::scenario::Backend::Gpu { 1 } else { max_replicas_per_batch() };
+        let mut rest = members.as_slice();
+        while !rest.is_empty() {
+            // Variants are prepared (model, checks, folder) as the batch fills, so that only
+            // one batch's models are in memory at a time.
+            let mut batch = Vec::new();
+            let mut particles = 0usize;
+            while let Some((&&(k, ref s), tail)) = rest.split_first() {
+                if batch.len() >= max_replicas || (particles >= MAX_BATCH_PARTICLES && !batch.is_empty()) {
+                    break;
+                }
+                rest = tail;
+                match crate::run::prepare(s, &variant_dir(out, k), overwrite, overrides, &|_| {}) {
+                    Ok(p) => {
+                        particles += p.model.particles.len();
+                        batch.push((k, s, p));
+                    }
+                    Err(e) => {
+                        let r = Err(e.to_string());
+                        tick(k, &r);
+                        ran.push((k, r));
+                    }
+                }
+            }
+            ran.extend(run_batch(&key, batch, vtk, tick));
+        }
+    }
+    ran.sort_by_key(|r| r.0);
     Ok(StudyReport { ran })
+}
+
+/// What variants must share to step together in one batch engine.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct BatchKey {
+    backend: crate::scenario::Backend,
+    precision: Option<crate::engine::Precision>,
+    integrator: crate::integrator::Integrator,
+    dt: u64,
+}
+
+impl BatchKey {
+    fn of(s: &Scenario, choice: &crate::run::EngineChoice) -> BatchKey {
+        let (backend, precision) = choice.resolve(s);
+        BatchKey { backend, precision, integrator: s.integrator, dt: s.dt.to_bits() }
+    }
+}
+
+/// Particles above which a batch takes no further variant: bounds the host memory of the
+/// models (and, on the CPU, the engines) held at once.
+const MAX_BATCH_PARTICLES: usize = 2_000_000;
+
+/// Replicas per batch: each holds its output folder's lock (an open file) while it runs, so
+/// the process's open-file limit (soft, from /proc/self/limits; 1024 where unknown) bounds it.
+fn max_replicas_per_batch() -> usize {
+    let soft = std::fs::read_to_string("/proc/self/limits")
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .find(|l| l.starts_with("Max open files"))
+                .and_then(|l| l.split_whitespace().nth(3).and_then(|v| v.parse::<usize>().ok()))
+        })
+        .unwrap_or(1024);
+    // Half for the locks, the rest for the device, the logs being written and VTK frames.
+    (soft / 2).saturating_sub(64).max(16)
+}
+
+/// Runs one batch of prepared variants on one engine; returns their results.
+fn run_batch(
+    key: &BatchKey,
+    batch: Vec<(usize, &Scenario, crate::run::Prepared)>,
+    vtk: crate::run::VtkOptions,
+    tick: &(dyn Fn(usize, &Result<crate::run::Summary, String>) + Sync),
+) -> Vec<(usize, Result<crate::run::Summary, String>)> {
+    use crate::engine::{BatchEngine, CpuEngine, Separate};
+    use crate::run::{Job, Start};
+    use crate::scenario::Backend;
+    use rayon::prelude::*;
+    if batch.is_empty() {
+        return Vec::new();
+    }
+    let ks: Vec<usize> = batch.iter().map(|b| b.0).collect();
+    let (integrator, dt) = (key.integrator, f64::from_bits(key.dt));
+    let fail_all = |e: String| -> Vec<(usize, Result<crate::run::Summary, String>)> {
+        ks.iter()
+            .map(|&k| {
+                let r = Err(format!("cannot start the engine: {e}"));
+                tick(k, &r);
+                (k, r)
+            })
+            .collect()
+    };
+    let mut engine: Box<dyn BatchEngine + '_> = match key.backend {
+        Backend::Gpu => {
+            let precision = key.precision.unwrap_or(crate::engine::Precision::F32);
+            let made: Result<Vec<crate::gpu::GpuEngine>, _> = batch
+                .iter()
+                .map(|b| {
+                    crate::gpu::GpuEngine::new(&b.2.model, integrator, dt, precision, crate::gpu::AdapterChoice::Any)
+                })
+                .collect();
+            match made {
+                Ok(engines) => Box::new(Separate::new(engines, false)),
+                Err(e) => return fail_all(e.to_string()),
+            }
+        }
+        _ => {
+            let made: Result<Vec<CpuEngine>, _> =
+                batch.par_iter().map(|b| CpuEngine::new(&b.2.model, integrator, dt)).collect();
+            match made {
+                Ok(engines) => Box::new(Separate::new(engines, true)),
+                Err(e) => return fail_all(e.to_string()),
+            }
+        }
+    };
+    let jobs: Vec<Job> = batch
+        .iter()
+        .map(|(k, s, p)| Job {
+            scenario: s,
+            model: &p.model,
+            start: Start::Fresh { stability: p.stability.clone() },
+            dir: &p.dir,
+            vtk: crate::run::VtkOptions { replica: i32::try_from(*k).unwrap_or(i32::MAX), ..vtk },
+        })
+        .collect();
+    let done = |r: usize, res: &Result<crate::run::Summary, crate::run::RunError>| {
+        tick(ks[r], &res.as_ref().map(Clone::clone).map_err(|e| e.to_string()));
+    };
+    let results = crate::run::run_batch(jobs, engine.as_mut(), Default::default(), &done);
+    ks.iter().zip(results).map(|(&k, r)| (k, r.map_err(|e| e.to_string()))).collect()
 }
 
 /// Name of the resolved study written into its output folder (what `--merge` reads).

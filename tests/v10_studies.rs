@@ -175,3 +175,71 @@ fn overrides_grid_random_and_impact_pointers_resolve_as_documented() {
     assert!((r.velocity.length() - 2.0).abs() < 1e-12);
     assert!((r.velocity.x + 2.0 * 30f64.to_radians().cos()).abs() < 1e-12, "{}", r.velocity);
 }
+
+/// A batch whose replicas end differently: one trips the energy guard (a limit below what the
+/// impact's error reaches), one ends early (shorter `t_end`), two complete. Each variant's
+/// outputs equal the same variant run alone, the failing one included (its error, its last good
+/// state), so a failing or finished replica neither stops nor disturbs the others.
+fn mixed_endings_match_alone(backend: &str, precision: Option<&str>) {
+    let tmp = tempfile::tempdir().unwrap();
+    let base = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/torus_impact.json");
+    std::fs::copy(base, tmp.path().join("torus_impact.json")).unwrap();
+    let path = tmp.path().join("mixed.json");
+    std::fs::write(
+        &path,
+        r#"{"name": "mixed", "base": "torus_impact.json", "set": {"/t_end": 3.0, "/record_every": 7},
+            "vary": {"list": [{}, {"/max_energy_error": 1e-7}, {"/t_end": 1.234}, {"/@impact_speed": 3}]}}"#,
+    )
+    .unwrap();
+    let out = tmp.path().join("out");
+    let mut args = vec!["study", path.to_str().unwrap(), "--out", out.to_str().unwrap(), "--backend", backend];
+    if let Some(p) = precision {
+        args.extend(["--precision", p]);
+    }
+    let o = rrpdem(&args);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("did not complete: [1]"), "{err}");
+    let s = Study::load(&path).unwrap();
+    let choice = EngineChoice {
+        backend: Some(if backend == "cpu" { Backend::Cpu } else { Backend::Gpu }),
+        precision: precision
+            .map(|p| if p == "f32" { rrpdem::engine::Precision::F32 } else { rrpdem::engine::Precision::F64 }),
+    };
+    for k in 0..4 {
+        let alone = tmp.path().join(format!("alone{k}"));
+        let r = run::run_scenario(&s.scenario(k, &path).unwrap(), &alone, false, &choice, Default::default(), &|_| {});
+        assert_eq!(r.is_err(), k == 1, "variant {k} alone: {:?}", r.err());
+        for f in ["series.csv", "final_state.csv"] {
+            let a = std::fs::read(alone.join(f)).unwrap();
+            let b = std::fs::read(study::variant_dir(&out, k).join(f)).unwrap();
+            assert!(a == b, "{backend}: variant {k}: {f} differs from the variant run alone");
+        }
+        let summary = |d: &Path| -> serde_json::Value {
+            serde_json::from_str(&std::fs::read_to_string(d.join("summary.json")).unwrap()).unwrap()
+        };
+        let (a, b) = (summary(&alone), summary(&study::variant_dir(&out, k)));
+        for field in ["status", "steps", "t_final", "energy_and_momenta", "final_diagnostics", "impact"] {
+            assert_eq!(a[field], b[field], "variant {k}: summary field {field}");
+        }
+    }
+    let status = |k: usize| {
+        let t = std::fs::read_to_string(study::variant_dir(&out, k).join("summary.json")).unwrap();
+        serde_json::from_str::<serde_json::Value>(&t).unwrap()["status"].as_str().unwrap().to_string()
+    };
+    assert!(status(1).starts_with("error: energy guard"), "{}", status(1));
+    let steps2: u64 = {
+        let t = std::fs::read_to_string(study::variant_dir(&out, 2).join("summary.json")).unwrap();
+        serde_json::from_str::<serde_json::Value>(&t).unwrap()["steps"].as_u64().unwrap()
+    };
+    assert_eq!(steps2, 1234, "the short variant ends at its own t_end");
+}
+
+#[test]
+fn a_failing_or_short_variant_leaves_the_batch_alone_cpu() {
+    mixed_endings_match_alone("cpu", None);
+}
+
+#[test]
+fn a_failing_or_short_variant_leaves_the_batch_alone_gpu_f64() {
+    mixed_endings_match_alone("gpu", Some("f64"));
+}

@@ -133,3 +133,116 @@ impl BatchEngine for Single<'_> {
         self.engine.warnings()
     }
 }
+
+/// Independent engines as the replicas of a batch: the CPU engine's batches (replicas stepped
+/// in parallel with rayon, each engine's sums in its own fixed order, so a replica's results
+/// are those of its run alone whatever the thread count), and any engine kind that has no
+/// shared-state batch.
+pub struct Separate<E> {
+    engines: Vec<E>,
+    failures: Vec<Option<EngineError>>,
+    frozen: Vec<bool>,
+    /// Step the running replicas are at (a frozen one stays at its own).
+    step: u64,
+    parallel: bool,
+}
+
+impl<E: Engine + Send> Separate<E> {
+    /// `parallel`: advance the replicas on rayon's threads (engines that compute on the host);
+    /// otherwise one after another (engines that wait on a device).
+    pub fn new(engines: Vec<E>, parallel: bool) -> Separate<E> {
+        let n = engines.len();
+        let step = engines.first().map_or(0, |e| e.steps_done());
+        Separate { engines, failures: (0..n).map(|_| None).collect(), frozen: vec![false; n], step, parallel }
+    }
+}
+
+impl<E: Engine + Send> BatchEngine for Separate<E> {
+    fn info(&self) -> EngineInfo {
+        match self.engines.first() {
+            Some(e) => e.info(),
+            None => EngineInfo { backend: "none".into(), device: "none".into(), precision: Default::default() },
+        }
+    }
+    fn replicas(&self) -> usize {
+        self.engines.len()
+    }
+    fn n_particles(&self, r: usize) -> usize {
+        self.engines[r].n_particles()
+    }
+    fn steps_done(&self) -> u64 {
+        self.step
+    }
+    fn advance(&mut self, steps: u64) -> Result<(), EngineError> {
+        use rayon::prelude::*;
+        let one = |(e, frozen): (&mut E, &mut bool)| -> Option<EngineError> {
+            if *frozen {
+                return None;
+            }
+            let err = e.advance(steps).err()?;
+            *frozen = true;
+            // Back to the state the driver last checked; an engine that cannot return there
+            // reports that instead.
+            Some(match e.rollback() {
+                Ok(()) => err,
+                Err(r) => EngineError::Unsupported(format!("{err}; returning to the last good state failed: {r}")),
+            })
+        };
+        let found: Vec<Option<EngineError>> = if self.parallel {
+            self.engines.par_iter_mut().zip(self.frozen.par_iter_mut()).map(one).collect()
+        } else {
+            self.engines.iter_mut().zip(self.frozen.iter_mut()).map(one).collect()
+        };
+        for (slot, f) in self.failures.iter_mut().zip(found) {
+            if f.is_some() {
+                *slot = f;
+            }
+        }
+        self.step += steps;
+        Ok(())
+    }
+    fn take_failure(&mut self, r: usize) -> Option<EngineError> {
+        self.failures[r].take()
+    }
+    fn diagnostics(&mut self) -> Result<Vec<Diagnostics>, EngineError> {
+        use rayon::prelude::*;
+        if self.parallel {
+            self.engines.par_iter_mut().map(|e| e.diagnostics()).collect()
+        } else {
+            self.engines.iter_mut().map(|e| e.diagnostics()).collect()
+        }
+    }
+    fn snapshot(&mut self, r: usize) -> Result<Vec<Kinematics>, EngineError> {
+        self.engines[r].snapshot()
+    }
+    fn state_kind(&self) -> String {
+        self.engines.first().map_or_else(String::new, |e| e.state_kind())
+    }
+    fn save_state(&mut self, r: usize) -> Result<EngineState, EngineError> {
+        self.engines[r].save_state()
+    }
+    fn rollback(&mut self, r: usize) -> Result<(), EngineError> {
+        self.engines[r].rollback()
+    }
+    fn freeze(&mut self, r: usize) {
+        self.frozen[r] = true;
+    }
+    fn largest_force(&mut self, r: usize) -> Result<Option<(usize, f64)>, EngineError> {
+        self.engines[r].largest_force()
+    }
+    fn take_breaks(&mut self) -> Vec<(usize, BreakEvent)> {
+        let mut out = Vec::new();
+        for (r, e) in self.engines.iter_mut().enumerate() {
+            out.extend(e.take_breaks().into_iter().map(|b| (r, b)));
+        }
+        out
+    }
+    fn guard_interval(&self) -> u64 {
+        self.engines.iter().map(|e| e.guard_interval()).max().unwrap_or(1)
+    }
+    fn warnings(&self) -> Vec<String> {
+        let mut all: Vec<String> = self.engines.iter().flat_map(|e| e.warnings()).collect();
+        all.dedup();
+        all
+    }
+}

@@ -9,7 +9,7 @@ use crate::error::EngineError;
 use crate::integrator::Kinematics;
 use serde::Serialize;
 
-pub use batch::{BatchEngine, Single};
+pub use batch::{BatchEngine, Separate, Single};
 pub use cpu::CpuEngine;
 
 /// Floating-point precision an engine computes in.
