@@ -611,7 +611,11 @@ fn run_batch(
         })
         .collect();
     let done = |r: usize, res: &Result<crate::run::Summary, crate::run::RunError>| {
-        tick(ks[r], &res.as_ref().map(Clone::clone).map_err(|e| e.to_string()));
+        let shown = match res {
+            Ok(s) => Ok(s.clone()),
+            Err(e) => Err(e.to_string()),
+        };
+        tick(ks[r], &shown);
     };
     let results = crate::run::run_batch(jobs, engine.as_mut(), Default::default(), &done);
     ks.iter().zip(results).map(|(&k, r)| (k, r.map_err(|e| e.to_string()))).collect()
