@@ -227,7 +227,7 @@ pub fn run(
     dir: &OutputDir,
     opts: RunOptions,
 ) -> Result<Summary, RunError> {
-    let job = Job { scenario, model, start, dir, vtk: opts.vtk };
+    let job = Job { scenario, model, start, dir, vtk: opts.vtk, warnings: Vec::new() };
     let mut batch = Single::new(engine);
     let mut results = run_batch(vec![job], &mut batch, opts, &|_, _| {});
     results.pop().expect("one result per job")
@@ -241,6 +241,8 @@ pub struct Job<'a> {
     pub dir: &'a OutputDir,
     /// VTK frames asked for over the scenario's `output` block (`opts.vtk` is not used).
     pub vtk: VtkOptions,
+    /// Warnings found while preparing the run (`Prepared::warnings`), for `summary.json`.
+    pub warnings: Vec<String>,
 }
 
 /// Runs the replicas of `engine` (job `r` is replica `r`) in lockstep, each exactly as `run`
@@ -292,6 +294,7 @@ struct Replica<'scope> {
     impact: ImpactTracker,
     frames: Option<Frames<'scope>>,
     failure: Option<Failure>,
+    warnings: Vec<String>,
 }
 
 impl<'scope> Replica<'scope> {
@@ -303,7 +306,7 @@ impl<'scope> Replica<'scope> {
         engine: &mut dyn BatchEngine,
         r: usize,
     ) -> Result<Replica<'scope>, RunError> {
-        let Job { scenario, model, start, dir, vtk } = job;
+        let Job { scenario, model, start, dir, vtk, warnings } = job;
         // Frames asked for by the caller go into the scenario that summary.json and the
         // checkpoints record, so that a resume continues them without being asked again.
         let scenario = match vtk.every {
@@ -376,6 +379,7 @@ impl<'scope> Replica<'scope> {
             impact,
             frames,
             failure: None,
+            warnings,
         };
         if let Some(f) = rep.frames.as_mut() {
             // The starting state's frame, unless a resumed run's collection already has it.
@@ -505,7 +509,7 @@ impl<'scope> Replica<'scope> {
             energy_and_momenta: self.budget.clone(),
             final_diagnostics: self.last,
             final_state,
-            warnings: engine.warnings(),
+            warnings: self.warnings.iter().cloned().chain(engine.warnings()).collect(),
         };
         output::write_json(&self.dir.join("summary.json"), &summary)?;
         match self.failure {
@@ -762,6 +766,38 @@ pub struct Prepared {
     pub dir: OutputDir,
     pub backend: crate::scenario::Backend,
     pub precision: Option<crate::engine::Precision>,
+    /// What the user should know about this run that is not an error (also announced);
+    /// `summary.json` lists them.
+    pub warnings: Vec<String>,
+}
+
+/// Relative resolution (f32 spacing at the model's extent over its smallest radius) above which
+/// an f32 GPU run is warned about: at 1e-5, a particle of radius r moving r/100 per step is
+/// rounded by up to 0.1 % per step, and contact overlaps of 1e-3 r by 1 %.
+pub const F32_RESOLUTION_LIMIT: f64 = 1e-5;
+
+/// The warning for f32 positions too coarse for the model: the GPU's f32 engine stores
+/// positions relative to the centre of the model's bounding box, so the spacing of f32 values
+/// at the largest |x − centre| component is the finest step any particle can take there.
+pub fn f32_resolution_warning(model: &Model) -> Option<String> {
+    let x = &model.particles.x;
+    let r_min = model.particles.radius.iter().copied().fold(f64::INFINITY, f64::min);
+    if x.is_empty() || !(r_min > 0.0) {
+        return None;
+    }
+    let (lo, hi) = x.iter().fold((DVec3::INFINITY, DVec3::NEG_INFINITY), |(lo, hi), p| (lo.min(*p), hi.max(*p)));
+    let centre = 0.5 * (lo + hi);
+    let extent = x.iter().map(|p| (*p - centre).abs().max_element()).fold(0.0, f64::max);
+    // Spacing of f32 values at `extent`: 2^(e − 23) for extent in [2^e, 2^(e+1)).
+    let spacing = if extent > 0.0 { 2f64.powi(extent.log2().floor() as i32 - 23) } else { 0.0 };
+    let ratio = spacing / r_min;
+    (ratio > F32_RESOLUTION_LIMIT).then(|| {
+        format!(
+            "f32 positions: the model reaches {extent:.3e} from its centre, where f32 values are {spacing:.2e} apart \
+             ({ratio:.1e} of the smallest radius {r_min}, above {F32_RESOLUTION_LIMIT:e}); small steps and contact \
+             overlaps are rounded at that scale. Use --precision f64 for this model"
+        )
+    })
 }
 
 /// The steps before a run from t = 0, shared by `rrpdem run` and every study variant: builds
@@ -802,7 +838,15 @@ pub fn prepare(
         announce("note: precision f32 asked for, but no hardware GPU was found: running the CPU engine in f64");
         precision = None;
     }
-    Ok(Prepared { model, stability: est, dir, backend, precision })
+    let mut warnings = Vec::new();
+    if backend == crate::scenario::Backend::Gpu
+        && precision.unwrap_or(crate::engine::Precision::F32) == crate::engine::Precision::F32
+        && let Some(w) = f32_resolution_warning(&model)
+    {
+        announce(&format!("warning: {w}"));
+        warnings.push(w);
+    }
+    Ok(Prepared { model, stability: est, dir, backend, precision, warnings })
 }
 
 /// Runs a scenario from t = 0 into the folder `out` as `rrpdem run` does: `prepare`, then the
@@ -815,7 +859,8 @@ pub fn run_scenario(
     opts: RunOptions,
     announce: &dyn Fn(&str),
 ) -> Result<Summary, RunError> {
-    let Prepared { model, stability, dir, backend, precision } = prepare(scenario, out, overwrite, choice, announce)?;
+    let Prepared { model, stability, dir, backend, precision, warnings } =
+        prepare(scenario, out, overwrite, choice, announce)?;
     let mut engine = crate::engine::create(&model, scenario.integrator, scenario.dt, backend, precision)
         .map_err(RunError::EngineStart)?;
     announce(&format!(
@@ -828,7 +873,10 @@ pub fn run_scenario(
         scenario.integrator,
         engine.info().device
     ));
-    run(scenario, &model, engine.as_mut(), Start::Fresh { stability }, &dir, opts)
+    let job = Job { scenario, model: &model, start: Start::Fresh { stability }, dir: &dir, vtk: opts.vtk, warnings };
+    let mut batch = Single::new(engine.as_mut());
+    let mut results = run_batch(vec![job], &mut batch, opts, &|_, _| {});
+    results.pop().expect("one result per job")
 }
 
 /// Continues the run in `dir` from its `checkpoint.bin` on an engine of the kind that wrote it,

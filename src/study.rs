@@ -608,6 +608,7 @@ fn run_batch(
             start: Start::Fresh { stability: p.stability.clone() },
             dir: &p.dir,
             vtk: crate::run::VtkOptions { replica: i32::try_from(*k).unwrap_or(i32::MAX), ..vtk },
+            warnings: p.warnings.clone(),
         })
         .collect();
     let done = |r: usize, res: &Result<crate::run::Summary, crate::run::RunError>| {

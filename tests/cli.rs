@@ -276,3 +276,53 @@ fn plots_flags_draw_the_figures_of_a_run_and_a_study() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert_eq!(&std::fs::read(sout.join("study.png")).unwrap()[1..4], b"PNG");
 }
+
+/// f32 positions far from the model's centre are too coarse for the physics: the two rings set
+/// 2·10⁵ apart (1·10⁵ from the centre, where f32 values are 7.8e-3 apart: 13 % of a radius) are
+/// warned about, before the run and in summary.json; the same rings side by side, or in f64,
+/// are not.
+#[test]
+fn f32_positions_too_coarse_for_the_model_are_warned_about() {
+    use rrpdem::scenario::Scenario;
+    let base = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/two_rings.json");
+    let near = Scenario::load(&base).unwrap().build_model().unwrap();
+    assert_eq!(rrpdem::run::f32_resolution_warning(&near), None);
+    let tmp = tempfile::tempdir().unwrap();
+    let text = std::fs::read_to_string(&base).unwrap().replace("[0.9, 0.3, 0]", "[200000.9, 0.3, 0]");
+    let far_path = tmp.path().join("far.json");
+    std::fs::write(&far_path, text).unwrap();
+    let far = Scenario::load(&far_path).unwrap().build_model().unwrap();
+    let w = rrpdem::run::f32_resolution_warning(&far).expect("warned");
+    // Extent 1.0e5 from the centre: f32 values 2^(16 − 23) = 7.8e-3 apart, r = 0.059 (ring of
+    // 40 in a 1.5 torus).
+    assert!(w.contains("7.81e-3 apart"), "{w}");
+    let out = tmp.path().join("out");
+    let o = rrpdem(&[
+        "run",
+        far_path.to_str().unwrap(),
+        "--backend",
+        "gpu",
+        "--t-end",
+        "0.01",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("warning: f32 positions"), "{err}");
+    let summary = std::fs::read_to_string(out.join("summary.json")).unwrap();
+    assert!(summary.contains("f32 positions: the model reaches"), "{summary}");
+    let out64 = tmp.path().join("out64");
+    let o = rrpdem(&[
+        "run",
+        far_path.to_str().unwrap(),
+        "--backend",
+        "gpu",
+        "--precision",
+        "f64",
+        "--t-end",
+        "0.01",
+        "--out",
+        out64.to_str().unwrap(),
+    ]);
+    assert!(!String::from_utf8_lossy(&o.stderr).contains("f32 positions"));
+}
