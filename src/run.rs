@@ -782,7 +782,7 @@ pub const F32_RESOLUTION_LIMIT: f64 = 1e-5;
 pub fn f32_resolution_warning(model: &Model) -> Option<String> {
     let x = &model.particles.x;
     let r_min = model.particles.radius.iter().copied().fold(f64::INFINITY, f64::min);
-    if x.is_empty() || !(r_min > 0.0) {
+    if x.is_empty() || r_min.is_nan() || r_min <= 0.0 {
         return None;
     }
     let (lo, hi) = x.iter().fold((DVec3::INFINITY, DVec3::NEG_INFINITY), |(lo, hi), p| (lo.min(*p), hi.max(*p)));
