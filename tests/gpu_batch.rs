@@ -61,7 +61,11 @@ fn variants() -> Vec<Model> {
 }
 
 fn batch(models: &[&Model], integrator: Integrator, p: Precision) -> GpuEngine {
-    GpuEngine::new_batch(models, integrator, DT, p, AdapterChoice::Any, GpuOptions::default())
+    batch_with(models, integrator, p, GpuOptions::default())
+}
+
+fn batch_with(models: &[&Model], integrator: Integrator, p: Precision, options: GpuOptions) -> GpuEngine {
+    GpuEngine::new_batch(models, integrator, DT, p, AdapterChoice::Any, options)
         .unwrap_or_else(|e| panic!("GPU batch unavailable: {e}"))
 }
 
@@ -101,9 +105,15 @@ fn alone_run(m: &Model, p: Precision) -> (Vec<Vec<u64>>, Vec<BreakEvent>) {
 
 /// Runs the batch of `order` (indices into `models`) along PLAN and checks every replica's
 /// records and breaks against its model alone.
-fn check_batch(models: &[Model], order: &[usize], want: &[(Vec<Vec<u64>>, Vec<BreakEvent>)], p: Precision) {
+fn check_batch(
+    models: &[Model],
+    order: &[usize],
+    want: &[(Vec<Vec<u64>>, Vec<BreakEvent>)],
+    p: Precision,
+    options: GpuOptions,
+) -> u64 {
     let refs: Vec<&Model> = order.iter().map(|&k| &models[k]).collect();
-    let mut g = batch(&refs, Integrator::RrpNewmark, p);
+    let mut g = batch_with(&refs, Integrator::RrpNewmark, p, options);
     let b: &mut dyn BatchEngine = &mut g;
     assert_eq!(b.replicas(), order.len());
     let check = |b: &mut dyn BatchEngine, rec: usize| {
@@ -123,6 +133,7 @@ fn check_batch(models: &[Model], order: &[usize], want: &[(Vec<Vec<u64>>, Vec<Br
         let mine: Vec<BreakEvent> = breaks.iter().filter(|(q, _)| *q == r).map(|(_, e)| *e).collect();
         assert!(event_bits(&mine) == event_bits(&want[k].1), "{p:?}: replica {r} (variant {k}) breaks differ");
     }
+    g.fallback_steps()
 }
 
 #[test]
@@ -134,8 +145,16 @@ fn every_replica_equals_its_model_alone_bit_for_bit_f32_and_f64() {
             assert!(!want[k].1.is_empty(), "{p:?}: variant {k} should break bonds within the run");
         }
         // In order, and reversed with the first repeated (other positions, a duplicate).
-        check_batch(&models, &[0, 1, 2, 3, 4], &want, p);
-        check_batch(&models, &[4, 3, 2, 1, 0, 0], &want, p);
+        let plain = GpuOptions::default();
+        check_batch(&models, &[0, 1, 2, 3, 4], &want, p, plain);
+        check_batch(&models, &[4, 3, 2, 1, 0, 0], &want, p, plain);
+        // Lists of capacity 1 that cannot grow: the batch falls back to the grid throughout
+        // (rebuilt every step), yet every replica still equals its model alone.
+        let order = [2, 4, 0];
+        let refs: Vec<&Model> = order.iter().map(|&k| &models[k]).collect();
+        let budget = Some(batch_bytes(&refs, p, 1));
+        let tiny = GpuOptions { nbr_capacity: Some(1), memory_budget: budget, ..plain };
+        assert_eq!(check_batch(&models, &order, &want, p, tiny), PLAN.iter().sum::<u64>());
     }
 }
 
