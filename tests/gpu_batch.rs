@@ -268,8 +268,10 @@ fn a_replicas_saved_state_continues_in_a_one_replica_engine() {
         for r in [0, 1, 3, 4] {
             assert!(replica_bits(&mut g, r) == after[r], "{p:?}: rollback of replica 2 touched replica {r}");
         }
-        // The one-model interface refuses a batch of several.
+        // The one-model interface refuses a batch of several; a batch needs a model.
         assert!(matches!(Engine::snapshot(&mut g), Err(EngineError::Unsupported(_))));
+        let none = GpuEngine::new_batch(&[], Integrator::RrpNewmark, DT, p, AdapterChoice::Any, GpuOptions::default());
+        assert!(matches!(none, Err(rrpdem::gpu::GpuError::EmptyBatch)));
     }
 }
 

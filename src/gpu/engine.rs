@@ -184,7 +184,7 @@ impl GpuEngine {
 
     /// A batch of replicas, one per model, stepped in lockstep with one integrator and time
     /// step (see the module note). A replica whose initial state fails is frozen with its
-    /// error kept for `take_failure` (the others go on).
+    /// error kept for `take_failure` (the others go on). At least one model.
     pub fn new_batch(
         models: &[&Model],
         integrator: Integrator,
@@ -193,6 +193,9 @@ impl GpuEngine {
         adapter: AdapterChoice,
         options: GpuOptions,
     ) -> Result<GpuEngine, GpuError> {
+        if models.is_empty() {
+            return Err(GpuError::EmptyBatch);
+        }
         let key = CacheKey { adapter, precision, max_workgroups: options.max_workgroups_per_dimension };
         let lease = cache::lease(key, options.fresh_device)?;
         let (ctx, pipe) = (lease.ctx.clone(), lease.pipe.clone());
