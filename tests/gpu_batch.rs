@@ -307,6 +307,12 @@ fn split_batches_respects_the_binding_limit_and_the_budget() {
     let ranges = split_batches(&refs, p, (u64::MAX, Some(budget)));
     assert!(ranges.iter().all(|r| r.len() == 1 || batch_bytes(&refs[r.clone()], p, cap) <= budget), "{ranges:?}");
     assert_eq!(ranges.first(), Some(&(0..3)));
+    // The device's own limits, as new_batch applies them.
+    let options = GpuOptions { max_binding_size: Some(limit), memory_budget: Some(budget), ..Default::default() };
+    let limits = GpuEngine::batch_limits(AdapterChoice::Any, p, options).unwrap();
+    assert_eq!(limits, (limit, Some(budget)));
+    let (device_binding, _) = GpuEngine::batch_limits(AdapterChoice::Any, p, GpuOptions::default()).unwrap();
+    assert!(device_binding >= 1 << 27, "lavapipe binds 128 MiB: {device_binding}");
     // The estimate is what the engine allocates.
     for p in [Precision::F32, Precision::F64] {
         let g = batch(&refs, Integrator::RrpNewmark, p);

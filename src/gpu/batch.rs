@@ -231,6 +231,7 @@ pub fn batch_bytes(models: &[&Model], precision: Precision, nbr_capacity: u32) -
 /// (`batch_bytes` at the initial neighbour capacity) within it. Greedy: each batch takes as
 /// many replicas as fit, in order, so the ranges cover `0..models.len()` in order. A replica
 /// that does not fit even alone gets a batch of its own (building it then reports why).
+/// `GpuEngine::batch_limits` gives an adapter's `limits`.
 pub fn split_batches(
     models: &[&Model],
     precision: Precision,

@@ -299,6 +299,20 @@ impl GpuEngine {
         Ok(e)
     }
 
+    /// The limits `split_batches` needs for batches on this adapter: (the bytes one buffer
+    /// binding may hold, the memory budget), as `new_batch` with these options would apply them.
+    /// Opens the device (or takes it from the cache, where it goes back at once).
+    pub fn batch_limits(
+        adapter: AdapterChoice,
+        precision: Precision,
+        options: GpuOptions,
+    ) -> Result<(u64, Option<u64>), GpuError> {
+        let key = CacheKey { adapter, precision, max_workgroups: options.max_workgroups_per_dimension };
+        let lease = cache::lease(key, options.fresh_device)?;
+        let have = lease.ctx.limits.max_storage_buffer_binding_size.min(lease.ctx.limits.max_buffer_size);
+        Ok((options.max_binding_size.map_or(have, |m| m.min(have)), options.memory_budget))
+    }
+
     /// Forces, moments and diagnostics of the current state of every running replica, with
     /// fresh neighbour lists, as at the start of a run. If a list overflows, the forces are
     /// still exact (grid fallback) but the lists are reallocated, where they can grow, and
