@@ -26,13 +26,14 @@ fn build(s: &Scenario) -> Model {
     s.build_model().unwrap_or_else(|e| panic!("{e}"))
 }
 
-/// Distinct variants of the paper torus, all starting in the same place: contact stiffness and
-/// speed, objective shear with different walls, tension rupture (bonds break during the
+/// Distinct variants of the paper torus, all starting in the same place: contact stiffness,
+/// speed and gravity, objective shear with different walls, tension rupture (bonds break during the
 /// impact), and a small solid torus with rupture (other sizes: a multi-level reduction).
 fn variants() -> Vec<Model> {
     let mut out = vec![build(&torus())];
     let mut s = torus();
     s.stiffness.contact = 4000.0;
+    s.gravity = glam::DVec3::new(-0.5, -2.0, 0.0);
     s.bodies[0] = serde_json::from_str(
         r#"{ "type": "torus_ring", "n": 80, "torus_diameter": 3, "gap": 0, "velocity": [-1.5, 0.2, 0] }"#,
     )
