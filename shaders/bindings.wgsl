@@ -4,7 +4,10 @@
 // 2 = bonds, contact grid and status. No vec3 in storage: vec4 with the fourth lane documented.
 
 @group(0) @binding(0) var<uniform> params: SimParams;
+/// Every replica's walls, replica r's at reps[r].wall_start .. + reps[r].n_walls.
 @group(0) @binding(1) var<storage, read> walls: array<WallGpu>;
+/// Per-replica parameters and ranges, indexed by replica.
+@group(0) @binding(2) var<storage, read> reps: array<ReplicaGpu>;
 
 /// Position (xyz) and radius (w).
 @group(1) @binding(0) var<storage, read_write> pos: array<vec4<real>>;
@@ -16,7 +19,7 @@
 @group(1) @binding(3) var<storage, read_write> omega: array<vec4<real>>;
 /// (m, J, 1/m, 1/J); the inverses are 0 for fixed particles.
 @group(1) @binding(4) var<storage, read_write> inertial: array<vec4<real>>;
-/// 1 for a fixed (not integrated) particle.
+/// Bit 0: 1 for a fixed (not integrated) particle; bits 1..: the particle's replica.
 @group(1) @binding(5) var<storage, read_write> fixed: array<u32>;
 /// Total force at the current step (xyz).
 @group(1) @binding(6) var<storage, read_write> force: array<vec4<real>>;
@@ -57,8 +60,9 @@ struct BondOutGpu {
 /// position + radius, so that the loop reads consecutive memory.
 @group(2) @binding(11) var<storage, read_write> sorted_cell: array<vec4<i32>>;
 @group(2) @binding(14) var<storage, read_write> sorted_pos: array<vec4<real>>;
-/// STATUS_* slots (defined by the generated header): step counter, first failures, neighbour-list
-/// rebuild and overflow flags (integer atomics only).
+/// STATUS_* slots (defined by the generated header): step counter, neighbour-list rebuild and
+/// overflow flags, break count; then RSTATUS_LEN words per replica r from STATUS_LEN + r·RSTATUS_LEN,
+/// its first failures (RSTATUS_* slots). Integer atomics only.
 @group(2) @binding(12) var<storage, read_write> status: array<atomic<u32>>;
 /// Step counter for the next step, copied into status[STATUS_STEP] between steps.
 @group(2) @binding(13) var<storage, read_write> step_next: array<u32>;
@@ -87,41 +91,66 @@ fn current_step() -> u32 {
     return atomicLoad(&status[STATUS_STEP]);
 }
 
-/// A failure at an earlier step than `step`. Every kernel that reports failures stops on it, but
-/// not on a report of its own kind at the current step (which may come from another workgroup
-/// of the running dispatch): so all reports of a kind come from one step, the first failing one,
-/// and the lowest particle of that step wins the `atomicMin`, whatever the workgroup schedule.
-fn failed_before(step: u32) -> bool {
-    let first = min(min(atomicLoad(&status[STATUS_EXACT_STEP]), atomicLoad(&status[STATUS_BAD_STEP])),
-                    atomicLoad(&status[STATUS_GRID_STEP]));
+/// Replica of particle i (bits 1.. of `fixed`).
+fn replica_of(i: u32) -> u32 {
+    return fixed[i] >> 1u;
+}
+
+/// Whether particle i is fixed (bit 0 of `fixed`).
+fn is_fixed(i: u32) -> bool {
+    return (fixed[i] & 1u) != 0u;
+}
+
+/// Index of replica r's status slot `slot` (RSTATUS_*) in `status`.
+fn rslot(r: u32, slot: u32) -> u32 {
+    return STATUS_LEN + r * RSTATUS_LEN + slot;
+}
+
+fn rstatus(r: u32, slot: u32) -> u32 {
+    return atomicLoad(&status[rslot(r, slot)]);
+}
+
+/// The host froze replica r (a failure found by an earlier `advance`, or the driver's `freeze`).
+fn held(r: u32) -> bool {
+    return (reps[r].flags & FLAG_HELD) != 0u;
+}
+
+/// A failure of replica r at an earlier step than `step`. Every kernel that reports failures
+/// stops on it, but not on a report of its own kind at the current step (which may come from
+/// another workgroup of the running dispatch): so all reports of a kind come from one step, the
+/// first failing one, and the lowest particle of that step wins the `atomicMin`, whatever the
+/// workgroup schedule. Replicas fail independently: the others go on.
+fn failed_before(r: u32, step: u32) -> bool {
+    let first = min(min(rstatus(r, RSTATUS_EXACT_STEP), rstatus(r, RSTATUS_BAD_STEP)), rstatus(r, RSTATUS_GRID_STEP));
     return first < step;
 }
 
-/// Nothing may change any more: an earlier step failed, or this step's rrp-exact check or grid
-/// rebuild did (both finished dispatches before the kernels that ask). A non-finite report of
-/// this same step's particle kernel does not count: it may come from another workgroup of the
-/// running dispatch, and stopping on it would make both the report and the final state depend
-/// on the schedule; the state freezes from the next step on.
-fn frozen(step: u32) -> bool {
-    return atomicLoad(&status[STATUS_EXACT_STEP]) != STATUS_NONE || atomicLoad(&status[STATUS_GRID_STEP]) != STATUS_NONE
-        || atomicLoad(&status[STATUS_BAD_STEP]) < step;
+/// Nothing of replica r may change any more: the host froze it, an earlier step failed, or this
+/// step's rrp-exact check or grid rebuild did (both finished dispatches before the kernels that
+/// ask). A non-finite report of this same step's particle kernel does not count: it may come
+/// from another workgroup of the running dispatch, and stopping on it would make both the
+/// report and the final state depend on the schedule; the state freezes from the next step on.
+fn frozen(r: u32, step: u32) -> bool {
+    return held(r) || rstatus(r, RSTATUS_EXACT_STEP) != STATUS_NONE || rstatus(r, RSTATUS_GRID_STEP) != STATUS_NONE
+        || rstatus(r, RSTATUS_BAD_STEP) < step;
 }
 
-/// True in a step that rebuilds the grid and the neighbour lists.
+/// True in a step that rebuilds the grid and the neighbour lists (a batch-wide decision: the
+/// forces do not depend on when the lists were rebuilt).
 fn rebuilding() -> bool {
     return atomicLoad(&status[STATUS_REBUILD]) != 0u;
 }
 
-/// Records a non-finite particle found by the force evaluation of `step`. Only made at the first
-/// failing step (`failed_before` stops the kernel afterwards), so the two minima together give
-/// the lowest particle of that step.
-fn report_bad(step: u32, i: u32) {
-    atomicMin(&status[STATUS_BAD_STEP], step);
-    atomicMin(&status[STATUS_BAD_PARTICLE], i);
+/// Records a non-finite particle i of replica r found by the force evaluation of `step`. Only
+/// made at the replica's first failing step (`failed_before` stops its kernels afterwards), so
+/// the two minima together give the lowest particle of that step.
+fn report_bad(r: u32, step: u32, i: u32) {
+    atomicMin(&status[rslot(r, RSTATUS_BAD_STEP)], step);
+    atomicMin(&status[rslot(r, RSTATUS_BAD_PARTICLE)], i);
 }
 
 /// Records a particle the grid cannot place at `step` (as `report_bad`).
-fn report_grid(step: u32, i: u32) {
-    atomicMin(&status[STATUS_GRID_STEP], step);
-    atomicMin(&status[STATUS_GRID_PARTICLE], i);
+fn report_grid(r: u32, step: u32, i: u32) {
+    atomicMin(&status[rslot(r, RSTATUS_GRID_STEP)], step);
+    atomicMin(&status[rslot(r, RSTATUS_GRID_PARTICLE)], i);
 }

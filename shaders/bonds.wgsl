@@ -8,10 +8,17 @@ fn bonds(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: ve
          @builtin(local_invocation_index) lid: u32) {
     let k = linear_id(wid, nwg, lid, WG);
     let step = current_step();
-    if k >= params.n_bonds || frozen(step) {
+    if k >= params.n_bonds {
         return;
     }
-    let rupture_on = (params.flags & FLAG_RUPTURE) != 0u;
+    let e = bond_ends[k];
+    // A bond belongs to the replica of its ends.
+    let rep = replica_of(e.x);
+    if frozen(rep, step) {
+        return;
+    }
+    let rp = reps[rep];
+    let rupture_on = (rp.flags & FLAG_RUPTURE) != 0u;
     // A broken bond exerts nothing and has no energy (zeros, so the gather and the reduction
     // need not know about rupture).
     let zero = vec4<real>(0.0);
@@ -19,17 +26,16 @@ fn bonds(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: ve
         bond_out[k] = BondOutGpu(zero, zero, zero);
         return;
     }
-    let e = bond_ends[k];
     let dq_i = quat_mul(quat[e.x], quat_conj(bond_q0[2u * k]));
     let dq_j = quat_mul(quat[e.y], quat_conj(bond_q0[2u * k + 1u]));
     let d = pos[e.x].xyz - pos[e.y].xyz;
     let r = bond_ref[k];
-    let bend = bending(dq_i, dq_j, params.k_bend);
-    let ax = axial(d, r.w, params.k_axial);
-    let sh = shear(params.shear_variant, d, r.xyz, dq_i, dq_j, params.k_shear);
+    let bend = bending(dq_i, dq_j, rp.k_bend);
+    let ax = axial(d, r.w, rp.k_axial);
+    let sh = shear(rp.shear_variant, d, r.xyz, dq_i, dq_j, rp.k_shear);
     if rupture_on {
-        let m = rupture_measures(params.shear_variant, d, r.w, r.xyz, dq_i, dq_j);
-        let mode = rupture(m, params.rupture_inv, bond_scale[k], params.rupture_sum != 0u);
+        let m = rupture_measures(rp.shear_variant, d, r.w, r.xyz, dq_i, dq_j);
+        let mode = rupture(m, rp.rupture_inv, bond_scale[k], rp.rupture_sum != 0u);
         if mode >= 0 {
             // Broken from this evaluation on: it exerts nothing from F_k on (MODEL §6). Its
             // energy at this state is released; the host books it (in step, then bond order).

@@ -3,8 +3,33 @@
 // simulation parameters, and the linear-id helper for 2-D folded dispatches.
 // Composed after the generated header, which defines `real`, `WG`, `SCAN_WG` and `NQ`.
 
-/// Mirrors `SimParams32` / `SimParams64` in src/gpu/params.rs (size checked by a test).
+/// Mirrors `SimParams32` / `SimParams64` in src/gpu/params.rs (size and offsets checked by a
+/// test): what every replica of the batch shares. The per-replica parameters are `ReplicaGpu`.
 struct SimParams {
+    /// Time step h.
+    h: real,
+    _pad_r0: real,
+    _pad_r1: real,
+    _pad_r2: real,
+    /// Particles and bonds of the whole batch (every replica's, concatenated).
+    n_particles: u32,
+    n_bonds: u32,
+    /// Bucket-table mask (table size − 1, table size = next_pow2(2N), N of the whole batch).
+    mask: u32,
+    /// 0 = rrp-newmark, 1 = rrp-exact, 2 = campello (`Integrator::code`).
+    integrator: u32,
+    /// Steps of the current `advance` (0 while evaluating the initial forces).
+    batch_len: u32,
+    /// Capacity of each neighbour list.
+    nbr_capacity: u32,
+    /// Replicas in the batch.
+    n_replicas: u32,
+    _pad_u0: u32,
+}
+
+/// Mirrors `ReplicaGpu32` / `ReplicaGpu64` in src/gpu/params.rs: one replica's parameters and
+/// its ranges in the batch's arrays (element r of `reps`).
+struct ReplicaGpu {
     /// Uniform gravity g (xyz; w unused).
     gravity: vec4<real>,
     /// Pendulum body-frame offset ρ0 (xyz).
@@ -13,14 +38,12 @@ struct SimParams {
     pend_up: vec4<real>,
     /// Rupture: 1/t_c per channel (tension, shear, bending, twist); 0 = never breaks.
     rupture_inv: vec4<real>,
-    /// Time step h.
-    h: real,
     k_bend: real,
     k_axial: real,
     k_shear: real,
     k_contact: real,
     k_wall: real,
-    /// 1 / cell edge of the contact grid.
+    /// 1 / cell edge of the replica's contact grid.
     inv_cell: real,
     /// Pendulum field strength g.
     pend_g: real,
@@ -30,22 +53,21 @@ struct SimParams {
     half_skin_sq: real,
     _pad_r0: real,
     _pad_r1: real,
+    _pad_r2: real,
+    /// The replica's particles are p_start .. p_start + n_particles of the batch.
+    p_start: u32,
     n_particles: u32,
+    /// Its bonds are b_start .. b_start + n_bonds (their ends are batch indices).
+    b_start: u32,
     n_bonds: u32,
+    /// Its walls are walls[wall_start .. wall_start + n_walls].
+    wall_start: u32,
     n_walls: u32,
-    /// Bucket-table mask (table size − 1, table size = next_pow2(2N)).
-    mask: u32,
     /// 0 = paper, 1 = objective.
     shear_variant: u32,
-    /// 0 = rrp-newmark, 1 = rrp-exact, 2 = campello (`Integrator::code`).
-    integrator: u32,
-    /// Steps of the current `advance` (0 while evaluating the initial forces).
-    batch_len: u32,
     /// FLAG_GRAVITY: uniform gravity is on; FLAG_PENDULUM: the pendulum field is on;
-    /// FLAG_RUPTURE: bonds may break.
+    /// FLAG_RUPTURE: bonds may break; FLAG_HELD: the host froze the replica (nothing of it changes).
     flags: u32,
-    /// Capacity of each neighbour list.
-    nbr_capacity: u32,
     /// Rupture rule: 0 = any (largest ratio ≥ 1), 1 = sum (sum of the ratios ≥ 1).
     rupture_sum: u32,
     _pad_u0: u32,
@@ -54,6 +76,7 @@ struct SimParams {
     _pad_u3: u32,
     _pad_u4: u32,
     _pad_u5: u32,
+    _pad_u6: u32,
 }
 
 /// A planar wall: point p and unit normal n pointing into the domain (xyz of each).

@@ -5,14 +5,19 @@
 // (position, radius) records that the particle kernel reads consecutively. The atomic arrival
 // order never reaches the result, so the neighbour order (and every sum) is deterministic.
 // `nbr_build` then fills the Verlet neighbour lists from the grid, each sorted by particle index.
-// All of it runs only in steps that rebuild (`rebuilding()`) and did not fail before (the same
-// decision for every grid kernel of a step, whatever `grid_count` reports in it); other steps
-// keep the lists of the last rebuild.
+// All of it runs only in steps that rebuild (`rebuilding()`), for the replicas that are not
+// frozen and did not fail before (the same decision for every grid kernel of a step, whatever
+// `grid_count` reports in it); other steps keep the lists of the last rebuild.
+//
+// Batches: every replica's cells are its own (its cell edge, positions relative to its own
+// origin) and are hashed with the replica (`cell_hash_replica`); a neighbour must be in the same
+// cell of the same replica, so replicas never touch even where they overlap in space.
 
-/// Whether this step rebuilds: the same answer for every grid kernel of a step.
-fn grid_step() -> bool {
+/// Whether this step rebuilds replica r's part of the grid: the same answer for every grid
+/// kernel of a step.
+fn grid_step(r: u32) -> bool {
     let step = current_step();
-    return rebuilding() && atomicLoad(&status[STATUS_EXACT_STEP]) == STATUS_NONE && !failed_before(step);
+    return rebuilding() && !held(r) && rstatus(r, RSTATUS_EXACT_STEP) == STATUS_NONE && !failed_before(r, step);
 }
 
 /// `bucket_start` seen as atomic counters while counting.
@@ -22,19 +27,23 @@ fn grid_step() -> bool {
 fn grid_count(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
               @builtin(local_invocation_index) lid: u32) {
     let i = linear_id(wid, nwg, lid, WG);
-    if i >= params.n_particles || !grid_step() {
+    if i >= params.n_particles {
+        return;
+    }
+    let r = replica_of(i);
+    if !grid_step(r) {
         return;
     }
     let x = pos[i].xyz;
-    let f = floor(x * params.inv_cell);
+    let f = floor(x * reps[r].inv_cell);
     var c = vec3<i32>(0);
     // Finiteness on the bits first: a NaN need not fail the range comparison in WGSL.
     if finite3(x) && all(abs(f) < vec3<real>(MAX_CELL_COORD)) {
         c = vec3<i32>(f);
     } else {
-        report_grid(current_step(), i);
+        report_grid(r, current_step(), i);
     }
-    let h = cell_hash(c, params.mask);
+    let h = cell_hash_replica(c, r, params.mask);
     cell[i] = vec4<i32>(c, 0);
     hash[i] = h;
     slot[i] = atomicAdd(&bucket_count[h], 1u);
@@ -44,7 +53,7 @@ fn grid_count(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nw
 fn grid_scatter(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                 @builtin(local_invocation_index) lid: u32) {
     let i = linear_id(wid, nwg, lid, WG);
-    if i >= params.n_particles || !grid_step() {
+    if i >= params.n_particles || !grid_step(replica_of(i)) {
         return;
     }
     sorted_tmp[bucket_start[hash[i]] + slot[i]] = i;
@@ -56,7 +65,7 @@ fn grid_scatter(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) 
 fn grid_order(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
               @builtin(local_invocation_index) lid: u32) {
     let i = linear_id(wid, nwg, lid, WG);
-    if i >= params.n_particles || !grid_step() {
+    if i >= params.n_particles || !grid_step(replica_of(i)) {
         return;
     }
     let b = hash[i];
@@ -80,24 +89,26 @@ fn grid_order(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nw
 fn nbr_build(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
              @builtin(local_invocation_index) lid: u32) {
     let i = linear_id(wid, nwg, lid, WG);
-    if i >= params.n_particles || !grid_step() {
+    if i >= params.n_particles || !grid_step(replica_of(i)) {
         return;
     }
     let xr = pos[i];
     x_ref[i] = xr;
     let c = cell[i].xyz;
     let cap = params.nbr_capacity;
+    let r = replica_of(i);
+    let skin = reps[r].skin;
     var count = 0u;
     for (var k = 0; k < 27; k++) {
         let nc = neighbour_cell(c, k);
-        let b = cell_hash(nc, params.mask);
+        let b = cell_hash_replica(nc, r, params.mask);
         for (var p = bucket_start[b]; p < bucket_start[b + 1u]; p++) {
             let sc = sorted_cell[p];
             let j = u32(sc.w);
-            if j != i && all(sc.xyz == nc) {
+            if j != i && all(sc.xyz == nc) && replica_of(j) == r {
                 let xj = sorted_pos[p];
                 let d = xr.xyz - xj.xyz;
-                let rc = xr.w + xj.w + params.skin;
+                let rc = xr.w + xj.w + skin;
                 if dot3(d, d) < rc * rc {
                     if count < cap {
                         nbr[i * cap + count] = j;

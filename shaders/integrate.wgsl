@@ -21,9 +21,13 @@ fn integrate_check(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroup
                    @builtin(local_invocation_index) lid: u32) {
     let i = linear_id(wid, nwg, lid, WG);
     let step = current_step();
+    if i >= params.n_particles || is_fixed(i) {
+        return;
+    }
     // Only failures of earlier steps stop the check: one reported by another workgroup of this
     // dispatch must not, or the lowest failing particle could go unchecked.
-    if i >= params.n_particles || fixed[i] != 0u || failed_before(step) {
+    let r = replica_of(i);
+    if held(r) || failed_before(r, step) {
         return;
     }
     let h = params.h;
@@ -31,8 +35,8 @@ fn integrate_check(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroup
     let s = h * h * dot3(wh, wh);
     // A non-finite s fails too, as on the CPU (tested on its bits: see finite_f32.wgsl).
     if !finite_real(s) || s >= 1.0 {
-        atomicMin(&status[STATUS_EXACT_STEP], step);
-        atomicMin(&status[STATUS_EXACT_PARTICLE], i);
+        atomicMin(&status[rslot(r, RSTATUS_EXACT_STEP)], step);
+        atomicMin(&status[rslot(r, RSTATUS_EXACT_PARTICLE)], i);
     }
 }
 
@@ -40,14 +44,16 @@ fn integrate_check(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroup
 fn integrate(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
              @builtin(local_invocation_index) lid: u32) {
     let i = linear_id(wid, nwg, lid, WG);
-    if i >= params.n_particles || frozen(current_step()) {
-        return;
-    }
-    // While a list is too long for its capacity, the grid must be fresh every step (fallback).
+    // While a list is too long for its capacity, the grid must be fresh every step (fallback),
+    // whichever replica is frozen.
     if i == 0u && atomicLoad(&status[STATUS_OVERFLOW]) != 0u {
         atomicMax(&status[STATUS_REBUILD], 1u);
     }
-    if fixed[i] != 0u {
+    if i >= params.n_particles || is_fixed(i) {
+        return;
+    }
+    let r = replica_of(i);
+    if frozen(r, current_step()) {
         return;
     }
     let h = params.h;
@@ -68,7 +74,7 @@ fn integrate(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg
     let moved = x - x_ref[i].xyz;
     // Non-finite positions rebuild too (the grid then reports them).
     let moved2 = dot3(moved, moved);
-    if !finite_real(moved2) || moved2 > params.half_skin_sq {
+    if !finite_real(moved2) || moved2 > reps[r].half_skin_sq {
         atomicMax(&status[STATUS_REBUILD], 1u);
     }
 }

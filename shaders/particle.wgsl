@@ -17,13 +17,13 @@ fn half_kicks_post(step: u32) -> u32 {
     return 2u;
 }
 
-/// First position ≥ p (below e) of a bucket whose entry is in cell `nc` and is not particle i
-/// (other cells may share the bucket), or e.
-fn seek_member(p0: u32, e: u32, nc: vec3<i32>, i: u32) -> u32 {
+/// First position ≥ p (below e) of a bucket whose entry is in cell `nc` of replica r and is not
+/// particle i (other cells and other replicas may share the bucket), or e.
+fn seek_member(p0: u32, e: u32, nc: vec3<i32>, r: u32, i: u32) -> u32 {
     var p = p0;
     while p < e {
         let sc = sorted_cell[p];
-        if u32(sc.w) != i && all(sc.xyz == nc) {
+        if u32(sc.w) != i && all(sc.xyz == nc) && replica_of(u32(sc.w)) == r {
             break;
         }
         p++;
@@ -52,9 +52,11 @@ fn particle(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg:
     if i == 0u {
         step_next[0] = step + 1u;
     }
-    if frozen(step) {
+    let r = replica_of(i);
+    if frozen(r, step) {
         return;
     }
+    let rp = reps[r];
     var fi = vec3<real>(0.0);
     var mi = vec3<real>(0.0);
     for (var p = inc_offsets[i]; p < inc_offsets[i + 1u]; p++) {
@@ -78,7 +80,7 @@ fn particle(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg:
         for (var k = 0u; k < cnt; k++) {
             let j = nbr[base + k];
             let xj = pos[j];
-            let ct = contact(xi - xj.xyz, xr.w + xj.w, params.k_contact);
+            let ct = contact(xi - xj.xyz, xr.w + xj.w, rp.k_contact);
             fi = fi + ct.force;
             if j > i {
                 u_contact = u_contact + ct.energy;
@@ -94,9 +96,9 @@ fn particle(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg:
         var end: array<u32, 27>;
         var head: array<u32, 27>;
         for (var k = 0; k < 27; k++) {
-            let b = cell_hash(neighbour_cell(c, k), params.mask);
+            let b = cell_hash_replica(neighbour_cell(c, k), r, params.mask);
             end[k] = bucket_start[b + 1u];
-            cur[k] = seek_member(bucket_start[b], end[k], neighbour_cell(c, k), i);
+            cur[k] = seek_member(bucket_start[b], end[k], neighbour_cell(c, k), r, i);
             head[k] = member_index(cur[k], end[k]);
         }
         loop {
@@ -112,30 +114,30 @@ fn particle(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg:
                 break;
             }
             let xj = sorted_pos[cur[src]];
-            let ct = contact(xi - xj.xyz, xr.w + xj.w, params.k_contact);
+            let ct = contact(xi - xj.xyz, xr.w + xj.w, rp.k_contact);
             fi = fi + ct.force;
             if next > i {
                 u_contact = u_contact + ct.energy;
             }
-            cur[src] = seek_member(cur[src] + 1u, end[src], neighbour_cell(c, src), i);
+            cur[src] = seek_member(cur[src] + 1u, end[src], neighbour_cell(c, src), r, i);
             head[src] = member_index(cur[src], end[src]);
         }
     }
     var u_wall: real = 0.0;
-    for (var w = 0u; w < params.n_walls; w++) {
-        let ct = wall(xi, xr.w, walls[w].point.xyz, walls[w].normal.xyz, params.k_wall);
+    for (var w = rp.wall_start; w < rp.wall_start + rp.n_walls; w++) {
+        let ct = wall(xi, xr.w, walls[w].point.xyz, walls[w].normal.xyz, rp.k_wall);
         fi = fi + ct.force;
         u_wall = u_wall + ct.energy;
     }
     let inv = inertial[i];
     var u_grav: real = 0.0;
-    if (params.flags & FLAG_GRAVITY) != 0u {
-        let g = gravity(xi, inv.x, params.gravity.xyz);
+    if (rp.flags & FLAG_GRAVITY) != 0u {
+        let g = gravity(xi, inv.x, rp.gravity.xyz);
         fi = fi + g.force;
         u_grav = u_grav + g.energy;
     }
-    if (params.flags & FLAG_PENDULUM) != 0u {
-        let g = pendulum(quat[i], inv.x, params.pend_g, params.pend_rho0.xyz, params.pend_up.xyz);
+    if (rp.flags & FLAG_PENDULUM) != 0u {
+        let g = pendulum(quat[i], inv.x, rp.pend_g, rp.pend_rho0.xyz, rp.pend_up.xyz);
         mi = mi + g.moment;
         u_grav = u_grav + g.energy;
     }
@@ -145,7 +147,7 @@ fn particle(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg:
     var v = vel[i].xyz;
     var w = omega[i].xyz;
     let kicks = half_kicks_post(step);
-    if fixed[i] == 0u && kicks != 0u {
+    if !is_fixed(i) && kicks != 0u {
         let a = fi * (0.5 * params.h * inv.z);
         let b = mi * (0.5 * params.h * inv.w);
         for (var k = 0u; k < kicks; k++) {
@@ -157,6 +159,6 @@ fn particle(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg:
     }
     // What the CPU's check_finite checks: x, v, q, Ω, F, M (on their bits, see finite_f32.wgsl).
     if !(finite3(xi) && finite3(v) && finite4(quat[i]) && finite3(w) && finite3(fi) && finite3(mi)) {
-        report_bad(step, i);
+        report_bad(r, step, i);
     }
 }

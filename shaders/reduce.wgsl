@@ -4,10 +4,20 @@
 // from the generated header): E_trans, E_rot, U_bend, U_axial, U_shear, U_contact, U_wall,
 // U_gravity, P (3), S (3), L (3), F_wall (3), Σ m x (3, relative to the position origin).
 
-/// Number of records in `red_in` at this level (x).
+// Batches: the sums are segmented by replica, in an order that depends only on replica-relative
+// indices, so that a replica's record is bit for bit the one of the same model alone. A host-built
+// chunk table (`red_table`, src/gpu/batch.rs) gives each workgroup its work: at the first level,
+// (replica, first replica-relative item) of its WG items (particle t and bond t of the replica
+// paired, as in one model); at each further level, (first record, count, copy) of the WG records
+// of one replica it sums, or with `copy` the one record of a replica already reduced, passed on
+// as it is. Outputs are laid out replica after replica, so the last level holds record r for
+// replica r. With one replica this is the plain tree over WG items, then WG records, … .
+
+/// Workgroups of this level (x) and the offset of its entries in `red_table` (y).
 @group(3) @binding(0) var<uniform> red_len: vec4<u32>;
 @group(3) @binding(1) var<storage, read_write> red_in: array<real>;
 @group(3) @binding(2) var<storage, read_write> red_out: array<real>;
+@group(3) @binding(3) var<storage, read> red_table: array<vec4<u32>>;
 
 var<workgroup> red_sh: array<real, NQ * WG>;
 
@@ -29,21 +39,45 @@ fn reduce_workgroup(lid: u32, group: u32, n_groups: u32) {
     }
 }
 
+/// This workgroup's entry of the chunk table (zeros past the level's end).
+fn table_entry(group: u32) -> vec4<u32> {
+    if group < red_len.x {
+        return red_table[red_len.y + group];
+    }
+    return vec4<u32>(0u);
+}
+
 @compute @workgroup_size(WG)
 fn reduce_state(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                 @builtin(local_invocation_index) lid: u32) {
-    let t = linear_id(wid, nwg, lid, WG);
+    let group = wid.y * nwg.x + wid.x;
+    let entry = table_entry(group);
+    // Replica-relative item of this lane; past the level's end, no item (n = 0 below).
+    let t = entry.y + lid;
+    var rp_n = 0u;
+    var rb_n = 0u;
+    var p0 = 0u;
+    var b0 = 0u;
+    if group < red_len.x {
+        let rp = reps[entry.x];
+        rp_n = rp.n_particles;
+        rb_n = rp.n_bonds;
+        p0 = rp.p_start;
+        b0 = rp.b_start;
+    }
     for (var q = 0u; q < NQ; q++) {
         red_sh[q * WG + lid] = 0.0;
     }
-    if t < params.n_particles {
-        let inv = inertial[t];
+    if t < rp_n {
+        let i = p0 + t;
+        let r = entry.x;
+        let inv = inertial[i];
         let m = inv.x;
         let jm = inv.y;
-        let v = vel[t].xyz;
-        let w = omega[t].xyz;
-        let x = pos[t].xyz;
-        let u = pot[t];
+        let v = vel[i].xyz;
+        let w = omega[i].xyz;
+        let x = pos[i].xyz;
+        let u = pot[i];
         let p = m * v;
         let s = jm * w;
         let l = cross3(x, p) + s;
@@ -56,8 +90,9 @@ fn reduce_state(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) 
         // kernel every step: the same pure function of the same inputs, needed only at records,
         // so it costs no per-particle buffer and no per-step write.
         var f_wall = vec3<real>(0.0);
-        for (var k = 0u; k < params.n_walls; k++) {
-            f_wall = f_wall + wall(x, pos[t].w, walls[k].point.xyz, walls[k].normal.xyz, params.k_wall).force;
+        let w0 = reps[r].wall_start;
+        for (var k = w0; k < w0 + reps[r].n_walls; k++) {
+            f_wall = f_wall + wall(x, pos[i].w, walls[k].point.xyz, walls[k].normal.xyz, reps[r].k_wall).force;
         }
         let mx = m * x;
         for (var c = 0u; c < 3u; c++) {
@@ -68,26 +103,33 @@ fn reduce_state(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) 
             red_sh[(REC_MASS_X + c) * WG + lid] = mx[c];
         }
     }
-    if t < params.n_bonds {
-        let o = bond_out[t];
+    if t < rb_n {
+        let o = bond_out[b0 + t];
         red_sh[REC_U_BEND * WG + lid] = o.f_i.w;
         red_sh[REC_U_AXIAL * WG + lid] = o.m_i.w;
         red_sh[REC_U_SHEAR * WG + lid] = o.m_j.w;
     }
-    reduce_workgroup(lid, wid.y * nwg.x + wid.x, red_len.x);
+    reduce_workgroup(lid, group, red_len.x);
 }
 
 @compute @workgroup_size(WG)
 fn reduce_partials(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                    @builtin(local_invocation_index) lid: u32) {
-    let t = linear_id(wid, nwg, lid, WG);
-    let n = red_len.y;
+    let group = wid.y * nwg.x + wid.x;
+    let entry = table_entry(group);
     for (var q = 0u; q < NQ; q++) {
         var v: real = 0.0;
-        if t < n {
-            v = red_in[t * NQ + q];
+        if lid < entry.y {
+            v = red_in[(entry.x + lid) * NQ + q];
         }
         red_sh[q * WG + lid] = v;
     }
-    reduce_workgroup(lid, wid.y * nwg.x + wid.x, red_len.x);
+    reduce_workgroup(lid, group, red_len.x);
+    // A replica already down to one record: its record unchanged (a sum with zeros could turn a
+    // −0 into +0, which the same model alone would not).
+    if lid == 0u && group < red_len.x && entry.z != 0u {
+        for (var q = 0u; q < NQ; q++) {
+            red_out[group * NQ + q] = red_in[entry.x * NQ + q];
+        }
+    }
 }

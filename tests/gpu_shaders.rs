@@ -3,7 +3,7 @@
 //! their Rust mirrors have.
 
 use rrpdem::engine::Precision;
-use rrpdem::gpu::params::{SimParams32, SimParams64, WallGpu32, WallGpu64};
+use rrpdem::gpu::params::{ReplicaGpu32, ReplicaGpu64, SimParams32, SimParams64, WallGpu32, WallGpu64};
 use rrpdem::gpu::shader::{KERNEL_FILES, compose_and_validate, struct_offsets, struct_size};
 use std::mem::offset_of;
 
@@ -25,6 +25,8 @@ fn struct_layouts_match_rust_mirrors() {
     let c64 = compose_and_validate(&KERNEL_FILES[0], Precision::F64).unwrap();
     assert_eq!(struct_size(&c32.module, "SimParams"), Some(size_of::<SimParams32>() as u32));
     assert_eq!(struct_size(&c64.module, "SimParams"), Some(size_of::<SimParams64>() as u32));
+    assert_eq!(struct_size(&c32.module, "ReplicaGpu"), Some(size_of::<ReplicaGpu32>() as u32));
+    assert_eq!(struct_size(&c64.module, "ReplicaGpu"), Some(size_of::<ReplicaGpu64>() as u32));
     assert_eq!(struct_size(&c32.module, "WallGpu"), Some(size_of::<WallGpu32>() as u32));
     assert_eq!(struct_size(&c64.module, "WallGpu"), Some(size_of::<WallGpu64>() as u32));
     // BondOutGpu: three vec4 of reals, as the host sizes `bond_out`.
@@ -63,10 +65,18 @@ macro_rules! rust_offsets {
 macro_rules! sim_params_offsets {
     ($ty:ty, $real:ty) => {
         rust_offsets!($ty, $real;
-            gravity, pend_rho0, pend_up, rupture_inv, h, k_bend, k_axial, k_shear, k_contact, k_wall, inv_cell,
-            pend_g, skin, half_skin_sq, n_particles, n_bonds, n_walls, mask, shear_variant, integrator, batch_len,
-            flags, nbr_capacity, rupture_sum;
-            _pad_r: 2, $real, _pad_u: 6, u32)
+            h, n_particles, n_bonds, mask, integrator, batch_len, nbr_capacity, n_replicas;
+            _pad_r: 3, $real, _pad_u: 1, u32)
+    };
+}
+
+macro_rules! replica_offsets {
+    ($ty:ty, $real:ty) => {
+        rust_offsets!($ty, $real;
+            gravity, pend_rho0, pend_up, rupture_inv, k_bend, k_axial, k_shear, k_contact, k_wall, inv_cell,
+            pend_g, skin, half_skin_sq, p_start, n_particles, b_start, n_bonds, wall_start, n_walls, shear_variant,
+            flags, rupture_sum;
+            _pad_r: 3, $real, _pad_u: 7, u32)
     };
 }
 
@@ -74,12 +84,23 @@ macro_rules! sim_params_offsets {
 fn every_struct_field_has_the_offset_of_its_rust_mirror() {
     // Sizes alone would not notice two fields of the same type swapped in one of the two
     // declarations (k_axial and k_shear, say): every member's offset is compared.
-    for (p, sim, wall) in [
-        (Precision::F32, sim_params_offsets!(SimParams32, f32), rust_offsets!(WallGpu32, f32; point, normal;)),
-        (Precision::F64, sim_params_offsets!(SimParams64, f64), rust_offsets!(WallGpu64, f64; point, normal;)),
+    for (p, sim, rep, wall) in [
+        (
+            Precision::F32,
+            sim_params_offsets!(SimParams32, f32),
+            replica_offsets!(ReplicaGpu32, f32),
+            rust_offsets!(WallGpu32, f32; point, normal;),
+        ),
+        (
+            Precision::F64,
+            sim_params_offsets!(SimParams64, f64),
+            replica_offsets!(ReplicaGpu64, f64),
+            rust_offsets!(WallGpu64, f64; point, normal;),
+        ),
     ] {
         let c = compose_and_validate(&KERNEL_FILES[0], p).unwrap();
         assert_eq!(struct_offsets(&c.module, "SimParams").unwrap(), sim, "{p:?}: SimParams");
+        assert_eq!(struct_offsets(&c.module, "ReplicaGpu").unwrap(), rep, "{p:?}: ReplicaGpu");
         assert_eq!(struct_offsets(&c.module, "WallGpu").unwrap(), wall, "{p:?}: WallGpu");
         // BondOutGpu has no Rust struct: the host reads nothing of it but sizes it as three
         // vec4 of reals (f_i, m_i, m_j) per bond.

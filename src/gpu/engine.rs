@@ -1,6 +1,8 @@
-//! `GpuEngine`: the `Engine` interface on top of the pipeline and the GPU state. One `advance`
-//! records all its steps into a few command buffers and waits once, reading back only the
-//! status words and one diagnostics record.
+//! `GpuEngine`: the `Engine` and `BatchEngine` interfaces on top of the pipeline and the GPU
+//! state. One engine steps a batch of replicas (independent models, e.g. the variants of a
+//! study) in one GPU state; a single model is the one-replica batch, through the same code. One
+//! `advance` records all its steps into a few command buffers and waits once, reading back only
+//! the status words and one diagnostics record per replica.
 //!
 //! Half-step scheduling: inside a batch, the closing half kick of step k and the opening half
 //! kick of step k+1 are applied by the same kernel (two half kicks, so the arithmetic equals the
@@ -12,32 +14,47 @@
 //! Saved states and rollback: the forces are a function of the state alone (neighbour lists
 //! sorted by index, so the time of the last rebuild leaves no trace), so restoring positions,
 //! velocities, attitudes and angular velocities (and, with rupture, the broken flags) and
-//! re-evaluating continues bit for bit.
+//! re-evaluating continues bit for bit. Re-evaluating the other replicas of a batch at their
+//! current state changes nothing of them, so one replica is rolled back by range copies and one
+//! evaluation of the batch.
+//!
+//! Replicas: each has its own parameters, walls, grid cell and skin, position origin, step,
+//! diagnostics, rupture totals and failure; its contacts are searched among its own particles
+//! only and its diagnostics reduced in an order set by its own indices, so a replica's
+//! trajectory and diagnostics are bit for bit those of its model alone on the same device. A
+//! replica that fails (non-finite, rrp-exact, grid range) stops changing on the device while the
+//! others go on; through `BatchEngine` it is then rolled back to the start of the `advance`,
+//! frozen and its error kept for `take_failure` (through `Engine`, the one replica's error is
+//! returned as before, its state at the failing step). See docs/GPU.md, Batches.
 //!
 //! Rupture: the bond kernel appends a record per break; the records are read back at the end of
-//! a batch (only when some bond broke), sorted by (step, bond) and booked on the host, which
-//! keeps `E_released` and `n_broken` (see docs/GPU.md, Rupture).
+//! a batch (only when some bond broke), sorted by (replica, step, bond) and booked on the host,
+//! which keeps each replica's `E_released` and `n_broken` (see docs/GPU.md, Rupture).
 //!
-//! NOTE: positions are stored in the engine's real type relative to an origin: the centre of the
-//! initial bounding box in f32 (halving |x| and so the drift round-off for the paper's torus,
-//! whose f32 parity needs it), zero in f64. f32 then resolves overlaps to about 1e-7 of the
-//! distance from that origin, ample for scenarios of the paper's size; large domains in f32
-//! would want positions relative to a cell. The host adds the origin back in snapshots, in `L`
-//! (`o × P`) and in the gravity energy (`−M g·o`).
+//! NOTE: positions are stored in the engine's real type relative to an origin per replica: the
+//! centre of the replica's initial bounding box in f32 (halving |x| and so the drift round-off
+//! for the paper's torus, whose f32 parity needs it), zero in f64. f32 then resolves overlaps to
+//! about 1e-7 of the distance from that origin, ample for scenarios of the paper's size; large
+//! domains in f32 would want positions relative to a cell. The host adds the origin back in
+//! snapshots, in `L` (`o × P`) and in the gravity energy (`−M g·o`); the device never needs it.
 
+use super::batch::{BatchLayout, BatchTotals, binding_sizes};
 use super::cache::{self, CacheKey, Lease};
 use super::context::{AdapterChoice, GpuContext};
 use super::error::GpuError;
-use super::params::{ParamInputs, SimParams32, SimParams64, WallGpu32, WallGpu64};
+use super::params::{
+    ParamInputs, ReplicaGpu32, ReplicaGpu64, ReplicaInputs, SimParams32, SimParams64, WallGpu32, WallGpu64,
+};
 use super::pipeline::DemPipeline;
 use super::shader::{
     NQ, REC_E_ROT, REC_E_TRANS, REC_F_WALL, REC_L, REC_MASS_X, REC_P, REC_S, REC_U_AXIAL, REC_U_BEND, REC_U_CONTACT,
-    REC_U_GRAVITY, REC_U_SHEAR, REC_U_WALL, STATUS_BAD_PARTICLE, STATUS_BAD_STEP, STATUS_BREAKS, STATUS_EXACT_PARTICLE,
-    STATUS_EXACT_STEP, STATUS_GRID_PARTICLE, STATUS_GRID_STEP, STATUS_MAX_NBR, STATUS_NONE, STATUS_OVERFLOW,
+    REC_U_GRAVITY, REC_U_SHEAR, REC_U_WALL, RSTATUS_BAD_PARTICLE, RSTATUS_BAD_STEP, RSTATUS_EXACT_PARTICLE,
+    RSTATUS_EXACT_STEP, RSTATUS_GRID_PARTICLE, RSTATUS_GRID_STEP, RSTATUS_LEN, STATUS_BREAKS, STATUS_LEN,
+    STATUS_MAX_NBR, STATUS_NONE, STATUS_OVERFLOW,
 };
 use super::state::{self, DemState};
 use crate::diagnostics::Diagnostics;
-use crate::engine::{Engine, EngineInfo, EngineState, Precision, wrong_state_kind};
+use crate::engine::{BatchEngine, Engine, EngineInfo, EngineState, Precision, wrong_state_kind};
 use crate::error::EngineError;
 use crate::integrator::{Integrator, Kinematics};
 use crate::interactions::BreakEvent;
@@ -52,7 +69,7 @@ const STEPS_PER_SUBMIT: u64 = 256;
 const SKIN_FACTOR: f64 = 0.3;
 /// Initial capacity of each neighbour list; an overflow is handled exactly (grid fallback) and
 /// grows the capacity for the next batch.
-const INITIAL_NBR_CAPACITY: u32 = 16;
+pub(crate) const INITIAL_NBR_CAPACITY: u32 = 16;
 /// Steps between the run driver's guard checks. Each check reads the diagnostics back: a host
 /// wait that drains the device's queue, whereas the steps between checks are recorded and
 /// submitted without waiting. 100 steps spread that wait over ~1000 dispatches, while a
@@ -64,7 +81,7 @@ const ORIGIN_BYTES: usize = 24;
 /// (u64); the broken flags (one u32 per bond) follow.
 const RUPTURE_TOTALS_BYTES: usize = 16;
 
-/// Tuning options of `GpuEngine::with_options`.
+/// Tuning options of `GpuEngine::with_options` and `GpuEngine::new_batch`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct GpuOptions {
     /// Caps the workgroups per dispatch dimension below the adapter's limit, so that the 2-D
@@ -83,6 +100,34 @@ pub struct GpuOptions {
     pub fresh_device: bool,
 }
 
+/// What the host keeps of one replica.
+struct Replica {
+    params: crate::model::Params,
+    /// Origin of the stored positions (see the module note).
+    origin: DVec3,
+    total_mass: f64,
+    inv_cell: f64,
+    skin: f64,
+    /// Ends (i, j) of every bond, replica-relative, for the break events.
+    bond_ends: Vec<(u32, u32)>,
+    /// Steps this replica has taken.
+    step: u64,
+    diag: Diagnostics,
+    /// Step at the start of the last `advance`, whose state the backup buffers hold (`None`
+    /// before the first `advance` and after `load_state`).
+    backup_step: Option<u64>,
+    /// Bond energy released by ruptures so far, summed on the host over the sorted events
+    /// (step, then bond order, as on the CPU): deterministic without float atomics.
+    e_released: f64,
+    n_broken: u64,
+    /// `e_released` and `n_broken` at the start of the last `advance` (for `rollback`).
+    backup_rupture: (f64, u64),
+    /// A failure found by `BatchEngine::advance`, not yet taken.
+    failure: Option<EngineError>,
+    /// Frozen: the kernels leave it alone (FLAG_HELD).
+    held: bool,
+}
+
 pub struct GpuEngine {
     ctx: Arc<GpuContext>,
     pipe: Arc<DemPipeline>,
@@ -90,32 +135,16 @@ pub struct GpuEngine {
     integrator: Integrator,
     dt: f64,
     precision: Precision,
-    params: crate::model::Params,
-    inv_cell: f64,
-    skin: f64,
-    /// Origin of the stored positions (see the module note).
-    origin: DVec3,
-    total_mass: f64,
+    reps: Vec<Replica>,
     /// Binding-size limit the neighbour lists must respect when they grow.
     max_binding: u64,
     /// The next batch starts with a rebuild (after the neighbour lists were reallocated, or a
-    /// failure left them stale).
+    /// failure or a rollback left them stale).
     rebuild_next: bool,
+    /// Steps taken by the running replicas.
     step: u64,
-    diag: Diagnostics,
-    /// Step at the start of the last `advance`, whose state the backup buffers hold (`None`
-    /// before the first `advance` and after `load_state`).
-    backup_step: Option<u64>,
-    /// Ends (i, j) of every bond, for the break events.
-    bond_ends: Vec<(u32, u32)>,
-    /// Bond energy released by ruptures so far, summed on the host over the sorted events
-    /// (step, then bond order, as on the CPU): deterministic without float atomics.
-    e_released: f64,
-    n_broken: u64,
-    /// `e_released` and `n_broken` at the start of the last `advance` (for `rollback`).
-    backup_rupture: (f64, u64),
-    /// Breaks not yet taken by `take_breaks`, in step then bond order.
-    breaks: Vec<BreakEvent>,
+    /// Breaks not yet taken by `take_breaks`, as (replica, event).
+    breaks: Vec<(usize, BreakEvent)>,
     /// Steps run in batches where some neighbour list overflowed (see `fallback_steps`).
     fallback_steps: u64,
     /// The device and kernels this engine holds; last, so that the state's buffers are gone
@@ -135,7 +164,8 @@ impl GpuEngine {
         GpuEngine::with_options(model, integrator, dt, precision, adapter, GpuOptions::default())
     }
 
-    /// `new` with tuning options (tests use them to force folded dispatches).
+    /// `new` with tuning options (tests use them to force folded dispatches): the one-replica
+    /// batch, whose initial state must be sound.
     pub fn with_options(
         model: &Model,
         integrator: Integrator,
@@ -144,14 +174,36 @@ impl GpuEngine {
         adapter: AdapterChoice,
         options: GpuOptions,
     ) -> Result<GpuEngine, GpuError> {
+        let mut e = GpuEngine::new_batch(&[model], integrator, dt, precision, adapter, options)?;
+        match e.reps[0].failure.take() {
+            Some(EngineError::Gpu(g)) => Err(g),
+            Some(other) => Err(GpuError::InitialState(Box::new(other))),
+            None => Ok(e),
+        }
+    }
+
+    /// A batch of replicas, one per model, stepped in lockstep with one integrator and time
+    /// step (see the module note). A replica whose initial state fails is frozen with its
+    /// error kept for `take_failure` (the others go on). At least one model.
+    pub fn new_batch(
+        models: &[&Model],
+        integrator: Integrator,
+        dt: f64,
+        precision: Precision,
+        adapter: AdapterChoice,
+        options: GpuOptions,
+    ) -> Result<GpuEngine, GpuError> {
+        if models.is_empty() {
+            return Err(GpuError::EmptyBatch);
+        }
         let key = CacheKey { adapter, precision, max_workgroups: options.max_workgroups_per_dimension };
         let lease = cache::lease(key, options.fresh_device)?;
         let (ctx, pipe) = (lease.ctx.clone(), lease.pipe.clone());
-        let n = model.particles.len() as u64;
+        let n: u64 = models.iter().map(|m| m.particles.len() as u64).sum();
         let have = ctx.limits.max_storage_buffer_binding_size.min(ctx.limits.max_buffer_size);
         let have = options.max_binding_size.map_or(have, |m| m.min(have));
         let nbr_capacity = options.nbr_capacity.unwrap_or(INITIAL_NBR_CAPACITY).max(1);
-        let sizes = state::buffer_sizes(model, precision, nbr_capacity);
+        let sizes = binding_sizes(&BatchTotals::of(models), precision, nbr_capacity);
         if sizes.iter().any(|&(_, need)| need > have) {
             // How many particles fit is set by the tightest buffer, not the first that fails.
             let fits = |need: u64| (n as u128 * have as u128 / need as u128) as u64;
@@ -169,30 +221,57 @@ impl GpuEngine {
                 max_particles: fits(need.max(1)),
             });
         }
-        // List candidates are at most r_i + r_j + skin ≤ 2 r_max + skin apart: one cell.
-        let skin = SKIN_FACTOR * model.max_radius();
-        let cell = (2.0 * model.max_radius() + skin).max(f64::MIN_POSITIVE);
-        let origin = match precision {
-            Precision::F32 => bounding_box_centre(&model.particles.x),
-            Precision::F64 => DVec3::ZERO,
+        let reps: Vec<Replica> = models
+            .iter()
+            .map(|model| {
+                // List candidates are at most r_i + r_j + skin ≤ 2 r_max + skin apart: one cell.
+                let skin = SKIN_FACTOR * model.max_radius();
+                let cell = (2.0 * model.max_radius() + skin).max(f64::MIN_POSITIVE);
+                Replica {
+                    params: model.params.clone(),
+                    origin: match precision {
+                        Precision::F32 => bounding_box_centre(&model.particles.x),
+                        Precision::F64 => DVec3::ZERO,
+                    },
+                    total_mass: model.particles.mass.iter().sum(),
+                    inv_cell: 1.0 / cell,
+                    skin,
+                    bond_ends: model.bonds.iter().map(|b| (b.i, b.j)).collect(),
+                    step: 0,
+                    diag: Diagnostics::default(),
+                    backup_step: None,
+                    e_released: 0.0,
+                    n_broken: 0,
+                    backup_rupture: (0.0, 0),
+                    failure: None,
+                    held: false,
+                }
+            })
+            .collect();
+        let layout = BatchLayout::new(models);
+        let origins: Vec<DVec3> = reps.iter().map(|r| r.origin).collect();
+        let walls: Vec<u8> = reps.iter().flat_map(|r| walls_bytes(&r.params.walls, r.origin, precision)).collect();
+        let global = ParamInputs {
+            integrator,
+            h: dt,
+            n_particles: layout.n,
+            n_bonds: layout.nb,
+            mask: ((2 * (layout.n as usize).max(1)).next_power_of_two() - 1) as u32,
+            nbr_capacity,
+            n_replicas: models.len() as u32,
         };
-        let engine_params =
-            GpuEngineParams { model, integrator, dt, precision, inv_cell: 1.0 / cell, skin, nbr_capacity };
-        let params_bytes = engine_params.bytes(0);
-        let walls = walls_bytes(&model.params.walls, origin, precision);
         let state = DemState::new(
             &ctx.device,
             &ctx.queue,
             &pipe,
-            model,
-            &params_bytes,
+            models,
+            &origins,
+            &params_bytes(&global, precision, 0),
+            &reps_bytes(&reps, &layout, precision),
             &walls,
-            origin,
             nbr_capacity,
             options.memory_budget,
         )?;
-        ctx.take_error()?;
-        let inv_cell = engine_params.inv_cell;
         let mut e = GpuEngine {
             ctx,
             pipe,
@@ -200,35 +279,45 @@ impl GpuEngine {
             integrator,
             dt,
             precision,
-            params: model.params.clone(),
-            inv_cell,
-            skin,
-            origin,
-            total_mass: model.particles.mass.iter().sum(),
+            reps,
             max_binding: have,
             rebuild_next: false,
             step: 0,
-            diag: Diagnostics::default(),
-            backup_step: None,
-            bond_ends: model.bonds.iter().map(|b| (b.i, b.j)).collect(),
-            e_released: 0.0,
-            n_broken: 0,
-            backup_rupture: (0.0, 0),
             breaks: Vec::new(),
             fallback_steps: 0,
             _lease: lease,
         };
-        e.evaluate_current().map_err(|err| match err {
+        let failures = e.evaluate_current().map_err(|err| match err {
             EngineError::Gpu(g) => g,
             other => GpuError::InitialState(Box::new(other)),
         })?;
+        for (r, err) in failures {
+            e.reps[r].failure = Some(err);
+            e.reps[r].held = true;
+        }
+        e.write_reps();
         Ok(e)
     }
 
-    /// Forces, moments and diagnostics of the current state, with fresh neighbour lists, as at
-    /// the start of a run. If a list overflows, the forces are still exact (grid fallback) but
-    /// the lists are reallocated, where they can grow, and built again.
-    fn evaluate_current(&mut self) -> Result<(), EngineError> {
+    /// The limits `split_batches` needs for batches on this adapter: (the bytes one buffer
+    /// binding may hold, the memory budget), as `new_batch` with these options would apply them.
+    /// Opens the device (or takes it from the cache, where it goes back at once).
+    pub fn batch_limits(
+        adapter: AdapterChoice,
+        precision: Precision,
+        options: GpuOptions,
+    ) -> Result<(u64, Option<u64>), GpuError> {
+        let key = CacheKey { adapter, precision, max_workgroups: options.max_workgroups_per_dimension };
+        let lease = cache::lease(key, options.fresh_device)?;
+        let have = lease.ctx.limits.max_storage_buffer_binding_size.min(lease.ctx.limits.max_buffer_size);
+        Ok((options.max_binding_size.map_or(have, |m| m.min(have)), options.memory_budget))
+    }
+
+    /// Forces, moments and diagnostics of the current state of every running replica, with
+    /// fresh neighbour lists, as at the start of a run. If a list overflows, the forces are
+    /// still exact (grid fallback) but the lists are reallocated, where they can grow, and
+    /// built again. Returns the replicas whose state fails.
+    fn evaluate_current(&mut self) -> Result<Vec<(usize, EngineError)>, EngineError> {
         loop {
             let capacity = self.state.nbr_capacity;
             self.ctx.queue.write_buffer(self.state.buffer("params"), 0, &self.params_bytes(0));
@@ -237,9 +326,9 @@ impl GpuEngine {
             self.state.record_initial(&self.pipe, &mut encoder);
             self.state.record_readback(&self.pipe, &mut encoder);
             self.ctx.queue.submit([encoder.finish()]);
-            self.finish_batch(0)?;
-            if !self.rebuild_next || self.state.nbr_capacity == capacity {
-                return Ok(());
+            let failures = self.finish_batch(0)?;
+            if !self.rebuild_next || self.state.nbr_capacity == capacity || !failures.is_empty() {
+                return Ok(failures);
             }
         }
     }
@@ -270,25 +359,30 @@ impl GpuEngine {
         self.state.nbr_capacity
     }
 
-    /// Bytes of a saved state of this engine (see `save_state`).
-    fn state_bytes(&self) -> usize {
-        let rupture = if self.state.rupture { RUPTURE_TOTALS_BYTES + 4 * self.state.n_bonds as usize } else { 0 };
-        ORIGIN_BYTES + state::STATE_ARRAYS.len() * self.state.array_bytes() + rupture
+    /// Bytes of a saved state of replica r (see `save_state`).
+    fn state_bytes(&self, r: usize) -> usize {
+        let l = &self.state.layout;
+        let rupture = if l.rupture[r] { RUPTURE_TOTALS_BYTES + 4 * l.n_bonds[r] as usize } else { 0 };
+        ORIGIN_BYTES + state::STATE_ARRAYS.len() * self.state.array_bytes(r) + rupture
     }
 
     fn params_bytes(&self, batch_len: u32) -> Vec<u8> {
         let inputs = ParamInputs {
-            params: &self.params,
             integrator: self.integrator,
             h: self.dt,
-            inv_cell: self.inv_cell,
             n_particles: self.state.n,
             n_bonds: self.state.n_bonds,
             mask: self.state.buckets - 1,
-            skin: self.skin,
             nbr_capacity: self.state.nbr_capacity,
+            n_replicas: self.reps.len() as u32,
         };
         params_bytes(&inputs, self.precision, batch_len)
+    }
+
+    /// Uploads the per-replica parameters (after a replica was frozen or thawed).
+    fn write_reps(&self) {
+        let bytes = reps_bytes(&self.reps, &self.state.layout, self.precision);
+        self.ctx.queue.write_buffer(self.state.buffer("reps"), 0, &bytes);
     }
 
     fn time(&self, step: u64) -> f64 {
@@ -296,79 +390,59 @@ impl GpuEngine {
     }
 
     /// Waits for the batch of `steps` steps just submitted, reads status and diagnostics and
-    /// turns a recorded failure into the engine error the CPU engine would give.
+    /// turns each running replica's recorded failure into the engine error the CPU engine would
+    /// give for its model; returns those (by replica).
     ///
-    /// The report names the lowest failing particle of the first failing step, whatever the
-    /// workgroup schedule (see `failed_before` in shaders/bindings.wgsl). After a failure every
-    /// kernel stops from the next step on (from the check itself for rrp-exact, from the grid
-    /// for a position the grid refuses): positions and attitudes are those of the failing step. For rrp-exact failing after the first step of a
+    /// The report names the lowest failing particle of the replica's first failing step,
+    /// whatever the workgroup schedule (see `failed_before` in shaders/bindings.wgsl). After a
+    /// failure every kernel stops on that replica from the next step on (from the check itself
+    /// for rrp-exact, from the grid for a position the grid refuses): its positions and
+    /// attitudes are those of the failing step. For rrp-exact failing after the first step of a
     /// batch, velocities already carry that step's opening half kick (it was fused into the
     /// previous step); the error's `value` is computed from them.
-    fn finish_batch(&mut self, steps: u64) -> Result<(), EngineError> {
+    fn finish_batch(&mut self, steps: u64) -> Result<Vec<(usize, EngineError)>, EngineError> {
         self.ctx.wait()?;
         self.ctx.take_error()?;
         let (status, rec) = self.state.read_status(&self.ctx.device)?;
-        let start = self.step;
-        // Breaks first: a failing batch keeps those it made (the kernels freeze after a failure),
-        // and `rollback` drops the ones after the step it returns to, as on the CPU.
+        // Breaks first: a failing replica keeps those it made (the kernels freeze after a
+        // failure), and `rollback` drops the ones after the step it returns to, as on the CPU.
         if status[STATUS_BREAKS] != 0 {
-            self.collect_breaks(start, steps, status[STATUS_BREAKS])?;
+            self.collect_breaks(steps, status[STATUS_BREAKS])?;
         }
-        let failed = |slot: usize| status[slot] != STATUS_NONE;
-        if failed(STATUS_EXACT_STEP) || failed(STATUS_GRID_STEP) || failed(STATUS_BAD_STEP) {
-            // The grid and lists stopped at the failing step: whatever runs next rebuilds them.
-            self.rebuild_next = true;
+        let mut failures = Vec::new();
+        for r in 0..self.reps.len() {
+            if self.reps[r].held {
+                continue;
+            }
+            let w = |slot: usize| status[STATUS_LEN + r * RSTATUS_LEN + slot];
+            if let Some(err) = self.replica_failure(r, steps, &w)? {
+                failures.push((r, err));
+                continue;
+            }
+            let rep = &self.reps[r];
+            let step = rep.step + steps;
+            let mut d = diagnostics_from_record(&rec[r * NQ..(r + 1) * NQ], step, self.time(step));
+            d.l += rep.origin.cross(d.p);
+            if rep.params.gravity != DVec3::ZERO {
+                d.u_gravity -= rep.total_mass * rep.params.gravity.dot(rep.origin);
+            }
+            // The record holds Σ m (x − origin): Σ m x = that + M·origin (as the CPU, Σ m x / M).
+            d.x_cm = (d.x_cm + rep.total_mass * rep.origin) / rep.total_mass;
+            d.v_cm = d.p / rep.total_mass;
+            d.e_released = rep.e_released;
+            d.n_broken = rep.n_broken;
+            let rep = &mut self.reps[r];
+            rep.step = step;
+            rep.diag = d;
         }
-        if failed(STATUS_EXACT_STEP) {
-            let s = status[STATUS_EXACT_STEP] as u64;
-            let particle = status[STATUS_EXACT_PARTICLE] as usize;
-            self.step = start + s;
-            let arrays = self.state.read_arrays(&self.ctx.device, &self.ctx.queue, &["omega", "moment", "inertial"])?;
-            let at = |a: &Vec<f64>| DVec3::new(a[4 * particle], a[4 * particle + 1], a[4 * particle + 2]);
-            let h = self.dt;
-            // The opening kick is applied by the check only at the first step of a batch.
-            let kick = if s == 0 { 0.5 * h } else { 0.0 };
-            let wh = at(&arrays[0]) + at(&arrays[1]) * (kick * arrays[2][4 * particle + 3]);
-            return Err(EngineError::RrpExactCondition {
-                particle,
-                step: self.step,
-                t: self.time(self.step),
-                value: h * h * wh.length_squared(),
-            });
-        }
-        // A position the grid refuses stops the step before its forces (as on the CPU), so at
-        // most one of the two is set; the grid's comes first if both were.
-        let grid = failed(STATUS_GRID_STEP);
-        if grid || failed(STATUS_BAD_STEP) {
-            let (s, particle) = if grid {
-                (status[STATUS_GRID_STEP] as u64, status[STATUS_GRID_PARTICLE] as usize)
-            } else {
-                (status[STATUS_BAD_STEP] as u64, status[STATUS_BAD_PARTICLE] as usize)
-            };
-            // The failure shows in the force evaluation that ends step s (step index s + 1 of
-            // the run), or in the initial evaluation of `new`.
-            let step = if steps == 0 { start } else { start + s + 1 };
-            self.step = step;
-            let a = self.state.read_arrays(&self.ctx.device, &self.ctx.queue, &["pos", "vel", "omega", "force"])?;
-            let v = |k: usize| DVec3::new(a[k][4 * particle], a[k][4 * particle + 1], a[k][4 * particle + 2]);
-            let x = v(0) + self.origin;
-            return Err(if grid && x.is_finite() {
-                EngineError::OutOfRange { particle, step, position: format!("{x}") }
-            } else {
-                EngineError::NonFinite {
-                    particle,
-                    step,
-                    t: self.time(step),
-                    what: format!("x = {x}, v = {}, Ω = {}, F = {}", v(1), v(2), v(3)),
-                }
-            });
-        }
-        self.step = start + steps;
+        self.step += steps;
         // After an overflow the forces stayed exact (grid fallback). The next batch must start
         // with a rebuild (its first step would otherwise use the lists without a fresh grid);
-        // the lists get room for it where the binding limit allows.
-        self.rebuild_next = status[STATUS_OVERFLOW] != 0;
-        if self.rebuild_next {
+        // the lists get room for it where the binding limit allows. After a failure the grid and
+        // lists of the failing replica stopped at the failing step: whatever runs next rebuilds.
+        let overflow = status[STATUS_OVERFLOW] != 0;
+        self.rebuild_next = overflow || !failures.is_empty();
+        if overflow {
             self.fallback_steps += steps;
             let cap = status[STATUS_MAX_NBR].saturating_add(status[STATUS_MAX_NBR] / 4 + 4);
             let need = 4 * cap as u64 * self.state.n as u64;
@@ -377,57 +451,101 @@ impl GpuEngine {
             }
             // (If it cannot grow, the lists keep falling back to the grid: same results.)
         }
-        let mut d = diagnostics_from_record(&rec, self.step, self.time(self.step));
-        d.l += self.origin.cross(d.p);
-        if self.params.gravity != DVec3::ZERO {
-            d.u_gravity -= self.total_mass * self.params.gravity.dot(self.origin);
-        }
-        // The record holds Σ m (x − origin): Σ m x = that + M·origin (as the CPU, Σ m x / M).
-        d.x_cm = (d.x_cm + self.total_mass * self.origin) / self.total_mass;
-        d.v_cm = d.p / self.total_mass;
-        d.e_released = self.e_released;
-        d.n_broken = self.n_broken;
-        self.diag = d;
-        Ok(())
+        Ok(failures)
     }
 
-    /// Reads the `count` break records of the batch of `steps` steps that started at `start`,
-    /// sorts them by (step, bond) and books them: their energies are added to `E_released` in
-    /// that order, as the CPU engine adds them.
-    fn collect_breaks(&mut self, start: u64, steps: u64, count: u32) -> Result<(), EngineError> {
+    /// The error of replica r's failure recorded in its status words `w` (None if it has
+    /// none); sets the replica's step to the failing one, as the CPU engine stops there.
+    fn replica_failure(
+        &mut self,
+        r: usize,
+        steps: u64,
+        w: &dyn Fn(usize) -> u32,
+    ) -> Result<Option<EngineError>, EngineError> {
+        let failed = |slot: usize| w(slot) != STATUS_NONE;
+        let start = self.reps[r].step;
+        let p0 = self.state.layout.p_start[r] as usize;
+        if failed(RSTATUS_EXACT_STEP) {
+            let s = w(RSTATUS_EXACT_STEP) as u64;
+            let particle = w(RSTATUS_EXACT_PARTICLE) as usize - p0;
+            self.reps[r].step = start + s;
+            let arrays =
+                self.state.read_arrays(&self.ctx.device, &self.ctx.queue, &["omega", "moment", "inertial"], r)?;
+            let at = |a: &Vec<f64>| DVec3::new(a[4 * particle], a[4 * particle + 1], a[4 * particle + 2]);
+            let h = self.dt;
+            // The opening kick is applied by the check only at the first step of a batch.
+            let kick = if s == 0 { 0.5 * h } else { 0.0 };
+            let wh = at(&arrays[0]) + at(&arrays[1]) * (kick * arrays[2][4 * particle + 3]);
+            return Ok(Some(EngineError::RrpExactCondition {
+                particle,
+                step: start + s,
+                t: self.time(start + s),
+                value: h * h * wh.length_squared(),
+            }));
+        }
+        // A position the grid refuses stops the step before its forces (as on the CPU), so at
+        // most one of the two is set; the grid's comes first if both were.
+        let grid = failed(RSTATUS_GRID_STEP);
+        if !grid && !failed(RSTATUS_BAD_STEP) {
+            return Ok(None);
+        }
+        let (s, particle) = if grid {
+            (w(RSTATUS_GRID_STEP) as u64, w(RSTATUS_GRID_PARTICLE) as usize - p0)
+        } else {
+            (w(RSTATUS_BAD_STEP) as u64, w(RSTATUS_BAD_PARTICLE) as usize - p0)
+        };
+        // The failure shows in the force evaluation that ends step s (step index s + 1 of the
+        // run), or in the initial evaluation of `new`.
+        let step = if steps == 0 { start } else { start + s + 1 };
+        self.reps[r].step = step;
+        let a = self.state.read_arrays(&self.ctx.device, &self.ctx.queue, &["pos", "vel", "omega", "force"], r)?;
+        let v = |k: usize| DVec3::new(a[k][4 * particle], a[k][4 * particle + 1], a[k][4 * particle + 2]);
+        let x = v(0) + self.reps[r].origin;
+        Ok(Some(if grid && x.is_finite() {
+            EngineError::OutOfRange { particle, step, position: format!("{x}") }
+        } else {
+            EngineError::NonFinite {
+                particle,
+                step,
+                t: self.time(step),
+                what: format!("x = {x}, v = {}, Ω = {}, F = {}", v(1), v(2), v(3)),
+            }
+        }))
+    }
+
+    /// Reads the `count` break records of the batch of `steps` steps just run, sorts them by
+    /// (replica, step, bond) and books them: each replica's energies are added to its
+    /// `E_released` in step then bond order, as the CPU engine adds them.
+    fn collect_breaks(&mut self, steps: u64, count: u32) -> Result<(), EngineError> {
         let (at, ids) = self.state.read_breaks(&self.ctx.device, &self.ctx.queue, count)?;
-        let mut found: Vec<BreakEvent> = at
+        let layout = &self.state.layout;
+        let mut found: Vec<(usize, BreakEvent)> = at
             .iter()
             .zip(&ids)
-            .map(|(a, &[bond, s, mode])| {
+            .map(|(a, &[k, s, mode])| {
+                let r = layout.replica_of_bond(k);
+                let rep = &self.reps[r];
+                let bond = k - layout.b_start[r];
                 // The evaluation at batch step s ends step s + 1 of the batch; the initial one
                 // (no steps) is that of the current state.
-                let step = if steps == 0 { start } else { start + s as u64 + 1 };
-                let (i, j) = self.bond_ends[bond as usize];
-                BreakEvent {
-                    step,
-                    t: self.time(step),
-                    bond,
-                    i,
-                    j,
-                    mode: mode as u8,
-                    x: DVec3::new(a[0], a[1], a[2]) + self.origin,
-                    energy: a[3],
-                }
+                let step = if steps == 0 { rep.step } else { rep.step + s as u64 + 1 };
+                let (i, j) = rep.bond_ends[bond as usize];
+                let x = DVec3::new(a[0], a[1], a[2]) + rep.origin;
+                (r, BreakEvent { step, t: self.time(step), bond, i, j, mode: mode as u8, x, energy: a[3] })
             })
             .collect();
-        found.sort_by_key(|e| (e.step, e.bond));
-        for e in &found {
-            self.e_released += e.energy;
+        found.sort_by_key(|(r, e)| (*r, e.step, e.bond));
+        for (r, e) in &found {
+            self.reps[*r].e_released += e.energy;
+            self.reps[*r].n_broken += 1;
         }
-        self.n_broken += found.len() as u64;
         self.breaks.extend(found);
         Ok(())
     }
 
     /// Runs one batch of at most u32::MAX steps; with `backup`, its first command buffer starts
-    /// by copying the state arrays for `rollback`.
-    fn advance_batch(&mut self, steps: u32, backup: bool) -> Result<(), EngineError> {
+    /// by copying the state arrays for `rollback`. Returns the replicas that failed in it.
+    fn advance_batch(&mut self, steps: u32, backup: bool) -> Result<Vec<(usize, EngineError)>, EngineError> {
         self.ctx.queue.write_buffer(self.state.buffer("params"), 0, &self.params_bytes(steps));
         self.state.reset_status(&self.ctx.queue, self.rebuild_next);
         let mut done = 0u64;
@@ -448,38 +566,215 @@ impl GpuEngine {
         }
         self.finish_batch(steps as u64)
     }
-}
 
-/// Engine inputs needed before the state exists.
-struct GpuEngineParams<'a> {
-    model: &'a Model,
-    integrator: Integrator,
-    dt: f64,
-    precision: Precision,
-    inv_cell: f64,
-    skin: f64,
-    nbr_capacity: u32,
-}
+    /// Marks the start of an `advance`: the backup point of every replica (the backup copies
+    /// hold every replica's state, a frozen one's too).
+    fn begin_advance(&mut self) {
+        for rep in self.reps.iter_mut() {
+            rep.backup_step = Some(rep.step);
+            rep.backup_rupture = (rep.e_released, rep.n_broken);
+        }
+    }
 
-impl GpuEngineParams<'_> {
-    fn bytes(&self, batch_len: u32) -> Vec<u8> {
-        let n = self.model.particles.len();
-        let inputs = ParamInputs {
-            params: &self.model.params,
-            integrator: self.integrator,
-            h: self.dt,
-            inv_cell: self.inv_cell,
-            n_particles: n as u32,
-            n_bonds: self.model.bonds.len() as u32,
-            mask: ((2 * n.max(1)).next_power_of_two() - 1) as u32,
-            skin: self.skin,
-            nbr_capacity: self.nbr_capacity,
+    /// Copies replica r's backup ranges back (queued) and resets its host side to the backup
+    /// point: step, rupture totals, breaks after that step. The caller re-evaluates.
+    fn restore_replica(&mut self, r: usize) -> bool {
+        let Some(step) = self.reps[r].backup_step else {
+            return false; // no advance since the engine was built or loaded
         };
-        params_bytes(&inputs, self.precision, batch_len)
+        let mut encoder = self.ctx.device.create_command_encoder(&Default::default());
+        self.state.record_restore(&mut encoder, r);
+        self.ctx.queue.submit([encoder.finish()]);
+        let rep = &mut self.reps[r];
+        rep.step = step;
+        (rep.e_released, rep.n_broken) = rep.backup_rupture;
+        // Breaks after the restored step never happened.
+        self.breaks.retain(|(q, e)| *q != r || e.step <= step);
+        // Its lists were built for the state it leaves.
+        self.rebuild_next = true;
+        true
+    }
+
+    /// Re-evaluates the batch so that the replicas in `thaw` (restored, perhaps frozen) get the
+    /// forces and diagnostics of their state; those frozen before stay frozen. The running
+    /// replicas' forces and diagnostics come out unchanged (functions of their state).
+    fn evaluate_thawed(&mut self, thaw: &[usize]) -> Result<(), EngineError> {
+        let held: Vec<bool> = thaw.iter().map(|&r| self.reps[r].held).collect();
+        for &r in thaw {
+            self.reps[r].held = false;
+        }
+        self.write_reps();
+        let failures = self.evaluate_current();
+        for (&r, h) in thaw.iter().zip(held) {
+            self.reps[r].held = h;
+        }
+        for (r, err) in failures? {
+            // A running replica cannot fail at a state it already passed; keep it safe anyway.
+            self.reps[r].held = true;
+            self.reps[r].failure.get_or_insert(err);
+        }
+        self.write_reps();
+        Ok(())
+    }
+
+    /// Runs `steps` steps of every running replica; returns the failures (replica, error),
+    /// each replica's state left at its failing step.
+    fn run(&mut self, steps: u64) -> Result<Vec<(usize, EngineError)>, EngineError> {
+        self.ctx.check_lost()?;
+        self.begin_advance();
+        if steps == 0 {
+            let mut encoder = self.ctx.device.create_command_encoder(&Default::default());
+            self.state.record_backup(&mut encoder);
+            self.ctx.queue.submit([encoder.finish()]);
+            return Ok(Vec::new());
+        }
+        let mut left = steps;
+        let mut first = true;
+        let mut failures = Vec::new();
+        while left > 0 {
+            let batch = left.min(u32::MAX as u64 / 2) as u32;
+            let found = self.advance_batch(batch, first)?;
+            first = false;
+            left -= batch as u64;
+            if !found.is_empty() && left > 0 {
+                // Later batches must leave the failed replicas as they are.
+                for (r, _) in &found {
+                    self.reps[*r].held = true;
+                }
+                self.write_reps();
+            }
+            failures.extend(found);
+        }
+        for (r, _) in &failures {
+            self.reps[*r].held = false;
+        }
+        Ok(failures)
+    }
+
+    /// The engine as one model: its methods need a one-replica batch.
+    fn single(&self, what: &str) -> Result<(), EngineError> {
+        if self.reps.len() == 1 {
+            return Ok(());
+        }
+        Err(EngineError::Unsupported(format!(
+            "`{what}` of the Engine interface needs a one-replica GPU engine; this one steps {} replicas (use              BatchEngine)",
+            self.reps.len()
+        )))
+    }
+
+    fn check_replica(&self, r: usize) -> Result<(), EngineError> {
+        if r < self.reps.len() {
+            return Ok(());
+        }
+        Err(EngineError::Unsupported(format!("replica {r} does not exist (the batch has {})", self.reps.len())))
+    }
+
+    fn snapshot_of(&mut self, r: usize) -> Result<Vec<Kinematics>, EngineError> {
+        self.ctx.check_lost()?;
+        self.check_replica(r)?;
+        let a = self.state.read_arrays(&self.ctx.device, &self.ctx.queue, &state::STATE_ARRAYS, r)?;
+        let v = |k: usize, i: usize| DVec3::new(a[k][4 * i], a[k][4 * i + 1], a[k][4 * i + 2]);
+        let origin = self.reps[r].origin;
+        Ok((0..self.state.layout.n_particles[r] as usize)
+            .map(|i| Kinematics {
+                x: v(0, i) + origin,
+                v: v(1, i),
+                q: DQuat::from_xyzw(a[2][4 * i], a[2][4 * i + 1], a[2][4 * i + 2], a[2][4 * i + 3]),
+                w: v(3, i),
+            })
+            .collect())
+    }
+
+    /// Data: the origin of the stored positions (three little-endian f64), then the raw device
+    /// arrays pos (with the radius in w), vel, quat, omega, four reals per particle each; with
+    /// rupture, then `E_released` (f64), `n_broken` (u64) and the broken flags (u32 per bond).
+    /// A replica's ranges give exactly what a one-replica engine of its model writes.
+    fn save_state_of(&mut self, r: usize) -> Result<EngineState, EngineError> {
+        self.ctx.check_lost()?;
+        self.check_replica(r)?;
+        let arrays = self.state.read_arrays_raw(&self.ctx.device, &self.ctx.queue, &state::STATE_ARRAYS, r)?;
+        let broken = self.state.read_broken_raw(&self.ctx.device, &self.ctx.queue, r)?;
+        let rep = &self.reps[r];
+        let mut data = Vec::with_capacity(self.state_bytes(r));
+        for c in rep.origin.to_array() {
+            data.extend_from_slice(&c.to_le_bytes());
+        }
+        for a in &arrays {
+            data.extend_from_slice(a);
+        }
+        if self.state.layout.rupture[r] {
+            data.extend_from_slice(&rep.e_released.to_le_bytes());
+            data.extend_from_slice(&rep.n_broken.to_le_bytes());
+            data.extend_from_slice(&broken);
+        }
+        Ok(EngineState { kind: self.state_kind_str(), step: rep.step, data })
+    }
+
+    fn state_kind_str(&self) -> String {
+        format!("gpu-{}", self.precision.as_str())
+    }
+
+    fn info_of(&self) -> EngineInfo {
+        EngineInfo {
+            backend: "gpu".into(),
+            device: format!("{} ({})", self.ctx.adapter_name, self.ctx.backend),
+            precision: self.precision,
+        }
+    }
+
+    /// Lowest index on ties; a NaN |F| neither wins nor is beaten unless it comes first, as on
+    /// the CPU.
+    fn largest_force_of(&mut self, r: usize) -> Result<Option<(usize, f64)>, EngineError> {
+        self.ctx.check_lost()?;
+        self.check_replica(r)?;
+        let f = &self.state.read_arrays(&self.ctx.device, &self.ctx.queue, &["force"], r)?[0];
+        Ok(f.chunks_exact(4).map(|c| DVec3::new(c[0], c[1], c[2]).length()).enumerate().fold(
+            None,
+            |best: Option<(usize, f64)>, (i, f)| match best {
+                Some((_, b)) if f.partial_cmp(&b) != Some(std::cmp::Ordering::Greater) => best,
+                _ => Some((i, f)),
+            },
+        ))
+    }
+
+    fn warnings_of(&self) -> Vec<String> {
+        if self.fallback_steps == 0 {
+            return Vec::new();
+        }
+        vec![format!(
+            "the contact neighbour lists could not grow (binding limit or device memory): {} steps used the \
+             slower grid search instead (same results, lower throughput)",
+            self.fallback_steps
+        )]
     }
 }
 
-/// The walls buffer: points relative to the position origin, in the engine's precision.
+/// The per-replica parameter buffer (`ReplicaGpu` per replica).
+fn reps_bytes(reps: &[Replica], layout: &BatchLayout, precision: Precision) -> Vec<u8> {
+    let inputs = |r: usize| ReplicaInputs {
+        params: &reps[r].params,
+        inv_cell: reps[r].inv_cell,
+        skin: reps[r].skin,
+        p_start: layout.p_start[r],
+        n_particles: layout.n_particles[r],
+        b_start: layout.b_start[r],
+        n_bonds: layout.n_bonds[r],
+        wall_start: layout.wall_start[r],
+        held: reps[r].held,
+    };
+    match precision {
+        Precision::F32 => {
+            let v: Vec<ReplicaGpu32> = (0..reps.len()).map(|r| ReplicaGpu32::new(&inputs(r))).collect();
+            bytemuck::cast_slice(&v).to_vec()
+        }
+        Precision::F64 => {
+            let v: Vec<ReplicaGpu64> = (0..reps.len()).map(|r| ReplicaGpu64::new(&inputs(r))).collect();
+            bytemuck::cast_slice(&v).to_vec()
+        }
+    }
+}
+
+/// One replica's walls: points relative to its position origin, in the engine's precision.
 fn walls_bytes(walls: &[crate::interactions::Wall], origin: DVec3, precision: Precision) -> Vec<u8> {
     let w: Vec<crate::interactions::Wall> =
         walls.iter().map(|w| crate::interactions::Wall { point: w.point - origin, normal: w.normal }).collect();
@@ -507,7 +802,7 @@ fn walls_bytes(walls: &[crate::interactions::Wall], origin: DVec3, precision: Pr
     }
 }
 
-fn params_bytes(inputs: &ParamInputs<'_>, precision: Precision, batch_len: u32) -> Vec<u8> {
+fn params_bytes(inputs: &ParamInputs, precision: Precision, batch_len: u32) -> Vec<u8> {
     match precision {
         Precision::F32 => bytemuck::bytes_of(&SimParams32 { batch_len, ..SimParams32::new(inputs) }).to_vec(),
         Precision::F64 => bytemuck::bytes_of(&SimParams64 { batch_len, ..SimParams64::new(inputs) }).to_vec(),
@@ -549,13 +844,11 @@ fn diagnostics_from_record(r: &[f64], step: u64, t: f64) -> Diagnostics {
     }
 }
 
+/// The one-model interface: a one-replica engine (`new`, `with_options`). Methods that speak of
+/// one state need exactly one replica.
 impl Engine for GpuEngine {
     fn info(&self) -> EngineInfo {
-        EngineInfo {
-            backend: "gpu".into(),
-            device: format!("{} ({})", self.ctx.adapter_name, self.ctx.backend),
-            precision: self.precision,
-        }
+        self.info_of()
     }
 
     fn n_particles(&self) -> usize {
@@ -563,150 +856,112 @@ impl Engine for GpuEngine {
     }
 
     fn steps_done(&self) -> u64 {
-        self.step
+        self.reps.first().map_or(self.step, |r| r.step)
     }
 
     fn advance(&mut self, steps: u64) -> Result<(), EngineError> {
-        self.ctx.check_lost()?;
-        self.backup_step = Some(self.step);
-        self.backup_rupture = (self.e_released, self.n_broken);
-        if steps == 0 {
-            let mut encoder = self.ctx.device.create_command_encoder(&Default::default());
-            self.state.record_backup(&mut encoder);
-            self.ctx.queue.submit([encoder.finish()]);
-            return Ok(());
+        self.single("advance")?;
+        match self.run(steps)?.into_iter().next() {
+            Some((_, err)) => Err(err),
+            None => Ok(()),
         }
-        let mut left = steps;
-        let mut first = true;
-        while left > 0 {
-            let batch = left.min(u32::MAX as u64 / 2) as u32;
-            self.advance_batch(batch, first)?;
-            first = false;
-            left -= batch as u64;
-        }
-        Ok(())
     }
 
     fn diagnostics(&mut self) -> Result<Diagnostics, EngineError> {
         self.ctx.check_lost()?;
-        Ok(self.diag)
+        self.single("diagnostics")?;
+        Ok(self.reps[0].diag)
     }
 
     fn snapshot(&mut self) -> Result<Vec<Kinematics>, EngineError> {
-        self.ctx.check_lost()?;
-        let a = self.state.read_arrays(&self.ctx.device, &self.ctx.queue, &state::STATE_ARRAYS)?;
-        let v = |k: usize, i: usize| DVec3::new(a[k][4 * i], a[k][4 * i + 1], a[k][4 * i + 2]);
-        Ok((0..self.state.n as usize)
-            .map(|i| Kinematics {
-                x: v(0, i) + self.origin,
-                v: v(1, i),
-                q: DQuat::from_xyzw(a[2][4 * i], a[2][4 * i + 1], a[2][4 * i + 2], a[2][4 * i + 3]),
-                w: v(3, i),
-            })
-            .collect())
+        self.single("snapshot")?;
+        self.snapshot_of(0)
     }
 
     fn state_kind(&self) -> String {
-        format!("gpu-{}", self.precision.as_str())
+        self.state_kind_str()
     }
 
-    /// Data: the origin of the stored positions (three little-endian f64), then the raw device
-    /// arrays pos (with the radius in w), vel, quat, omega, four reals per particle each; with
-    /// rupture, then `E_released` (f64), `n_broken` (u64) and the broken flags (u32 per bond).
     fn save_state(&mut self) -> Result<EngineState, EngineError> {
-        self.ctx.check_lost()?;
-        let arrays = self.state.read_arrays_raw(&self.ctx.device, &self.ctx.queue, &state::STATE_ARRAYS)?;
-        let broken = self.state.read_broken_raw(&self.ctx.device, &self.ctx.queue)?;
-        let mut data = Vec::with_capacity(self.state_bytes());
-        for c in self.origin.to_array() {
-            data.extend_from_slice(&c.to_le_bytes());
-        }
-        for a in &arrays {
-            data.extend_from_slice(a);
-        }
-        if self.state.rupture {
-            data.extend_from_slice(&self.e_released.to_le_bytes());
-            data.extend_from_slice(&self.n_broken.to_le_bytes());
-            data.extend_from_slice(&broken);
-        }
-        Ok(EngineState { kind: self.state_kind(), step: self.step, data })
+        self.single("save_state")?;
+        self.save_state_of(0)
     }
 
     /// Forgets the rollback point: the loaded state is the last one checked. Breaks not yet
     /// taken that come after the loaded step never happened (as on the CPU).
     fn load_state(&mut self, saved: &EngineState) -> Result<(), EngineError> {
         self.ctx.check_lost()?;
-        if saved.kind != self.state_kind() {
-            return Err(wrong_state_kind(&saved.kind, &self.state_kind()));
+        self.single("load_state")?;
+        if saved.kind != self.state_kind_str() {
+            return Err(wrong_state_kind(&saved.kind, &self.state_kind_str()));
         }
-        let want = self.state_bytes();
+        let want = self.state_bytes(0);
+        let rupture = self.state.layout.rupture[0];
         if saved.data.len() != want {
             return Err(EngineError::Unsupported(format!(
                 "the saved state holds {} bytes; {} particles and {} bonds{} need {want}",
                 saved.data.len(),
                 self.state.n,
                 self.state.n_bonds,
-                if self.state.rupture { " with rupture" } else { " without rupture" },
+                if rupture { " with rupture" } else { " without rupture" },
             )));
         }
-        let len = self.state.array_bytes();
+        let len = self.state.array_bytes(0);
         let (head, rest) = saved.data.split_at(ORIGIN_BYTES);
-        let (arrays, rupture) = rest.split_at(state::STATE_ARRAYS.len() * len);
+        let (arrays, rupture_bytes) = rest.split_at(state::STATE_ARRAYS.len() * len);
         let c: Vec<f64> = head.chunks_exact(8).map(|b| f64::from_le_bytes(b.try_into().unwrap_or([0; 8]))).collect();
         let origin = DVec3::new(c[0], c[1], c[2]);
         if !origin.is_finite() {
             return Err(EngineError::Unsupported(format!("the saved state's position origin {origin} is not finite")));
         }
         for (name, bytes) in state::STATE_ARRAYS.iter().zip(arrays.chunks_exact(len.max(1))) {
-            self.state.write_array_raw(&self.ctx.queue, name, bytes);
+            self.state.write_array_raw(&self.ctx.queue, name, bytes, 0);
         }
-        if self.state.rupture {
-            let (totals, flags) = rupture.split_at(RUPTURE_TOTALS_BYTES);
+        let rep = &mut self.reps[0];
+        if rupture {
+            let (totals, flags) = rupture_bytes.split_at(RUPTURE_TOTALS_BYTES);
             let word = |k: usize| <[u8; 8]>::try_from(&totals[8 * k..8 * k + 8]).unwrap_or([0; 8]);
-            self.e_released = f64::from_le_bytes(word(0));
-            self.n_broken = u64::from_le_bytes(word(1));
-            self.state.write_broken_raw(&self.ctx.queue, flags);
+            rep.e_released = f64::from_le_bytes(word(0));
+            rep.n_broken = u64::from_le_bytes(word(1));
+            self.state.write_broken_raw(&self.ctx.queue, flags, 0);
         }
-        self.breaks.retain(|e| e.step <= saved.step);
-        // The walls are stored relative to the origin; the parameters are rewritten with them so
-        // that nothing of the previous state's set-up survives.
-        self.origin = origin;
-        let walls = walls_bytes(&self.params.walls, origin, self.precision);
+        self.breaks.retain(|(_, e)| e.step <= saved.step);
+        // The walls are stored relative to the origin; they are rewritten with it so that
+        // nothing of the previous state's set-up survives.
+        rep.origin = origin;
+        rep.step = saved.step;
+        rep.backup_step = None;
+        rep.held = false;
+        rep.failure = None;
+        self.step = saved.step;
+        let walls = walls_bytes(&rep.params.walls, origin, self.precision);
         if !walls.is_empty() {
             self.ctx.queue.write_buffer(self.state.buffer("walls"), 0, &walls);
         }
-        self.step = saved.step;
-        self.backup_step = None;
-        self.evaluate_current()
+        self.write_reps();
+        self.rebuild_next = true;
+        match self.evaluate_current()?.into_iter().next() {
+            Some((_, err)) => Err(err),
+            None => Ok(()),
+        }
     }
 
     fn rollback(&mut self) -> Result<(), EngineError> {
         self.ctx.check_lost()?;
-        let Some(step) = self.backup_step else {
-            return Ok(()); // no advance since the engine was built or loaded
-        };
-        let mut encoder = self.ctx.device.create_command_encoder(&Default::default());
-        self.state.record_restore(&mut encoder);
-        self.ctx.queue.submit([encoder.finish()]);
-        self.step = step;
-        (self.e_released, self.n_broken) = self.backup_rupture;
-        // Breaks after the restored step never happened.
-        self.breaks.retain(|e| e.step <= step);
-        self.evaluate_current()
+        self.single("rollback")?;
+        if !self.restore_replica(0) {
+            return Ok(());
+        }
+        self.step = self.reps[0].step;
+        match self.evaluate_current()?.into_iter().next() {
+            Some((_, err)) => Err(err),
+            None => Ok(()),
+        }
     }
 
-    /// Lowest index on ties; a NaN |F| neither wins nor is beaten unless it comes first, as on
-    /// the CPU.
     fn largest_force(&mut self) -> Result<Option<(usize, f64)>, EngineError> {
-        self.ctx.check_lost()?;
-        let f = &self.state.read_arrays(&self.ctx.device, &self.ctx.queue, &["force"])?[0];
-        Ok(f.chunks_exact(4).map(|c| DVec3::new(c[0], c[1], c[2]).length()).enumerate().fold(
-            None,
-            |best: Option<(usize, f64)>, (i, f)| match best {
-                Some((_, b)) if f.partial_cmp(&b) != Some(std::cmp::Ordering::Greater) => best,
-                _ => Some((i, f)),
-            },
-        ))
+        self.single("largest_force")?;
+        self.largest_force_of(0)
     }
 
     fn guard_interval(&self) -> u64 {
@@ -714,19 +969,106 @@ impl Engine for GpuEngine {
     }
 
     fn warnings(&self) -> Vec<String> {
-        if self.fallback_steps == 0 {
-            return Vec::new();
-        }
-        vec![format!(
-            "the contact neighbour lists could not grow (binding limit or device memory): {} steps used the \
-             slower grid search instead (same results, lower throughput)",
-            self.fallback_steps
-        )]
+        self.warnings_of()
     }
 
     /// Collected at the end of each batch (see `finish_batch`), already in step then bond order.
     fn take_breaks(&mut self) -> Vec<BreakEvent> {
-        std::mem::take(&mut self.breaks)
+        std::mem::take(&mut self.breaks).into_iter().map(|(_, e)| e).collect()
+    }
+}
+
+/// The batch interface: replica indices, particle and bond indices as in each replica's model.
+impl BatchEngine for GpuEngine {
+    fn info(&self) -> EngineInfo {
+        self.info_of()
+    }
+
+    fn replicas(&self) -> usize {
+        self.reps.len()
+    }
+
+    fn n_particles(&self, r: usize) -> usize {
+        self.state.layout.n_particles.get(r).map_or(0, |&n| n as usize)
+    }
+
+    fn steps_done(&self) -> u64 {
+        self.step
+    }
+
+    /// A replica that fails is rolled back to the start of this call (range copies), frozen and
+    /// its error kept; one evaluation of the batch then gives it the forces and diagnostics of
+    /// that state (the others' come out unchanged).
+    fn advance(&mut self, steps: u64) -> Result<(), EngineError> {
+        let failures = self.run(steps)?;
+        if failures.is_empty() {
+            return Ok(());
+        }
+        let mut thaw = Vec::new();
+        for (r, err) in failures {
+            self.restore_replica(r);
+            self.reps[r].failure = Some(err);
+            self.reps[r].held = true;
+            thaw.push(r);
+        }
+        self.evaluate_thawed(&thaw)
+    }
+
+    fn take_failure(&mut self, r: usize) -> Option<EngineError> {
+        self.reps.get_mut(r)?.failure.take()
+    }
+
+    fn diagnostics(&mut self) -> Result<Vec<Diagnostics>, EngineError> {
+        self.ctx.check_lost()?;
+        Ok(self.reps.iter().map(|r| r.diag).collect())
+    }
+
+    fn snapshot(&mut self, r: usize) -> Result<Vec<Kinematics>, EngineError> {
+        self.snapshot_of(r)
+    }
+
+    fn state_kind(&self) -> String {
+        self.state_kind_str()
+    }
+
+    fn save_state(&mut self, r: usize) -> Result<EngineState, EngineError> {
+        self.save_state_of(r)
+    }
+
+    fn rollback(&mut self, r: usize) -> Result<(), EngineError> {
+        self.ctx.check_lost()?;
+        self.check_replica(r)?;
+        if !self.restore_replica(r) {
+            return Ok(());
+        }
+        self.evaluate_thawed(&[r])
+    }
+
+    fn freeze(&mut self, r: usize) {
+        if let Some(rep) = self.reps.get_mut(r) {
+            rep.held = true;
+            self.write_reps();
+        }
+    }
+
+    fn largest_force(&mut self, r: usize) -> Result<Option<(usize, f64)>, EngineError> {
+        self.largest_force_of(r)
+    }
+
+    /// By replica, then step, then bond (each replica's in the order a one-replica engine of
+    /// its model gives).
+    fn take_breaks(&mut self) -> Vec<(usize, BreakEvent)> {
+        let mut b = std::mem::take(&mut self.breaks);
+        b.sort_by_key(|(r, e)| (*r, e.step, e.bond));
+        b
+    }
+
+    fn guard_interval(&self) -> u64 {
+        GUARD_INTERVAL
+    }
+
+    fn warnings(&self) -> Vec<String> {
+        self.warnings_of()
     }
 }
 

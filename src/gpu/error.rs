@@ -57,6 +57,9 @@ pub enum GpuError {
     /// first force evaluation, as `CpuEngine::new` reports it.
     #[error(transparent)]
     InitialState(Box<EngineError>),
+    /// `GpuEngine::new_batch` was given no model.
+    #[error("a GPU batch needs at least one model (replica); none was given")]
+    EmptyBatch,
 }
 
 impl From<GpuError> for EngineError {

@@ -1,13 +1,14 @@
-//! GPU-resident simulation state: the buffers (structure of arrays, vec4 lanes, in the engine's
-//! real type), their bind groups for every kernel, and the recording of steps, force
-//! evaluations and diagnostics reductions into a command encoder. Nothing here waits on the GPU.
+//! GPU-resident simulation state of a batch of replicas (one model is the one-replica batch):
+//! the buffers (structure of arrays, vec4 lanes, in the engine's real type; replicas concatenated
+//! as `batch::BatchLayout` says), their bind groups for every kernel, and the recording of steps,
+//! force evaluations, segmented diagnostics reductions and per-replica range copies into a
+//! command encoder. Nothing here waits on the GPU except the `read_*` functions.
 
+use super::batch::BatchLayout;
 use super::context::{BufferFailure, create_buffer};
 use super::error::GpuError;
 use super::pipeline::DemPipeline;
-use super::shader::{
-    NQ, SCAN_WG, STATUS_BAD_STEP, STATUS_EXACT_PARTICLE, STATUS_EXACT_STEP, STATUS_LEN, STATUS_NONE, STATUS_REBUILD, WG,
-};
+use super::shader::{NQ, RSTATUS_LEN, SCAN_WG, STATUS_LEN, STATUS_NONE, STATUS_REBUILD, WG};
 use crate::engine::Precision;
 use crate::integrator::Integrator;
 use crate::model::Model;
@@ -17,11 +18,9 @@ use std::collections::HashMap;
 /// channel).
 pub type BreakRecords = (Vec<[f64; 4]>, Vec<[u32; 3]>);
 
-/// Status words at the start of the readback buffer; the diagnostics record follows.
-const STATUS_BYTES: u64 = (STATUS_LEN * 4) as u64;
 /// Every buffer is at least this large: no zero-size bindings, and at least one element of the
 /// widest array type (BondOutGpu in f64 is 96 bytes).
-const MIN_BUFFER: usize = 128;
+pub const MIN_BUFFER: usize = 128;
 
 /// Bytes of one real.
 pub fn real_size(p: Precision) -> usize {
@@ -55,22 +54,25 @@ struct ScanLevel {
     add: Option<Vec<wgpu::BindGroup>>,
 }
 
-/// One `reduce_partials` level: `n_in` records in, `ceil(n_in / WG)` out.
+/// One reduction level: `n_groups` workgroups, each summing what its chunk-table entry says.
 struct ReduceLevel {
-    n_in: u32,
+    n_groups: u32,
     groups: Vec<wgpu::BindGroup>,
 }
 
-/// Buffers and bind groups of one model on one device.
+/// Buffers and bind groups of a batch of replicas on one device.
 pub struct DemState {
     pub precision: Precision,
+    /// Particles and bonds of the whole batch.
     pub n: u32,
     pub n_bonds: u32,
+    /// Where each replica lies in the arrays.
+    pub layout: BatchLayout,
     /// Contact-grid bucket count (power of two ≥ 2N).
     pub buckets: u32,
     /// Capacity of each Verlet neighbour list.
     pub nbr_capacity: u32,
-    /// Bonds may break: the rupture buffers are real (placeholders otherwise).
+    /// Bonds of some replica may break: the rupture buffers are real (placeholders otherwise).
     pub rupture: bool,
     /// Bytes of device memory held by the buffers (the neighbour lists' growth included).
     pub bytes: u64,
@@ -78,38 +80,24 @@ pub struct DemState {
     buffers: HashMap<&'static str, wgpu::Buffer>,
     bind: HashMap<&'static str, Vec<wgpu::BindGroup>>,
     scan: Vec<ScanLevel>,
-    reduce_first: Vec<wgpu::BindGroup>,
+    reduce_first: ReduceLevel,
     reduce: Vec<ReduceLevel>,
     /// Buffer holding the final diagnostics record.
     reduce_result: &'static str,
-    /// MAP_READ buffer: status words, then the diagnostics record.
+    /// MAP_READ buffer: status words, then one diagnostics record per replica.
     readback: wgpu::Buffer,
+    /// Bytes of the status words (batch-wide, then per replica).
+    status_bytes: u64,
 }
 
 /// Kernels bound to the main state buffers (the scan and reduction levels bind their own).
 const MAIN_KERNELS: [&str; 8] =
     ["integrate_check", "integrate", "grid_count", "grid_scatter", "grid_order", "nbr_build", "bonds", "particle"];
 
-/// Per-buffer size needs, checked against the adapter's limits before anything is allocated.
+/// Per-buffer size needs of one model alone, checked against the adapter's limits before
+/// anything is allocated (`batch::binding_sizes` for a batch).
 pub fn buffer_sizes(model: &Model, precision: Precision, nbr_capacity: u32) -> Vec<(&'static str, u64)> {
-    let n = model.particles.len() as u64;
-    let b = model.bonds.len() as u64;
-    let rs = real_size(precision) as u64;
-    let buckets = (2 * n.max(1)).next_power_of_two();
-    let records = n.max(b).max(1).div_ceil(WG as u64);
-    let mut sizes = vec![
-        ("particle arrays (vec4 per particle)", 4 * rs * n),
-        ("bucket table", 4 * (buckets + 1)),
-        ("bond results", 12 * rs * b),
-        ("bond reference attitudes", 8 * rs * b),
-        ("diagnostics partial sums", NQ as u64 * rs * records),
-        ("neighbour lists", 4 * nbr_capacity as u64 * n),
-    ];
-    if model.params.rupture.is_some() {
-        sizes.push(("break records", 4 * rs * b));
-        sizes.push(("break record ids", 16 * b));
-    }
-    sizes
+    super::batch::binding_sizes(&super::batch::BatchTotals::of(&[model]), precision, nbr_capacity)
 }
 
 /// Buffers of the state, listed with their sizes and contents before any is allocated, so that
@@ -192,46 +180,86 @@ const BACKUP_ARRAYS: [&str; 4] = ["pos_backup", "vel_backup", "quat_backup", "om
 const BROKEN: (&str, &str) = ("bond_broken", "bond_broken_backup");
 
 impl DemState {
-    /// Allocates and fills the buffers of `model` (positions relative to `origin`) and builds
-    /// the bind groups. `memory_budget` caps the bytes allocated (see `GpuOptions`).
+    /// Allocates and fills the buffers of a batch of `models` (replica r's positions relative
+    /// to `origins[r]`) and builds the bind groups. `reps_bytes` holds the per-replica
+    /// parameters (`ReplicaGpu`), `walls_bytes` every replica's walls in order. `memory_budget`
+    /// caps the bytes allocated (see `GpuOptions`).
     #[allow(clippy::too_many_arguments)]
     pub fn new(
         device: &wgpu::Device,
         queue: &wgpu::Queue,
         pipe: &DemPipeline,
-        model: &Model,
+        models: &[&Model],
+        origins: &[glam::DVec3],
         params_bytes: &[u8],
+        reps_bytes: &[u8],
         walls_bytes: &[u8],
-        origin: glam::DVec3,
         nbr_capacity: u32,
         memory_budget: Option<u64>,
     ) -> Result<DemState, GpuError> {
         let precision = pipe.precision;
         let rs = real_size(precision);
-        let p = &model.particles;
-        let n = p.len();
-        let nb = model.bonds.len();
+        let layout = BatchLayout::new(models);
+        let n = layout.n as usize;
+        let nb = layout.nb as usize;
+        let n_rep = layout.replicas();
         let buckets = (2 * n.max(1)).next_power_of_two();
-        let v4 = |f: &dyn Fn(usize) -> [f64; 4]| -> Vec<f64> { (0..n).flat_map(f).collect() };
+        let mut pos = Vec::with_capacity(4 * n);
+        let mut vel = Vec::with_capacity(4 * n);
+        let mut quat = Vec::with_capacity(4 * n);
+        let mut omega = Vec::with_capacity(4 * n);
+        let mut inertial = Vec::with_capacity(4 * n);
+        let mut fixed: Vec<u32> = Vec::with_capacity(n);
+        let mut bond_ends: Vec<u32> = Vec::with_capacity(2 * nb);
+        let mut bond_ref: Vec<f64> = Vec::with_capacity(4 * nb);
+        let mut bond_q0: Vec<f64> = Vec::with_capacity(8 * nb);
+        let mut inc_offsets: Vec<u32> = Vec::with_capacity(n + 1);
+        let mut inc_entries: Vec<u32> = Vec::with_capacity(2 * nb);
+        let any_rupture = layout.rupture.iter().any(|&r| r);
+        let mut scales: Vec<f64> = Vec::new();
         let inv = |x: f64, fixed: bool| if fixed { 0.0 } else { 1.0 / x };
-        let pos = v4(&|i| {
-            let x = p.x[i] - origin;
-            [x.x, x.y, x.z, p.radius[i]]
-        });
-        let vel = v4(&|i| [p.v[i].x, p.v[i].y, p.v[i].z, 0.0]);
-        let quat = v4(&|i| p.q[i].to_array());
-        let omega = v4(&|i| [p.w[i].x, p.w[i].y, p.w[i].z, 0.0]);
-        let inertial = v4(&|i| [p.mass[i], p.inertia[i], inv(p.mass[i], p.fixed[i]), inv(p.inertia[i], p.fixed[i])]);
-        let fixed: Vec<u32> = p.fixed.iter().map(|&f| f as u32).collect();
-        let bond_ends: Vec<u32> = model.bonds.iter().flat_map(|b| [b.i, b.j]).collect();
-        let bond_ref: Vec<f64> = model.bonds.iter().flat_map(|b| [b.dhat0.x, b.dhat0.y, b.dhat0.z, b.l0]).collect();
-        let bond_q0: Vec<f64> =
-            model.bonds.iter().flat_map(|b| b.q_i0.to_array().into_iter().chain(b.q_j0.to_array())).collect();
-        let (inc_offsets, inc_entries) = model.incidence();
-        let mut bucket_start = vec![0u32; buckets + 1];
-        bucket_start[buckets] = n as u32;
-        let status = initial_status(true);
-        let records = n.max(nb).max(1).div_ceil(WG as usize);
+        for (r, model) in models.iter().enumerate() {
+            let p = &model.particles;
+            let (p0, b0) = (layout.p_start[r], layout.b_start[r]);
+            for i in 0..p.len() {
+                let x = p.x[i] - origins[r];
+                pos.extend([x.x, x.y, x.z, p.radius[i]]);
+                vel.extend([p.v[i].x, p.v[i].y, p.v[i].z, 0.0]);
+                quat.extend(p.q[i].to_array());
+                omega.extend([p.w[i].x, p.w[i].y, p.w[i].z, 0.0]);
+                inertial.extend([p.mass[i], p.inertia[i], inv(p.mass[i], p.fixed[i]), inv(p.inertia[i], p.fixed[i])]);
+                fixed.push(p.fixed[i] as u32 | (r as u32) << 1);
+            }
+            bond_ends.extend(model.bonds.iter().flat_map(|b| [b.i + p0, b.j + p0]));
+            bond_ref.extend(model.bonds.iter().flat_map(|b| [b.dhat0.x, b.dhat0.y, b.dhat0.z, b.l0]));
+            bond_q0.extend(model.bonds.iter().flat_map(|b| b.q_i0.to_array().into_iter().chain(b.q_j0.to_array())));
+            let (offsets, entries) = model.incidence();
+            let base = inc_entries.len() as u32;
+            inc_offsets.extend(offsets[..p.len()].iter().map(|o| o + base));
+            inc_entries.extend(entries.iter().map(|e| e + 2 * b0));
+            if any_rupture {
+                // Replicas without rupture get scales that no kernel reads (their flag is off).
+                let rupture = model.params.rupture.as_ref();
+                scales.extend(rupture.map_or_else(
+                    || vec![1.0; model.bonds.len()],
+                    |ru| ru.scales(model.bonds.iter().map(|b| (b.i, b.j))),
+                ));
+            }
+        }
+        inc_offsets.push(inc_entries.len() as u32);
+        // The scan runs over all buckets + 1 entries, so that the last one ends at the number of
+        // particles counted this rebuild (frozen replicas' are not): no stale entry lies inside
+        // any bucket's range.
+        let bucket_start = vec![0u32; buckets + 1];
+        let status = initial_status(true, n_rep);
+        let status_bytes = 4 * status.len() as u64;
+        let (table0, table_levels) = layout.reduce_tables();
+        let records = table0.len();
+        let records1 = table_levels.first().map_or(1, |t| t.len());
+        let mut table: Vec<u32> = table0.iter().flatten().copied().collect();
+        for t in &table_levels {
+            table.extend(t.iter().flatten());
+        }
 
         let storage = wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST | wgpu::BufferUsages::COPY_SRC;
         let uniform = wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST;
@@ -243,6 +271,7 @@ impl DemState {
             main.push((name, plan.add(name, bytes.len(), Some(bytes), usage)));
         };
         data(&mut plan, "params", params_bytes.to_vec(), uniform);
+        data(&mut plan, "reps", reps_bytes.to_vec(), storage);
         data(&mut plan, "walls", walls_bytes.to_vec(), storage);
         data(&mut plan, "pos", r(&pos), storage);
         data(&mut plan, "vel", r(&vel), storage);
@@ -260,10 +289,9 @@ impl DemState {
         data(&mut plan, "x_ref", r(&pos), storage);
         // Rupture buffers only where bonds may break; otherwise minimal placeholders for the
         // bindings, which the kernels never read (FLAG_RUPTURE is off).
-        let rupture = model.params.rupture.as_ref();
-        let scales = rupture.map_or_else(Vec::new, |r| r.scales(model.bonds.iter().map(|b| (b.i, b.j))));
         data(&mut plan, "bond_scale", r(&scales), storage);
-        let nr = if rupture.is_some() { nb } else { 0 };
+        data(&mut plan, "red_table", u(&table), storage);
+        let nr = if any_rupture { nb } else { 0 };
         let v4_bytes = 4 * rs * n;
         for (name, len) in [
             ("force", v4_bytes),
@@ -281,7 +309,7 @@ impl DemState {
             ("nbr", 4 * nbr_capacity as usize * n),
             ("nbr_count", 4 * n),
             ("red_a", NQ * rs * records),
-            ("red_b", NQ * rs * records.div_ceil(WG as usize)),
+            ("red_b", NQ * rs * records1),
             ("pos_backup", v4_bytes),
             ("vel_backup", v4_bytes),
             ("quat_backup", v4_bytes),
@@ -296,7 +324,7 @@ impl DemState {
 
         // Scan levels: lengths M, ⌈M/B⌉, … down to one block (B = 2·SCAN_WG values per block).
         let block = 2 * SCAN_WG as usize;
-        let mut lens = vec![buckets];
+        let mut lens = vec![buckets + 1];
         while *lens.last().unwrap_or(&1) > block {
             let l = lens.last().copied().unwrap_or(1).div_ceil(block);
             lens.push(l);
@@ -311,22 +339,18 @@ impl DemState {
             })
             .collect();
         // Reductions: level 0 writes `records` partial records into red_a; each further level
-        // reduces WG records into one, ping-ponging between red_a and red_b.
-        let red_len0 = {
-            let bytes = u(&[records as u32, 0, 0, 0]);
-            plan.add("red_len", bytes.len(), Some(bytes), uniform)
-        };
-        let mut red_levels = Vec::new();
-        let mut count = records;
-        while count > 1 {
-            let n_out = count.div_ceil(WG as usize);
-            let bytes = u(&[n_out as u32, count as u32, 0, 0]);
-            red_levels.push((count, plan.add("red_len", bytes.len(), Some(bytes), uniform)));
-            count = n_out;
+        // reduces them as its chunk table says, ping-ponging between red_a and red_b. One
+        // uniform per level: (workgroups, offset of the level's entries in red_table).
+        let mut red_lens = Vec::new();
+        let mut offset = 0usize;
+        for len in std::iter::once(table0.len()).chain(table_levels.iter().map(|t| t.len())) {
+            let bytes = u(&[len as u32, offset as u32, 0, 0]);
+            red_lens.push((len, plan.add("red_len", bytes.len(), Some(bytes), uniform)));
+            offset += len;
         }
         let readback_at = plan.add(
             "readback",
-            STATUS_BYTES as usize + NQ * rs,
+            status_bytes as usize + n_rep * NQ * rs,
             None,
             wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
         );
@@ -342,9 +366,8 @@ impl DemState {
         let aux: Vec<wgpu::Buffer> = aux.into_iter().map(&mut take).collect::<Result<_, _>>()?;
         let scan_dummy = take(scan_dummy)?;
         let scan_len: Vec<wgpu::Buffer> = scan_len.into_iter().map(&mut take).collect::<Result<_, _>>()?;
-        let red_len0 = take(red_len0)?;
-        let red_levels: Vec<(usize, wgpu::Buffer)> =
-            red_levels.into_iter().map(|(c, k)| Ok((c, take(k)?))).collect::<Result<_, GpuError>>()?;
+        let red_lens: Vec<(usize, wgpu::Buffer)> =
+            red_lens.into_iter().map(|(c, k)| Ok((c, take(k)?))).collect::<Result<_, GpuError>>()?;
         let readback = take(readback_at)?;
 
         let mut scan = Vec::new();
@@ -371,30 +394,36 @@ impl DemState {
         for k in MAIN_KERNELS {
             bind.insert(k, pipe.bind(device, k, &lookup_main)?);
         }
-        let reduce_first = pipe.bind(device, "reduce_state", &|name: &str| match name {
-            "red_len" => Some(red_len0.as_entire_binding()),
-            "red_out" => Some(buffers["red_a"].as_entire_binding()),
-            other => lookup_main(other),
-        })?;
+        let (len0, len0_buf) = &red_lens[0];
+        let reduce_first = ReduceLevel {
+            n_groups: *len0 as u32,
+            groups: pipe.bind(device, "reduce_state", &|name: &str| match name {
+                "red_len" => Some(len0_buf.as_entire_binding()),
+                "red_out" => Some(buffers["red_a"].as_entire_binding()),
+                other => lookup_main(other),
+            })?,
+        };
         let mut reduce = Vec::new();
         let (mut cur, mut other) = ("red_a", "red_b");
-        for (count, len_buf) in &red_levels {
+        for (count, len_buf) in &red_lens[1..] {
             let groups = pipe.bind(device, "reduce_partials", &|name: &str| match name {
                 "red_len" => Some(len_buf.as_entire_binding()),
                 "red_in" => Some(buffers[cur].as_entire_binding()),
                 "red_out" => Some(buffers[other].as_entire_binding()),
+                "red_table" => Some(buffers["red_table"].as_entire_binding()),
                 _ => None,
             })?;
-            reduce.push(ReduceLevel { n_in: *count as u32, groups });
+            reduce.push(ReduceLevel { n_groups: *count as u32, groups });
             std::mem::swap(&mut cur, &mut other);
         }
         Ok(DemState {
             precision,
             n: n as u32,
             n_bonds: nb as u32,
+            layout,
             buckets: buckets as u32,
             nbr_capacity,
-            rupture: rupture.is_some(),
+            rupture: any_rupture,
             bytes,
             memory_budget,
             buffers,
@@ -404,6 +433,7 @@ impl DemState {
             reduce,
             reduce_result: cur,
             readback,
+            status_bytes,
         })
     }
 
@@ -454,10 +484,18 @@ impl DemState {
         }
     }
 
-    /// Records the copy of the backup back into the state arrays.
-    pub fn record_restore(&self, encoder: &mut wgpu::CommandEncoder) {
+    /// Records the copy of replica r's ranges of the backup back into the state arrays (its
+    /// particles' four arrays and, with rupture, its bonds' broken flags): the other replicas
+    /// keep their state.
+    pub fn record_restore(&self, encoder: &mut wgpu::CommandEncoder, r: usize) {
+        let v4 = 4 * real_size(self.precision) as u64;
+        let (p0, np) = (self.layout.p_start[r] as u64, self.layout.n_particles[r] as u64);
+        let (b0, nb) = (self.layout.b_start[r] as u64, self.layout.n_bonds[r] as u64);
         for (a, b) in self.backed_up() {
-            encoder.copy_buffer_to_buffer(&self.buffers[b], 0, &self.buffers[a], 0, self.buffers[a].size());
+            let (at, len) = if a == BROKEN.0 { (4 * b0, 4 * nb) } else { (v4 * p0, v4 * np) };
+            if len > 0 {
+                encoder.copy_buffer_to_buffer(&self.buffers[b], at, &self.buffers[a], at, len);
+            }
         }
     }
 
@@ -470,7 +508,7 @@ impl DemState {
     /// Resets the status words and the step counter before a batch (queued before the next
     /// submit); `rebuild` makes its first step rebuild the grid and the neighbour lists.
     pub fn reset_status(&self, queue: &wgpu::Queue, rebuild: bool) {
-        let status = initial_status(rebuild);
+        let status = initial_status(rebuild, self.layout.replicas());
         queue.write_buffer(&self.buffers["status"], 0, bytemuck::cast_slice(&status));
         queue.write_buffer(&self.buffers["step_next"], 0, bytemuck::cast_slice(&[0u32; 4]));
     }
@@ -479,7 +517,7 @@ impl DemState {
     /// batch, whose flag the host sets) clears the rebuild flag, which `integrate` then raises
     /// where needed. Must be outside a compute pass.
     fn record_step_prologue(&self, encoder: &mut wgpu::CommandEncoder, first: bool) {
-        encoder.clear_buffer(&self.buffers["bucket_start"], 0, Some(4 * self.buckets as u64));
+        encoder.clear_buffer(&self.buffers["bucket_start"], 0, Some(4 * (self.buckets as u64 + 1)));
         encoder.copy_buffer_to_buffer(&self.buffers["step_next"], 0, &self.buffers["status"], 0, 4);
         if !first {
             let at = 4 * STATUS_REBUILD as u64;
@@ -539,69 +577,68 @@ impl DemState {
         {
             let mut pass = encoder
                 .begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some("reduce"), timestamp_writes: None });
-            pipe.dispatch(&mut pass, "reduce_state", &self.reduce_first, self.n.max(self.n_bonds).max(1), WG);
+            let first = &self.reduce_first;
+            pipe.dispatch(&mut pass, "reduce_state", &first.groups, first.n_groups * WG, WG);
             for level in &self.reduce {
-                pipe.dispatch(&mut pass, "reduce_partials", &level.groups, level.n_in, WG);
+                pipe.dispatch(&mut pass, "reduce_partials", &level.groups, level.n_groups * WG, WG);
             }
         }
         let rs = real_size(self.precision) as u64;
-        encoder.copy_buffer_to_buffer(&self.buffers["status"], 0, &self.readback, 0, STATUS_BYTES);
-        encoder.copy_buffer_to_buffer(
-            &self.buffers[self.reduce_result],
-            0,
-            &self.readback,
-            STATUS_BYTES,
-            NQ as u64 * rs,
-        );
+        let records = (self.layout.replicas() * NQ) as u64 * rs;
+        encoder.copy_buffer_to_buffer(&self.buffers["status"], 0, &self.readback, 0, self.status_bytes);
+        encoder.copy_buffer_to_buffer(&self.buffers[self.reduce_result], 0, &self.readback, self.status_bytes, records);
     }
 
-    /// Maps the readback buffer (after the submission that filled it): status words and the
-    /// diagnostics record in f64.
-    pub fn read_status(&self, device: &wgpu::Device) -> Result<([u32; STATUS_LEN], Vec<f64>), GpuError> {
+    /// Maps the readback buffer (after the submission that filled it): the status words
+    /// (batch-wide, then per replica) and one diagnostics record per replica (NQ reals each), in
+    /// f64.
+    pub fn read_status(&self, device: &wgpu::Device) -> Result<(Vec<u32>, Vec<f64>), GpuError> {
         let bytes = map_read(device, &self.readback)?;
-        let mut status = [0u32; STATUS_LEN];
-        for (k, s) in status.iter_mut().enumerate() {
-            *s = u32::from_le_bytes([bytes[4 * k], bytes[4 * k + 1], bytes[4 * k + 2], bytes[4 * k + 3]]);
-        }
-        Ok((status, bytes_to_reals(&bytes[STATUS_BYTES as usize..], self.precision)))
+        let (words, records) = bytes.split_at(self.status_bytes as usize);
+        let status = words.chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
+        Ok((status, bytes_to_reals(records, self.precision)))
     }
 
-    /// Bytes of one per-particle vec4 array.
-    pub fn array_bytes(&self) -> usize {
-        4 * real_size(self.precision) * self.n as usize
+    /// Bytes of replica r's part of one per-particle vec4 array.
+    pub fn array_bytes(&self, r: usize) -> usize {
+        4 * real_size(self.precision) * self.layout.n_particles[r] as usize
     }
 
-    /// Copies whole per-particle vec4 arrays back, raw (the device's reals, little-endian).
+    /// Copies replica r's part of per-particle vec4 arrays back, raw (the device's reals,
+    /// little-endian).
     pub fn read_arrays_raw(
         &self,
         device: &wgpu::Device,
         queue: &wgpu::Queue,
         names: &[&str],
+        r: usize,
     ) -> Result<Vec<Vec<u8>>, GpuError> {
-        let len = self.array_bytes() as u64;
-        let parts: Vec<(&str, u64)> = names.iter().map(|&name| (name, len)).collect();
+        let len = self.array_bytes(r) as u64;
+        let at = 4 * real_size(self.precision) as u64 * self.layout.p_start[r] as u64;
+        let parts: Vec<(&str, u64, u64)> = names.iter().map(|&name| (name, at, len)).collect();
         self.read_buffers_raw(device, queue, &parts)
     }
 
-    /// `read_arrays_raw` as f64 (for snapshots and error reports).
+    /// `read_arrays_raw` as f64 (for snapshots and error reports): replica-relative indices.
     pub fn read_arrays(
         &self,
         device: &wgpu::Device,
         queue: &wgpu::Queue,
         names: &[&str],
+        r: usize,
     ) -> Result<Vec<Vec<f64>>, GpuError> {
-        let raw = self.read_arrays_raw(device, queue, names)?;
+        let raw = self.read_arrays_raw(device, queue, names, r)?;
         Ok(raw.iter().map(|b| bytes_to_reals(b, self.precision)).collect())
     }
 
-    /// Copies the first `len` bytes of each named buffer back, raw, with one host wait.
+    /// Copies `len` bytes at `offset` of each named buffer back, raw, with one host wait.
     fn read_buffers_raw(
         &self,
         device: &wgpu::Device,
         queue: &wgpu::Queue,
-        parts: &[(&str, u64)],
+        parts: &[(&str, u64, u64)],
     ) -> Result<Vec<Vec<u8>>, GpuError> {
-        let size: u64 = parts.iter().map(|p| p.1).sum();
+        let size: u64 = parts.iter().map(|p| p.2).sum();
         if size == 0 {
             return Ok(parts.iter().map(|_| Vec::new()).collect());
         }
@@ -610,15 +647,17 @@ impl DemState {
             .map_err(|e| GpuError::Readback(format!("cannot allocate {size} bytes of staging memory: {e:?}")))?;
         let mut encoder = device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("readback") });
         let mut at = 0;
-        for &(name, len) in parts {
-            encoder.copy_buffer_to_buffer(&self.buffers[name], 0, &staging, at, len);
+        for &(name, offset, len) in parts {
+            if len > 0 {
+                encoder.copy_buffer_to_buffer(&self.buffers[name], offset, &staging, at, len);
+            }
             at += len;
         }
         queue.submit([encoder.finish()]);
         let bytes = map_read(device, &staging)?;
         let mut out = Vec::with_capacity(parts.len());
         let mut at = 0;
-        for &(_, len) in parts {
+        for &(_, _, len) in parts {
             out.push(bytes[at..at + len as usize].to_vec());
             at += len as usize;
         }
@@ -636,55 +675,49 @@ impl DemState {
     ) -> Result<BreakRecords, GpuError> {
         let count = count.min(self.n_bonds) as u64;
         let rs = real_size(self.precision) as u64;
-        let raw = self.read_buffers_raw(device, queue, &[("break_at", 4 * rs * count), ("break_id", 16 * count)])?;
+        let raw =
+            self.read_buffers_raw(device, queue, &[("break_at", 0, 4 * rs * count), ("break_id", 0, 16 * count)])?;
         let at = bytes_to_reals(&raw[0], self.precision).chunks_exact(4).map(|c| [c[0], c[1], c[2], c[3]]).collect();
         let ids =
             bytemuck::pod_collect_to_vec::<u8, u32>(&raw[1]).chunks_exact(4).map(|c| [c[0], c[1], c[2]]).collect();
         Ok((at, ids))
     }
 
-    /// The broken flags, raw (one little-endian u32 per bond; empty without rupture).
-    pub fn read_broken_raw(&self, device: &wgpu::Device, queue: &wgpu::Queue) -> Result<Vec<u8>, GpuError> {
-        if !self.rupture {
+    /// Replica r's broken flags, raw (one little-endian u32 per bond; empty when its bonds
+    /// cannot break).
+    pub fn read_broken_raw(&self, device: &wgpu::Device, queue: &wgpu::Queue, r: usize) -> Result<Vec<u8>, GpuError> {
+        if !self.layout.rupture[r] {
             return Ok(Vec::new());
         }
-        let len = 4 * self.n_bonds as u64;
-        Ok(self.read_buffers_raw(device, queue, &[(BROKEN.0, len)])?.swap_remove(0))
+        let (at, len) = (4 * self.layout.b_start[r] as u64, 4 * self.layout.n_bonds[r] as u64);
+        Ok(self.read_buffers_raw(device, queue, &[(BROKEN.0, at, len)])?.swap_remove(0))
     }
 
-    /// Overwrites the broken flags with raw bytes of `4·n_bonds` length (queued before the
-    /// next submit).
-    pub fn write_broken_raw(&self, queue: &wgpu::Queue, bytes: &[u8]) {
-        debug_assert_eq!(bytes.len(), 4 * self.n_bonds as usize);
-        if self.rupture && !bytes.is_empty() {
-            queue.write_buffer(&self.buffers[BROKEN.0], 0, bytes);
+    /// Overwrites replica r's broken flags with raw bytes of `4·n_bonds` length (queued before
+    /// the next submit).
+    pub fn write_broken_raw(&self, queue: &wgpu::Queue, bytes: &[u8], r: usize) {
+        debug_assert_eq!(bytes.len(), 4 * self.layout.n_bonds[r] as usize);
+        if self.layout.rupture[r] && !bytes.is_empty() {
+            queue.write_buffer(&self.buffers[BROKEN.0], 4 * self.layout.b_start[r] as u64, bytes);
         }
     }
 
-    /// Overwrites a per-particle vec4 array with raw bytes of `array_bytes()` length (queued
-    /// before the next submit).
-    pub fn write_array_raw(&self, queue: &wgpu::Queue, name: &str, bytes: &[u8]) {
-        debug_assert_eq!(bytes.len(), self.array_bytes());
+    /// Overwrites replica r's part of a per-particle vec4 array with raw bytes of
+    /// `array_bytes(r)` length (queued before the next submit).
+    pub fn write_array_raw(&self, queue: &wgpu::Queue, name: &str, bytes: &[u8], r: usize) {
+        debug_assert_eq!(bytes.len(), self.array_bytes(r));
         if !bytes.is_empty() {
-            queue.write_buffer(&self.buffers[name], 0, bytes);
+            let at = 4 * real_size(self.precision) as u64 * self.layout.p_start[r] as u64;
+            queue.write_buffer(&self.buffers[name], at, bytes);
         }
     }
 }
 
-/// Status words at the start of a batch: no failure yet, step 0, rebuild flag as asked.
-fn initial_status(rebuild: bool) -> [u32; STATUS_LEN] {
-    let mut status = [0u32; STATUS_LEN];
-    use super::shader::{STATUS_BAD_PARTICLE, STATUS_GRID_PARTICLE, STATUS_GRID_STEP};
-    for slot in [
-        STATUS_EXACT_STEP,
-        STATUS_EXACT_PARTICLE,
-        STATUS_BAD_STEP,
-        STATUS_BAD_PARTICLE,
-        STATUS_GRID_STEP,
-        STATUS_GRID_PARTICLE,
-    ] {
-        status[slot] = STATUS_NONE;
-    }
+/// Status words at the start of a batch: step 0, rebuild flag as asked, no failure of any of
+/// the `replicas` yet.
+fn initial_status(rebuild: bool, replicas: usize) -> Vec<u32> {
+    let mut status = vec![0u32; STATUS_LEN];
+    status.extend(std::iter::repeat_n(STATUS_NONE, replicas * RSTATUS_LEN));
     status[STATUS_REBUILD] = rebuild as u32;
     status
 }

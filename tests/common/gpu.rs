@@ -132,6 +132,12 @@ pub fn lattice_model_with(
 pub fn bits(e: &mut dyn Engine) -> Vec<u64> {
     let snap = e.snapshot().unwrap();
     let d = e.diagnostics().unwrap();
+    state_bits(&snap, &d)
+}
+
+/// `bits` of a snapshot and its diagnostics (for engines that are not `Engine`s, e.g. one
+/// replica of a batch).
+pub fn state_bits(snap: &[Kinematics], d: &Diagnostics) -> Vec<u64> {
     let mut v: Vec<u64> = snap
         .iter()
         .flat_map(|k| k.x.to_array().into_iter().chain(k.v.to_array()).chain(k.q.to_array()).chain(k.w.to_array()))

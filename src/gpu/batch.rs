@@ -1,0 +1,265 @@
+//! The replica layout of a batch, defined once: where each replica's particles, bonds and walls
+//! lie in the batch's arrays, the chunk tables of the segmented diagnostics reduction, the bytes
+//! a batch takes on the device, and how a large study is split into batches that fit.
+//!
+//! Replicas are concatenated in order: replica r's particles are `p_start[r] ..` (bond ends and
+//! the incidence are offset on upload), its bonds `b_start[r] ..`, its walls `wall_start[r] ..`.
+//! Each particle carries its replica in bits 1.. of its `fixed` word (bit 0: fixed).
+
+use super::shader::{NQ, RSTATUS_LEN, SCAN_WG, STATUS_LEN, WG};
+use super::state::{MIN_BUFFER, real_size};
+use crate::engine::Precision;
+use crate::model::Model;
+
+/// Ranges of every replica in the batch's arrays.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct BatchLayout {
+    pub p_start: Vec<u32>,
+    pub n_particles: Vec<u32>,
+    pub b_start: Vec<u32>,
+    pub n_bonds: Vec<u32>,
+    pub wall_start: Vec<u32>,
+    /// Bonds of the replica may break.
+    pub rupture: Vec<bool>,
+    /// Totals of the batch.
+    pub n: u32,
+    pub nb: u32,
+    pub walls: u32,
+}
+
+impl BatchLayout {
+    pub fn new(models: &[&Model]) -> BatchLayout {
+        let mut l = BatchLayout::default();
+        for m in models {
+            l.p_start.push(l.n);
+            l.b_start.push(l.nb);
+            l.wall_start.push(l.walls);
+            l.n_particles.push(m.particles.len() as u32);
+            l.n_bonds.push(m.bonds.len() as u32);
+            l.rupture.push(m.params.rupture.is_some());
+            l.n += m.particles.len() as u32;
+            l.nb += m.bonds.len() as u32;
+            l.walls += m.params.walls.len() as u32;
+        }
+        l
+    }
+
+    pub fn replicas(&self) -> usize {
+        self.p_start.len()
+    }
+
+    /// Replica owning batch bond k.
+    pub fn replica_of_bond(&self, k: u32) -> usize {
+        self.b_start.partition_point(|&s| s <= k).saturating_sub(1).min(self.replicas().saturating_sub(1))
+    }
+
+    /// Level-0 chunks of replica r: one workgroup per WG replica-relative items (particle t and
+    /// bond t together, as for one model alone).
+    pub fn chunks(&self, r: usize) -> u32 {
+        chunks(self.n_particles[r], self.n_bonds[r])
+    }
+
+    /// The chunk tables of the segmented reduction (shaders/reduce.wgsl): level 0, one entry
+    /// per workgroup (replica, first replica-relative item); then one table per further level,
+    /// one entry per workgroup (first input record, count, copy), until every replica has one
+    /// record. Outputs of every level are laid out replica after replica, so the last level's
+    /// record r is replica r's. A replica's own entries depend only on its own sizes: its sums
+    /// run in the same order in any batch.
+    pub fn reduce_tables(&self) -> (Vec<[u32; 4]>, Vec<Vec<[u32; 4]>>) {
+        let mut level0 = Vec::new();
+        let mut counts = Vec::with_capacity(self.replicas());
+        for r in 0..self.replicas() {
+            let c = self.chunks(r);
+            level0.extend((0..c).map(|k| [r as u32, k * WG, 0, 0]));
+            counts.push(c);
+        }
+        let mut levels = Vec::new();
+        while counts.iter().any(|&c| c > 1) {
+            let mut table = Vec::new();
+            let mut at = 0u32;
+            for c in counts.iter_mut() {
+                if *c > 1 {
+                    let out = c.div_ceil(WG);
+                    table.extend((0..out).map(|k| [at + k * WG, WG.min(*c - k * WG), 0, 0]));
+                    at += *c;
+                    *c = out;
+                } else {
+                    table.push([at, 1, 1, 0]);
+                    at += 1;
+                }
+            }
+            levels.push(table);
+        }
+        (level0, levels)
+    }
+}
+
+fn chunks(n: u32, nb: u32) -> u32 {
+    n.max(nb).max(1).div_ceil(WG)
+}
+
+/// What the buffer sizes of a batch depend on, accumulated replica by replica.
+#[derive(Clone, Debug, Default)]
+pub struct BatchTotals {
+    pub n: u64,
+    pub nb: u64,
+    pub replicas: u64,
+    pub walls: u64,
+    pub rupture: bool,
+    /// Records out of each reduction level (level 0 first), over all replicas.
+    pub level_records: Vec<u64>,
+}
+
+impl BatchTotals {
+    pub fn of(models: &[&Model]) -> BatchTotals {
+        let mut t = BatchTotals::default();
+        for m in models {
+            t.add(m);
+        }
+        t
+    }
+
+    pub fn add(&mut self, m: &Model) {
+        let mut c = chunks(m.particles.len() as u32, m.bonds.len() as u32) as u64;
+        let mut seq = vec![c];
+        while c > 1 {
+            c = c.div_ceil(WG as u64);
+            seq.push(c);
+        }
+        // Replicas already there pass one record through levels they did not need.
+        while self.level_records.len() < seq.len() {
+            let k = self.level_records.len();
+            self.level_records.push(if k == 0 { 0 } else { self.replicas });
+        }
+        for (k, v) in self.level_records.iter_mut().enumerate() {
+            *v += seq.get(k).copied().unwrap_or(1);
+        }
+        self.n += m.particles.len() as u64;
+        self.nb += m.bonds.len() as u64;
+        self.replicas += 1;
+        self.walls += m.params.walls.len() as u64;
+        self.rupture |= m.params.rupture.is_some();
+    }
+
+    /// Contact-grid bucket count (power of two ≥ 2N).
+    pub fn buckets(&self) -> u64 {
+        (2 * self.n.max(1)).next_power_of_two()
+    }
+}
+
+/// The largest buffers of a batch, one of each kind (what the binding-size checks look at).
+pub fn binding_sizes(t: &BatchTotals, precision: Precision, nbr_capacity: u32) -> Vec<(&'static str, u64)> {
+    let (n, b) = (t.n, t.nb);
+    let rs = real_size(precision) as u64;
+    let mut sizes = vec![
+        ("particle arrays (vec4 per particle)", 4 * rs * n),
+        ("bucket table", 4 * (t.buckets() + 1)),
+        ("bond results", 12 * rs * b),
+        ("bond reference attitudes", 8 * rs * b),
+        ("diagnostics partial sums", NQ as u64 * rs * t.level_records.first().copied().unwrap_or(1)),
+        ("neighbour lists", 4 * nbr_capacity as u64 * n),
+        ("replica parameters", super::params::replica_gpu_size(precision) as u64 * t.replicas),
+    ];
+    if t.rupture {
+        sizes.push(("break records", 4 * rs * b));
+        sizes.push(("break record ids", 16 * b));
+    }
+    sizes
+}
+
+/// Every buffer the state of a batch allocates, with its size as allocated (padded as
+/// `DemState` pads it): the same list `DemState::new` plans (a test checks the totals agree).
+pub fn planned_sizes(t: &BatchTotals, precision: Precision, nbr_capacity: u32) -> Vec<u64> {
+    let pad = |len: u64| len.max(MIN_BUFFER as u64).next_multiple_of(wgpu::COPY_BUFFER_ALIGNMENT);
+    let rs = real_size(precision) as u64;
+    let (n, nb, r) = (t.n, t.nb, t.replicas.max(1));
+    let v4 = 4 * rs * n;
+    let nr = if t.rupture { nb } else { 0 };
+    let buckets = t.buckets();
+    let rec0 = t.level_records.first().copied().unwrap_or(1);
+    let rec1 = t.level_records.get(1).copied().unwrap_or(1);
+    let status = 4 * (STATUS_LEN as u64 + r * RSTATUS_LEN as u64);
+    let table: u64 = t.level_records.iter().sum();
+    let mut v = vec![
+        16 * 4,                                                // params (at most)
+        super::params::replica_gpu_size(precision) as u64 * r, // reps
+        8 * rs * t.walls,                                      // walls
+        v4,
+        v4,
+        v4,
+        v4,
+        v4,    // pos, vel, quat, omega, inertial
+        4 * n, // fixed
+        8 * nb,
+        4 * rs * nb,
+        8 * rs * nb, // bond_ends, bond_ref, bond_q0
+        4 * (n + 1),
+        8 * nb, // incidence
+        4 * (buckets + 1),
+        status,
+        v4,                                  // x_ref
+        if t.rupture { rs * nb } else { 0 }, // bond_scale
+        16 * table,                          // red_table
+    ];
+    v.extend([v4, v4, v4, 12 * rs * nb, 16 * n, 4 * n, 4 * n, 4 * n, 16 * n, v4, 16, 16]);
+    v.extend([4 * nbr_capacity as u64 * n, 4 * n, NQ as u64 * rs * rec0, NQ as u64 * rs * rec1]);
+    v.extend([v4, v4, v4, v4, 4 * nr, 4 * nr, 4 * rs * nr, 16 * nr]);
+    // Scan levels: auxiliary arrays, the top-sum placeholder and one uniform per level.
+    let block = 2 * SCAN_WG as u64;
+    let mut lens = vec![buckets + 1];
+    while *lens.last().unwrap_or(&1) > block {
+        let l = lens.last().copied().unwrap_or(1).div_ceil(block);
+        lens.push(l);
+    }
+    v.extend(lens.iter().skip(1).map(|&len| 4 * len));
+    v.push(16);
+    v.extend(lens.iter().map(|_| 16));
+    // Reduction uniforms (level 0 and every further level) and the readback buffer.
+    v.extend(t.level_records.iter().map(|_| 16));
+    v.push(status + NQ as u64 * rs * r);
+    v.into_iter().map(pad).collect()
+}
+
+/// Bytes of device memory the state of a batch of these models takes (the neighbour lists at
+/// `nbr_capacity`; they may grow later within the memory budget).
+pub fn batch_bytes(models: &[&Model], precision: Precision, nbr_capacity: u32) -> u64 {
+    planned_sizes(&BatchTotals::of(models), precision, nbr_capacity).iter().sum()
+}
+
+/// Splits consecutive replicas into batches that each fit: every buffer within `max_binding`
+/// bytes (the device's storage-binding limit) and, with a memory budget, the batch's bytes
+/// (`batch_bytes` at the initial neighbour capacity) within it. Greedy: each batch takes as
+/// many replicas as fit, in order, so the ranges cover `0..models.len()` in order. A replica
+/// that does not fit even alone gets a batch of its own (building it then reports why).
+/// `GpuEngine::batch_limits` gives an adapter's `limits`.
+pub fn split_batches(
+    models: &[&Model],
+    precision: Precision,
+    limits: (u64, Option<u64>),
+) -> Vec<std::ops::Range<usize>> {
+    let (max_binding, budget) = limits;
+    let cap = super::engine::INITIAL_NBR_CAPACITY;
+    let fits = |t: &BatchTotals| {
+        binding_sizes(t, precision, cap).iter().all(|&(_, s)| s <= max_binding)
+            && budget.is_none_or(|b| planned_sizes(t, precision, cap).iter().sum::<u64>() <= b)
+    };
+    let mut out = Vec::new();
+    let mut start = 0;
+    let mut totals = BatchTotals::default();
+    for (k, m) in models.iter().enumerate() {
+        let mut with = totals.clone();
+        with.add(m);
+        if k > start && !fits(&with) {
+            out.push(start..k);
+            start = k;
+            totals = BatchTotals::default();
+            totals.add(m);
+        } else {
+            totals = with;
+        }
+    }
+    if start < models.len() {
+        out.push(start..models.len());
+    }
+    out
+}
