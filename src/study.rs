@@ -484,9 +484,7 @@ pub fn run_variants(
     }
     let mut ran = Vec::with_capacity(scenarios.len());
     for (key, members) in groups {
-        // Until the GPU engine holds replicas in one state, each GPU variant is its own batch
-        // (an engine leases a device of its own).
-        let max_replicas = if key.backend == crate::scenario::Backend::Gpu { 1 } else { max_replicas_per_batch() };
+        let max_replicas = max_replicas_per_batch();
         let mut rest = members.as_slice();
         while !rest.is_empty() {
             // Variants are prepared (model, checks, folder) as the batch fills, so that only
@@ -510,7 +508,9 @@ pub fn run_variants(
                     }
                 }
             }
-            ran.extend(run_batch(&key, batch, vtk, tick));
+            for part in split_for_device(&key, batch) {
+                ran.extend(run_batch(&key, part, vtk, tick));
+            }
         }
     }
     ran.sort_by_key(|r| r.0);
@@ -552,6 +552,28 @@ fn max_replicas_per_batch() -> usize {
     (soft / 2).saturating_sub(64).max(16)
 }
 
+/// A GPU batch split into parts that each fit the device (its binding limit: the memory
+/// estimate of `gpu::split_batches`); other batches whole.
+fn split_for_device<'s>(
+    key: &BatchKey,
+    batch: Vec<(usize, &'s Scenario, crate::run::Prepared)>,
+) -> Vec<Vec<(usize, &'s Scenario, crate::run::Prepared)>> {
+    use crate::gpu::{AdapterChoice, GpuEngine, GpuOptions};
+    if key.backend != crate::scenario::Backend::Gpu || batch.len() < 2 {
+        return vec![batch];
+    }
+    let precision = key.precision.unwrap_or(crate::engine::Precision::F32);
+    // Without a device the batch stays whole: building its engine reports why.
+    let Ok(limits) = GpuEngine::batch_limits(AdapterChoice::Any, precision, GpuOptions::default()) else {
+        return vec![batch];
+    };
+    let models: Vec<&crate::model::Model> = batch.iter().map(|b| &b.2.model).collect();
+    let ranges = crate::gpu::split_batches(&models, precision, limits);
+    drop(models);
+    let mut rest = batch.into_iter();
+    ranges.into_iter().map(|r| rest.by_ref().take(r.len()).collect()).collect()
+}
+
 /// Runs one batch of prepared variants on one engine; returns their results.
 fn run_batch(
     key: &BatchKey,
@@ -579,15 +601,19 @@ fn run_batch(
     };
     let mut engine: Box<dyn BatchEngine + '_> = match key.backend {
         Backend::Gpu => {
+            // One state holding every replica (the caller has split the batch to fit).
             let precision = key.precision.unwrap_or(crate::engine::Precision::F32);
-            let made: Result<Vec<crate::gpu::GpuEngine>, _> = batch
-                .iter()
-                .map(|b| {
-                    crate::gpu::GpuEngine::new(&b.2.model, integrator, dt, precision, crate::gpu::AdapterChoice::Any)
-                })
-                .collect();
-            match made {
-                Ok(engines) => Box::new(Separate::new(engines, false)),
+            let models: Vec<&crate::model::Model> = batch.iter().map(|b| &b.2.model).collect();
+            let options = crate::gpu::GpuOptions::default();
+            match crate::gpu::GpuEngine::new_batch(
+                &models,
+                integrator,
+                dt,
+                precision,
+                crate::gpu::AdapterChoice::Any,
+                options,
+            ) {
+                Ok(e) => Box::new(e),
                 Err(e) => return fail_all(e.to_string()),
             }
         }
