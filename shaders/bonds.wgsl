@@ -17,8 +17,7 @@ fn bonds(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: ve
     if frozen(rep, step) {
         return;
     }
-    let rp = reps[rep];
-    let rupture_on = (rp.flags & FLAG_RUPTURE) != 0u;
+    let rupture_on = (reps[rep].flags & FLAG_RUPTURE) != 0u;
     // A broken bond exerts nothing and has no energy (zeros, so the gather and the reduction
     // need not know about rupture).
     let zero = vec4<real>(0.0);
@@ -30,12 +29,12 @@ fn bonds(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: ve
     let dq_j = quat_mul(quat[e.y], quat_conj(bond_q0[2u * k + 1u]));
     let d = pos[e.x].xyz - pos[e.y].xyz;
     let r = bond_ref[k];
-    let bend = bending(dq_i, dq_j, rp.k_bend);
-    let ax = axial(d, r.w, rp.k_axial);
-    let sh = shear(rp.shear_variant, d, r.xyz, dq_i, dq_j, rp.k_shear);
+    let bend = bending(dq_i, dq_j, reps[rep].k_bend);
+    let ax = axial(d, r.w, reps[rep].k_axial);
+    let sh = shear(reps[rep].shear_variant, d, r.xyz, dq_i, dq_j, reps[rep].k_shear);
     if rupture_on {
-        let m = rupture_measures(rp.shear_variant, d, r.w, r.xyz, dq_i, dq_j);
-        let mode = rupture(m, rp.rupture_inv, bond_scale[k], rp.rupture_sum != 0u);
+        let m = rupture_measures(reps[rep].shear_variant, d, r.w, r.xyz, dq_i, dq_j);
+        let mode = rupture(m, reps[rep].rupture_inv, bond_scale[k], reps[rep].rupture_sum != 0u);
         if mode >= 0 {
             // Broken from this evaluation on: it exerts nothing from F_k on (MODEL §6). Its
             // energy at this state is released; the host books it (in step, then bond order).

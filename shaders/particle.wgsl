@@ -56,7 +56,7 @@ fn particle(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg:
     if frozen(r, step) {
         return;
     }
-    let rp = reps[r];
+    let k_contact = reps[r].k_contact;
     var fi = vec3<real>(0.0);
     var mi = vec3<real>(0.0);
     for (var p = inc_offsets[i]; p < inc_offsets[i + 1u]; p++) {
@@ -80,7 +80,7 @@ fn particle(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg:
         for (var k = 0u; k < cnt; k++) {
             let j = nbr[base + k];
             let xj = pos[j];
-            let ct = contact(xi - xj.xyz, xr.w + xj.w, rp.k_contact);
+            let ct = contact(xi - xj.xyz, xr.w + xj.w, k_contact);
             fi = fi + ct.force;
             if j > i {
                 u_contact = u_contact + ct.energy;
@@ -114,7 +114,7 @@ fn particle(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg:
                 break;
             }
             let xj = sorted_pos[cur[src]];
-            let ct = contact(xi - xj.xyz, xr.w + xj.w, rp.k_contact);
+            let ct = contact(xi - xj.xyz, xr.w + xj.w, k_contact);
             fi = fi + ct.force;
             if next > i {
                 u_contact = u_contact + ct.energy;
@@ -124,20 +124,20 @@ fn particle(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg:
         }
     }
     var u_wall: real = 0.0;
-    for (var w = rp.wall_start; w < rp.wall_start + rp.n_walls; w++) {
-        let ct = wall(xi, xr.w, walls[w].point.xyz, walls[w].normal.xyz, rp.k_wall);
+    for (var w = reps[r].wall_start; w < reps[r].wall_start + reps[r].n_walls; w++) {
+        let ct = wall(xi, xr.w, walls[w].point.xyz, walls[w].normal.xyz, reps[r].k_wall);
         fi = fi + ct.force;
         u_wall = u_wall + ct.energy;
     }
     let inv = inertial[i];
     var u_grav: real = 0.0;
-    if (rp.flags & FLAG_GRAVITY) != 0u {
-        let g = gravity(xi, inv.x, rp.gravity.xyz);
+    if (reps[r].flags & FLAG_GRAVITY) != 0u {
+        let g = gravity(xi, inv.x, reps[r].gravity.xyz);
         fi = fi + g.force;
         u_grav = u_grav + g.energy;
     }
-    if (rp.flags & FLAG_PENDULUM) != 0u {
-        let g = pendulum(quat[i], inv.x, rp.pend_g, rp.pend_rho0.xyz, rp.pend_up.xyz);
+    if (reps[r].flags & FLAG_PENDULUM) != 0u {
+        let g = pendulum(quat[i], inv.x, reps[r].pend_g, reps[r].pend_rho0.xyz, reps[r].pend_up.xyz);
         mi = mi + g.moment;
         u_grav = u_grav + g.energy;
     }
