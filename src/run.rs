@@ -580,6 +580,14 @@ fn drive<'scope>(
     let firsts: Vec<Option<Diagnostics>> = firsts;
     let mut reps: Vec<Option<Replica<'scope>>> = Vec::with_capacity(count);
     for (r, (job, first)) in jobs.into_iter().zip(firsts).enumerate() {
+        // A replica whose starting state is already invalid (the engine froze it while
+        // building the batch) fails as that model's engine fails to start alone.
+        if let Some(e) = engine.take_failure(r) {
+            engine.freeze(r);
+            finish(&mut results, r, Err(RunError::EngineStart(e)));
+            reps.push(None);
+            continue;
+        }
         match Replica::start(scope, job, first, engine, r) {
             Ok(rep) => reps.push(Some(rep)),
             Err(e) => {
