@@ -147,6 +147,11 @@ impl NeighbourList {
         }
     }
 
+    /// Entries of the list (each pair counted from both ends).
+    pub fn entries(&self) -> usize {
+        self.list.len()
+    }
+
     /// Number of rebuilds so far.
     pub fn rebuilds(&self) -> u64 {
         self.rebuilds
@@ -155,6 +160,15 @@ impl NeighbourList {
     /// Rebuilds the list if any particle moved more than `skin/2` since the last rebuild (or a
     /// position became non-finite). Fails with the first particle the grid cannot place.
     pub fn update(&mut self, x: impl Fn(usize) -> DVec3 + Sync, radius: &[f64]) -> Result<(), usize> {
+        self.update_with(x, |i| radius[i])
+    }
+
+    /// `update` with the radii given by a function.
+    pub fn update_with(
+        &mut self,
+        x: impl Fn(usize) -> DVec3 + Sync,
+        radius: impl Fn(usize) -> f64 + Sync,
+    ) -> Result<(), usize> {
         let half = 0.5 * self.skin;
         let x0 = &self.x_at_build;
         let n = x0.len();
@@ -168,7 +182,16 @@ impl NeighbourList {
         Ok(())
     }
 
-    fn rebuild(&mut self, x: impl Fn(usize) -> DVec3 + Sync, radius: &[f64]) -> Result<(), usize> {
+    /// Bytes held (capacities): the grid, the list and the positions at the last rebuild.
+    pub fn bytes(&self) -> usize {
+        let g = &self.grid;
+        12 * g.cell.capacity()
+            + 4 * (g.hash.capacity() + g.start.capacity() + g.sorted.capacity())
+            + 4 * (self.offsets.capacity() + self.list.capacity())
+            + 24 * self.x_at_build.capacity()
+    }
+
+    fn rebuild(&mut self, x: impl Fn(usize) -> DVec3 + Sync, radius: impl Fn(usize) -> f64 + Sync) -> Result<(), usize> {
         self.grid.build(&x)?;
         let grid = &self.grid;
         let n = self.x_at_build.len();
@@ -178,7 +201,7 @@ impl NeighbourList {
         let visit = |i: usize, f: &mut dyn FnMut(u32)| {
             let xi = x(i);
             grid.for_each_neighbour(i, |j| {
-                let reach = radius[i] + radius[j] + skin;
+                let reach = radius(i) + radius(j) + skin;
                 if (xi - x(j)).length_squared() < reach * reach {
                     f(j as u32);
                 }
@@ -189,13 +212,16 @@ impl NeighbourList {
             visit(i, &mut |_| c += 1);
             c
         };
-        let counts: Vec<u32> = if n < 2048 {
-            (0..n).map(count).collect()
+        // Counts go into `offsets` and are turned into offsets in place (no temporary arrays
+        // per particle: a rebuild's temporaries would add to the peak memory).
+        if n < 2048 {
+            self.offsets[..n].iter_mut().enumerate().for_each(|(i, o)| *o = count(i));
         } else {
-            (0..n).into_par_iter().with_min_len(512).map(count).collect()
-        };
+            self.offsets[..n].par_iter_mut().with_min_len(512).enumerate().for_each(|(i, o)| *o = count(i));
+        }
         let mut total = 0u32;
-        for (o, c) in self.offsets.iter_mut().zip(&counts) {
+        for o in &mut self.offsets[..n] {
+            let c = *o;
             *o = total;
             total += c;
         }
@@ -204,7 +230,14 @@ impl NeighbourList {
         self.list.resize(total as usize, 0);
         // Each particle's slice is written by one task only; sorted by index afterwards (the
         // cells are visited in a fixed order, but partners must come by increasing index).
-        let fill = |(i, slot): (usize, &mut [u32])| {
+        let offsets = &self.offsets;
+        let list = SharedSlice(self.list.as_mut_ptr(), self.list.len());
+        let fill = |i: usize| {
+            let (a, b) = (offsets[i] as usize, offsets[i + 1] as usize);
+            // SAFETY: the ranges `offsets[i]..offsets[i+1]` are disjoint, lie inside `list` (the
+            // last offset is its length) and each is taken by one call only; `list` is not
+            // otherwise touched until every call returned.
+            let slot = unsafe { list.range(a, b) };
             let mut k = 0;
             visit(i, &mut |j| {
                 slot[k] = j;
@@ -212,17 +245,10 @@ impl NeighbourList {
             });
             slot.sort_unstable();
         };
-        let mut slices: Vec<&mut [u32]> = Vec::with_capacity(n);
-        let mut rest = self.list.as_mut_slice();
-        for c in &counts {
-            let (head, tail) = rest.split_at_mut(*c as usize);
-            slices.push(head);
-            rest = tail;
-        }
         if n < 2048 {
-            slices.into_iter().enumerate().for_each(fill);
+            (0..n).for_each(fill);
         } else {
-            slices.into_par_iter().enumerate().with_min_len(512).for_each(fill);
+            (0..n).into_par_iter().with_min_len(512).for_each(fill);
         }
         for (i, x0) in self.x_at_build.iter_mut().enumerate() {
             *x0 = x(i);
@@ -236,5 +262,25 @@ impl NeighbourList {
     #[inline]
     pub fn partners(&self, i: usize) -> &[u32] {
         &self.list[self.offsets[i] as usize..self.offsets[i + 1] as usize]
+    }
+}
+
+/// A mutable slice handed to parallel tasks that each write a disjoint range.
+struct SharedSlice(*mut u32, usize);
+
+// SAFETY: used only to give disjoint ranges to parallel tasks (see `range`).
+unsafe impl Sync for SharedSlice {}
+unsafe impl Send for SharedSlice {}
+
+impl SharedSlice {
+    /// The range `a..b`.
+    ///
+    /// # Safety
+    /// `a ≤ b ≤ len`, and no other live reference covers any of the range.
+    #[allow(clippy::mut_from_ref)]
+    unsafe fn range(&self, a: usize, b: usize) -> &mut [u32] {
+        assert!(a <= b && b <= self.1);
+        // SAFETY: in bounds (checked above); exclusive by the caller's guarantee.
+        unsafe { std::slice::from_raw_parts_mut(self.0.add(a), b - a) }
     }
 }
