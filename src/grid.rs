@@ -196,29 +196,34 @@ impl NeighbourList {
         let grid = &self.grid;
         let n = self.x_at_build.len();
         let skin = self.skin;
-        // Two passes over the 27 cells (count, then fill in place) instead of a vector per
-        // particle: no allocation per particle, and the fill writes the final layout directly.
-        let visit = |i: usize, f: &mut dyn FnMut(u32)| {
-            let xi = x(i);
-            grid.for_each_neighbour(i, |j| {
-                let reach = radius(i) + radius(j) + skin;
-                if (xi - x(j)).length_squared() < reach * reach {
-                    f(j as u32);
-                }
-            });
+        // One pass over the 27 cells per particle: blocks of particles fill block-local lists
+        // (partners sorted by index per particle) and write their counts into `offsets`; the
+        // blocks are then copied into place. The temporaries are the size of the list itself.
+        const BLOCK: usize = 4096;
+        let fill = |(blk, counts): (usize, &mut [u32])| -> Vec<u32> {
+            let mut local = Vec::with_capacity(counts.len() * 8);
+            for (k, c) in counts.iter_mut().enumerate() {
+                let i = blk * BLOCK + k;
+                let xi = x(i);
+                let ri = radius(i);
+                let start = local.len();
+                grid.for_each_neighbour(i, |j| {
+                    let reach = ri + radius(j) + skin;
+                    if (xi - x(j)).length_squared() < reach * reach {
+                        local.push(j as u32);
+                    }
+                });
+                // The cells are visited in a fixed order, but partners must come by index.
+                local[start..].sort_unstable();
+                *c = (local.len() - start) as u32;
+            }
+            local
         };
-        let count = |i: usize| {
-            let mut c = 0u32;
-            visit(i, &mut |_| c += 1);
-            c
-        };
-        // Counts go into `offsets` and are turned into offsets in place (no temporary arrays
-        // per particle: a rebuild's temporaries would add to the peak memory).
-        if n < 2048 {
-            self.offsets[..n].iter_mut().enumerate().for_each(|(i, o)| *o = count(i));
+        let blocks: Vec<Vec<u32>> = if n < 2048 {
+            self.offsets[..n].chunks_mut(BLOCK).enumerate().map(fill).collect()
         } else {
-            self.offsets[..n].par_iter_mut().with_min_len(512).enumerate().for_each(|(i, o)| *o = count(i));
-        }
+            self.offsets[..n].par_chunks_mut(BLOCK).enumerate().map(fill).collect()
+        };
         let mut total = 0u32;
         for o in &mut self.offsets[..n] {
             let c = *o;
@@ -228,27 +233,20 @@ impl NeighbourList {
         self.offsets[n] = total;
         self.list.clear();
         self.list.resize(total as usize, 0);
-        // Each particle's slice is written by one task only; sorted by index afterwards (the
-        // cells are visited in a fixed order, but partners must come by increasing index).
         let offsets = &self.offsets;
         let list = SharedSlice(self.list.as_mut_ptr(), self.list.len());
-        let fill = |i: usize| {
-            let (a, b) = (offsets[i] as usize, offsets[i + 1] as usize);
-            // SAFETY: the ranges `offsets[i]..offsets[i+1]` are disjoint, lie inside `list` (the
-            // last offset is its length) and each is taken by one call only; `list` is not
-            // otherwise touched until every call returned.
-            let slot = unsafe { list.range(a, b) };
-            let mut k = 0;
-            visit(i, &mut |j| {
-                slot[k] = j;
-                k += 1;
-            });
-            slot.sort_unstable();
+        let copy = |(blk, local): (usize, Vec<u32>)| {
+            let a = offsets[blk * BLOCK] as usize;
+            // SAFETY: block `blk` holds exactly the entries `offsets[blk·B]..offsets[(blk+1)·B]`
+            // (its counts made those offsets); the blocks' ranges are disjoint, inside `list`,
+            // and each is taken by one call only.
+            let slot = unsafe { list.range(a, a + local.len()) };
+            slot.copy_from_slice(&local);
         };
         if n < 2048 {
-            (0..n).for_each(fill);
+            blocks.into_iter().enumerate().for_each(copy);
         } else {
-            (0..n).into_par_iter().with_min_len(512).for_each(fill);
+            blocks.into_par_iter().enumerate().for_each(copy);
         }
         for (i, x0) in self.x_at_build.iter_mut().enumerate() {
             *x0 = x(i);
