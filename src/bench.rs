@@ -297,9 +297,8 @@ pub fn measure(
                 let e = GpuEngine::new(&model, Integrator::RrpNewmark, 1e-3, p, AdapterChoice::Any)
                     .map_err(|e| e.to_string())?;
                 // The GPU's lists are not read back; count the CPU's (the same contacts).
-                let partners = CpuEngine::new(&model, Integrator::RrpNewmark, 1e-3)
-                    .map(|c| c.neighbour_entries())
-                    .unwrap_or(0);
+                let partners =
+                    CpuEngine::new(&model, Integrator::RrpNewmark, 1e-3).map(|c| c.neighbour_entries()).unwrap_or(0);
                 (Box::new(e), None, gpu_bytes_per_step(n, nb, partners, p))
             }
         };
@@ -358,8 +357,10 @@ fn measure_copies(
         .collect::<Result<_, _>>()?;
     let engine_setup_s = setup.elapsed().as_secs_f64();
     let engine_bytes = engines.iter().flat_map(|e| e.memory()).map(|m| m.1 as u64).sum::<u64>();
-    let bytes_per_step: f64 =
-        engines.iter().map(|e| cpu_bytes_per_step(model.particles.len(), model.bonds.len(), e.neighbour_entries())).sum();
+    let bytes_per_step: f64 = engines
+        .iter()
+        .map(|e| cpu_bytes_per_step(model.particles.len(), model.bonds.len(), e.neighbour_entries()))
+        .sum();
     let advance = |engines: &mut Vec<CpuEngine>, k: u64| {
         engines.par_iter_mut().try_for_each(|e| e.advance(k).map_err(|e| e.to_string()))
     };

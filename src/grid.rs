@@ -191,7 +191,11 @@ impl NeighbourList {
             + 24 * self.x_at_build.capacity()
     }
 
-    fn rebuild(&mut self, x: impl Fn(usize) -> DVec3 + Sync, radius: impl Fn(usize) -> f64 + Sync) -> Result<(), usize> {
+    fn rebuild(
+        &mut self,
+        x: impl Fn(usize) -> DVec3 + Sync,
+        radius: impl Fn(usize) -> f64 + Sync,
+    ) -> Result<(), usize> {
         self.grid.build(&x)?;
         let grid = &self.grid;
         let n = self.x_at_build.len();

@@ -76,11 +76,14 @@ fn run_pass<A: Send, B: Send, E: Copy + Default + Send + Sync>(
                 *o = f(base + k, x, y);
             }
         } else {
-            ca.par_iter_mut().zip(cb.par_iter_mut()).zip(out.par_iter_mut()).with_min_len(PAR_MIN / 4).enumerate().for_each(
-                |(k, ((x, y), o))| {
+            ca.par_iter_mut()
+                .zip(cb.par_iter_mut())
+                .zip(out.par_iter_mut())
+                .with_min_len(PAR_MIN / 4)
+                .enumerate()
+                .for_each(|(k, ((x, y), o))| {
                     *o = f(base + k, x, y);
-                },
-            );
+                });
         }
         out.iter().for_each(|&e| fold(e));
     }
@@ -155,8 +158,7 @@ enum RefAttitudes {
 impl RefAttitudes {
     fn new(model: &Model) -> RefAttitudes {
         let q = &model.particles.q;
-        let from_particles =
-            |b: &Bond| b.q_i0.same_bits(&q[b.i as usize]) && b.q_j0.same_bits(&q[b.j as usize]);
+        let from_particles = |b: &Bond| b.q_i0.same_bits(&q[b.i as usize]) && b.q_j0.same_bits(&q[b.j as usize]);
         let ok = if model.bonds.len() < PAR_MIN {
             model.bonds.iter().all(from_particles)
         } else {
@@ -292,9 +294,10 @@ impl CpuEngine {
             inc_entries,
             bond_force: vec![BondForce::default(); nb],
             bond_state: vec![INTACT; nb],
-            bond_scale: model.params.rupture.map_or(Column::Uniform(1.0), |r| {
-                Column::new(&r.scales(model.bonds.iter().map(|b| (b.i, b.j))), 1.0)
-            }),
+            bond_scale: model
+                .params
+                .rupture
+                .map_or(Column::Uniform(1.0), |r| Column::new(&r.scales(model.bonds.iter().map(|b| (b.i, b.j))), 1.0)),
             acc: vec![ParticleAcc::default(); n],
             sums: Sums::default(),
             total_mass: p.mass.iter().sum(),
@@ -319,16 +322,10 @@ impl CpuEngine {
             ("kinematics", cap(self.kin.capacity(), size_of::<Kinematics>())),
             ("saved kinematics (rollback)", cap(self.saved.kin.capacity(), size_of::<Kinematics>())),
             ("forces", cap(self.acc.capacity(), size_of::<ParticleAcc>())),
-            (
-                "particle constants",
-                self.mass.bytes() + self.inertia.bytes() + self.radius.bytes() + self.fixed.bytes(),
-            ),
+            ("particle constants", self.mass.bytes() + self.inertia.bytes() + self.radius.bytes() + self.fixed.bytes()),
             ("bond reference data", cap(self.bonds.capacity(), size_of::<BondRef>()) + self.ref_q.bytes()),
             ("bond results", cap(self.bond_force.capacity(), size_of::<BondForce>())),
-            (
-                "bond states",
-                self.bond_state.capacity() + self.saved.broken.capacity() + self.bond_scale.bytes(),
-            ),
+            ("bond states", self.bond_state.capacity() + self.saved.broken.capacity() + self.bond_scale.bytes()),
             ("incidence", 4 * (self.inc_offsets.capacity() + self.inc_entries.capacity())),
             ("neighbour list and grid", self.neighbours.bytes()),
         ]
@@ -400,12 +397,9 @@ impl CpuEngine {
                 if let Some(r) = &prm.rupture {
                     let (dq_i, dq_j) = (ki.q * q_i0.conjugate(), kj.q * q_j0.conjugate());
                     let m = rupture_measures(prm.shear, ki.x - kj.x, b.l0, b.dhat0, dq_i, dq_j);
-                    if let Some(mode) = rupture(
-                        m,
-                        r.inv_thresholds,
-                        scale.get(k),
-                        r.rule == crate::interactions::RuptureRule::Sum,
-                    ) {
+                    if let Some(mode) =
+                        rupture(m, r.inv_thresholds, scale.get(k), r.rule == crate::interactions::RuptureRule::Sum)
+                    {
                         // Broken from this evaluation on: it exerts nothing from F_k on (MODEL §6).
                         *state = BROKE_NOW + mode as u8;
                         *out = BondForce::default();
