@@ -221,6 +221,7 @@ impl NeighbourList {
                 local[start..].sort_unstable();
                 *c = (local.len() - start) as u32;
             }
+            local.shrink_to_fit();
             local
         };
         let blocks: Vec<Vec<u32>> = if n < 2048 {

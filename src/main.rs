@@ -662,7 +662,7 @@ fn cmd_bench(
     if steps == 0 || threads.contains(&0) {
         bail!("--steps and --threads must be at least 1");
     }
-    if bandwidth.is_some_and(|b| !(b > 0.0)) {
+    if bandwidth.is_some_and(|b| b.is_nan() || b <= 0.0) {
         bail!("--bandwidth must be positive (GB/s)");
     }
     let mut all = Vec::new();
