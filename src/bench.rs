@@ -11,6 +11,7 @@ use crate::interactions::{ShearVariant, Wall};
 use crate::model::{Model, Params, Particles};
 use crate::scenario::Scenario;
 use glam::{DQuat, DVec3};
+use rayon::prelude::*;
 use serde::Serialize;
 use std::path::Path;
 use std::time::Instant;
@@ -27,6 +28,8 @@ pub struct Case {
 /// The standard cases, by name: `torus` (the paper's 80 spheres), `rings-N` (⌈N/100⌉ rings of
 /// 100 unit spheres on a square lattice moving onto a wall), `fcc-N` (an FCC cube of about N
 /// spheres at nearest-neighbour spacing, bonded to nearest neighbours, moving onto a wall),
+/// `solid-torus-N` (a solid torus of about N FCC spheres, D_t = 3, D_c = 1, as in
+/// `scenarios/solid_torus_impact.json` without rupture, spheres of mass 100, moving onto a wall),
 /// `tori-N` (N copies of the paper torus stepped as a study's variants are on the CPU: one
 /// engine each, in parallel over the copies; `measure` treats it specially).
 pub fn case(name: &str) -> Result<Case, String> {
@@ -50,8 +53,11 @@ pub fn case(name: &str) -> Result<Case, String> {
     } else if let Some(count) = name.strip_prefix("fcc-") {
         let count = n(count)?;
         Box::new(move || fcc_block(count))
+    } else if let Some(count) = name.strip_prefix("solid-torus-") {
+        let count = n(count)?;
+        Box::new(move || solid_torus(count))
     } else {
-        return Err(format!("unknown case `{name}` (torus, rings-N, fcc-N)"));
+        return Err(format!("unknown case `{name}` (torus, rings-N, fcc-N, solid-torus-N, tori-N)"));
     };
     Ok(Case { name: name.into(), model })
 }
@@ -78,49 +84,70 @@ pub fn rings(n: usize) -> Result<Model, String> {
     Scenario::from_json(&json, Path::new("bench.json")).and_then(|s| s.build_model()).map_err(|e| e.to_string())
 }
 
+/// A solid torus (`torus_solid`, FCC, D_t = 3, D_c = 1, about `n` spheres, about 6 bonds per
+/// sphere) moving onto a wall at x = 0 with the paper's stiffnesses, spheres of mass and
+/// inertia 100 (stable at dt = 10⁻³ up to 10⁷ spheres and beyond).
+pub fn solid_torus(n: usize) -> Result<Model, String> {
+    // Spheres of mass and inertia 100: the binder's stiffness grows as the spheres shrink
+    // (h_max ≈ 6e-4 at 10⁶ spheres of mass 1), and the bench steps with dt = 10⁻³.
+    let params = PAPER.replace(r#""mass": 1, "inertia": 1"#, r#""mass": 100, "inertia": 100"#);
+    let json = format!(
+        r#"{{"name": "bench", {params}, "bodies": [{{"type": "torus_solid", "torus_diameter": 3, "tube_diameter": 1,
+        "particles": {n}, "lattice": "fcc", "gap": 0, "velocity": [-1, 0, 0]}}]}}"#
+    );
+    Scenario::from_json(&json, Path::new("bench.json")).and_then(|s| s.build_model()).map_err(|e| e.to_string())
+}
+
 /// About `n` unit spheres of an FCC cube at nearest-neighbour spacing, bonds to nearest
 /// neighbours, moving onto a wall at x = 0.
 pub fn fcc_block(n: usize) -> Result<Model, String> {
-    // FCC: 4 sites per cubic cell of edge a = √2 (nearest-neighbour distance 1).
+    // FCC: 4 sites per cubic cell of edge a = √2 (nearest-neighbour distance 1). Site
+    // `((i·c + j)·c + k)·4 + b` is cell (i, j, k), basis site b; in half-cell units its
+    // coordinates are 2·(i, j, k) + PARITY[b]. Built in parallel, linear in the size.
     let cells = ((n as f64 / 4.0).cbrt().round() as usize).max(1);
     let a = std::f64::consts::SQRT_2;
-    let basis = [[0.0, 0.0, 0.0], [0.5, 0.5, 0.0], [0.5, 0.0, 0.5], [0.0, 0.5, 0.5]];
-    let mut x = Vec::with_capacity(4 * cells * cells * cells);
-    for i in 0..cells {
-        for j in 0..cells {
-            for k in 0..cells {
-                for b in basis {
-                    x.push([(i as f64 + b[0]) * a + 0.5, (j as f64 + b[1]) * a, (k as f64 + b[2]) * a]);
-                }
-            }
-        }
-    }
-    let index = |p: [f64; 3]| -> [i64; 3] {
-        [(p[0] * 2.0 / a).round() as i64, (p[1] * 2.0 / a).round() as i64, (p[2] * 2.0 / a).round() as i64]
+    const PARITY: [[i64; 3]; 4] = [[0, 0, 0], [1, 1, 0], [1, 0, 1], [0, 1, 1]];
+    let c = cells as i64;
+    let total = 4 * cells * cells * cells;
+    let half = |s: usize| -> [i64; 3] {
+        let (cell, b) = (s / 4, s % 4);
+        let (i, j, k) = ((cell / (cells * cells)) as i64, ((cell / cells) % cells) as i64, (cell % cells) as i64);
+        [2 * i + PARITY[b][0], 2 * j + PARITY[b][1], 2 * k + PARITY[b][2]]
     };
-    let mut at = std::collections::HashMap::with_capacity(x.len());
-    for (k, p) in x.iter().enumerate() {
-        at.insert(index(*p), k as u32);
-    }
-    // Nearest neighbours in half-lattice units: the 12 permutations of (±1, ±1, 0); half of
-    // them (lexicographically positive) so that each pair is listed once.
-    let mut offsets = Vec::new();
-    for d in [[1, 1, 0], [1, -1, 0], [1, 0, 1], [1, 0, -1], [0, 1, 1], [0, 1, -1]] {
-        offsets.push(d);
-    }
-    let mut pairs = Vec::new();
-    for (k, p) in x.iter().enumerate() {
-        let c = index(*p);
-        for d in &offsets {
-            if let Some(&j) = at.get(&[c[0] + d[0], c[1] + d[1], c[2] + d[2]]) {
-                pairs.push((k as u32, j));
-            }
+    let site = |h: [i64; 3]| -> Option<u32> {
+        if h.iter().any(|&v| v < 0 || v >= 2 * c) {
+            return None;
         }
-    }
-    let mut particles = Particles::default();
-    for p in &x {
-        particles.push(DVec3::from(*p), DVec3::new(-1.0, 0.0, 0.0), DQuat::IDENTITY, DVec3::ZERO, 1.0, 1.0, 0.5, false);
-    }
+        let b = PARITY.iter().position(|p| (0..3).all(|d| p[d] == h[d] & 1))?;
+        Some((((h[0] / 2 * c + h[1] / 2) * c + h[2] / 2) * 4 + b as i64) as u32)
+    };
+    let x: Vec<DVec3> = (0..total)
+        .into_par_iter()
+        .map(|s| {
+            let h = half(s);
+            DVec3::new(h[0] as f64 * 0.5 * a + 0.5, h[1] as f64 * 0.5 * a, h[2] as f64 * 0.5 * a)
+        })
+        .collect();
+    // Nearest neighbours in half-cell units: the 12 permutations of (±1, ±1, 0); half of them
+    // (lexicographically positive) so that each pair is listed once.
+    let offsets = [[1, 1, 0], [1, -1, 0], [1, 0, 1], [1, 0, -1], [0, 1, 1], [0, 1, -1]];
+    let pairs: Vec<(u32, u32)> = (0..total)
+        .into_par_iter()
+        .flat_map_iter(|s| {
+            let h = half(s);
+            offsets.iter().filter_map(move |d| site([h[0] + d[0], h[1] + d[1], h[2] + d[2]]).map(|j| (s as u32, j)))
+        })
+        .collect();
+    let particles = Particles {
+        v: vec![DVec3::new(-1.0, 0.0, 0.0); total],
+        q: vec![DQuat::IDENTITY; total],
+        w: vec![DVec3::ZERO; total],
+        mass: vec![1.0; total],
+        inertia: vec![1.0; total],
+        radius: vec![0.5; total],
+        fixed: vec![false; total],
+        x,
+    };
     Ok(Model::new(particles, &pairs, paper_params()))
 }
 
@@ -171,36 +198,117 @@ pub struct Measurement {
     pub seconds: f64,
     pub particle_steps_per_s: f64,
     pub bond_steps_per_s: f64,
+    /// Seconds to build the engine from the model (upload included on the GPU).
+    pub engine_setup_s: f64,
+    /// Estimated bytes of memory traffic per particle-step (`bytes_per_step` / particles).
+    pub bytes_per_particle_step: f64,
+    /// Fraction of the given memory bandwidth this throughput implies (`--bandwidth`).
+    pub bandwidth_fraction: Option<f64>,
+    /// Bytes held by the CPU engine's arrays (`CpuEngine::memory`); none on the GPU.
+    pub engine_bytes: Option<u64>,
+    /// The same by part.
+    pub engine_parts: Vec<(String, u64)>,
+    /// Peak resident memory of the process so far (Linux `VmHWM`), bytes.
+    pub peak_rss: Option<u64>,
+}
+
+/// Peak resident set size of this process so far (Linux: `VmHWM` in `/proc/self/status`).
+pub fn peak_rss() -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = s.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024)
+}
+
+/// Estimated bytes of memory traffic of one step of the CPU engine (f64), from its data layout
+/// (`src/engine/cpu.rs`): every array a pass streams through counted once per pass, the bond
+/// ends' positions and attitudes counted once per particle (bonds join nearby indices, so the
+/// gathers mostly hit the cache), and each bond's result counted twice (gathered by each end,
+/// often far apart in index). `partners` is the number of contact neighbour-list entries.
+/// Neighbour-list rebuilds (every ~0.15 r_max of motion) are not counted.
+pub fn cpu_bytes_per_step(n: usize, bonds: usize, partners: usize) -> f64 {
+    const KIN: f64 = 104.0; // x, v, q, Ω
+    const ACC: f64 = 48.0; // force, moment
+    let per_particle = (KIN + ACC + KIN) // pre-force: read state and forces, write state
+        + (24.0 + 24.0) // neighbour-list staleness check: x and x at the last rebuild
+        + 56.0 // bond pass: the ends' x and q
+        + (4.0 + 4.0 + 24.0 + ACC) // particle pass: incidence and list offsets, x, write forces
+        + (48.0 + ACC + 48.0); // post-force: read v, Ω and forces, write v, Ω
+    let per_bond = 40.0 + 1.0 // bond pass: ends, d̂0, L0 and state
+        + 72.0 + 1.0 // write the bond's force and moments, state
+        + 8.0 + 2.0 * 72.0; // particle pass: two incidence entries, the result read by each end
+    let per_partner = 4.0; // the list entry (the partner's position is counted as cached)
+    per_particle * n as f64 + per_bond * bonds as f64 + per_partner * partners as f64
+}
+
+/// Estimated bytes of memory traffic of one step of the GPU engine, from its buffer layout
+/// (`src/gpu/state.rs`: vec4 arrays of reals `rs` bytes wide per lane) and what each kernel reads
+/// and writes: `integrate` reads pos, vel, quat, omega, inertial, force, moment and writes the
+/// first four (and its second half reads vel, omega, inertial, force, moment and writes vel,
+/// omega); the staleness check reads pos and x_ref; `bonds` reads the bond's ends, reference
+/// direction/length and attitudes (4 + 8 reals), the ends' pos and quat (counted once per
+/// particle), and writes 12 reals; `particle` reads the incidence (4 bytes per particle, 8 per
+/// bond), each bond result once per end (2 × 12 reals), pos, the list count and entries, and
+/// writes force, moment and pot. Grid rebuilds and the diagnostics reduction are not counted.
+pub fn gpu_bytes_per_step(n: usize, bonds: usize, partners: usize, precision: Precision) -> f64 {
+    let rs = match precision {
+        Precision::F32 => 4.0,
+        Precision::F64 => 8.0,
+    };
+    let v4 = 4.0 * rs;
+    let per_particle = 11.0 * v4 // integrate, first half
+        + 2.0 * v4 // staleness check
+        + 2.0 * v4 // bond ends' pos and quat
+        + 4.0 + v4 + 4.0 + 3.0 * v4 // particle kernel: offsets, pos, list count, force/moment/pot
+        + 7.0 * v4; // integrate, second half
+    let per_bond = 8.0 + 12.0 * rs + 12.0 * rs + 8.0 + 24.0 * rs;
+    per_particle * n as f64 + per_bond * bonds as f64 + 4.0 * partners as f64
 }
 
 /// Runs `case` on `engine` with `threads` rayon threads: a warm-up of `steps / 10` steps, then
-/// `steps` timed steps (repeated until at least `min_seconds` have passed).
+/// `steps` timed steps (repeated until at least `min_seconds` have passed). An owned model is
+/// dropped once the engine is built (the engine keeps what it needs), so that the peak memory
+/// is the engine's.
 pub fn measure(
     case: &Case,
-    model: &Model,
+    model: std::borrow::Cow<'_, Model>,
     engine: EngineKind,
     threads: usize,
     steps: u64,
     min_seconds: f64,
+    bandwidth_gbs: Option<f64>,
 ) -> Result<Measurement, String> {
     let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().map_err(|e| e.to_string())?;
     if let Some(copies) = case.name.strip_prefix("tori-") {
         let copies = copies.parse::<f64>().map_err(|e| e.to_string())? as usize;
-        return pool.install(|| measure_copies(case, model, engine, threads, copies, steps, min_seconds));
+        return pool
+            .install(|| measure_copies(case, &model, engine, threads, copies, steps, min_seconds, bandwidth_gbs));
     }
     pool.install(|| {
-        let mut e: Box<dyn Engine> = match engine {
+        let setup = Instant::now();
+        let (n, nb) = (model.particles.len(), model.bonds.len());
+        let mut engine_parts = Vec::new();
+        let (mut e, engine_bytes, bytes_per_step): (Box<dyn Engine>, _, _) = match engine {
             EngineKind::Cpu => {
-                Box::new(CpuEngine::new(model, Integrator::RrpNewmark, 1e-3).map_err(|e| e.to_string())?)
+                let e = CpuEngine::new(&model, Integrator::RrpNewmark, 1e-3).map_err(|e| e.to_string())?;
+                engine_parts = e.memory().into_iter().map(|(k, v)| (k.to_string(), v as u64)).collect();
+                let bytes = engine_parts.iter().map(|m| m.1).sum::<u64>();
+                let per_step = cpu_bytes_per_step(n, nb, e.neighbour_entries());
+                (Box::new(e), Some(bytes), per_step)
             }
             EngineKind::GpuF32 | EngineKind::GpuF64 => {
                 let p = if engine == EngineKind::GpuF32 { Precision::F32 } else { Precision::F64 };
-                Box::new(
-                    GpuEngine::new(model, Integrator::RrpNewmark, 1e-3, p, AdapterChoice::Any)
-                        .map_err(|e| e.to_string())?,
-                )
+                let e = GpuEngine::new(&model, Integrator::RrpNewmark, 1e-3, p, AdapterChoice::Any)
+                    .map_err(|e| e.to_string())?;
+                // The GPU's lists are not read back; count the CPU's (the same contacts).
+                let partners =
+                    CpuEngine::new(&model, Integrator::RrpNewmark, 1e-3).map(|c| c.neighbour_entries()).unwrap_or(0);
+                (Box::new(e), None, gpu_bytes_per_step(n, nb, partners, p))
             }
         };
+        let engine_setup_s = setup.elapsed().as_secs_f64();
+        let (particles, bonds) = (model.particles.len(), model.bonds.len());
+        drop(model);
         e.advance((steps / 10).max(1)).map_err(|e| e.to_string())?;
         let start = Instant::now();
         let mut done = 0;
@@ -214,18 +322,25 @@ pub fn measure(
             engine,
             device: e.info().device,
             threads,
-            particles: model.particles.len(),
-            bonds: model.bonds.len(),
+            particles,
+            bonds,
             steps: done,
             seconds,
-            particle_steps_per_s: done as f64 * model.particles.len() as f64 / seconds,
-            bond_steps_per_s: done as f64 * model.bonds.len() as f64 / seconds,
+            particle_steps_per_s: done as f64 * particles as f64 / seconds,
+            bond_steps_per_s: done as f64 * bonds as f64 / seconds,
+            engine_setup_s,
+            bytes_per_particle_step: bytes_per_step / n.max(1) as f64,
+            bandwidth_fraction: bandwidth_gbs.map(|g| bytes_per_step * done as f64 / seconds / (g * 1e9)),
+            engine_bytes,
+            engine_parts,
+            peak_rss: peak_rss(),
         })
     })
 }
 
 /// `copies` independent engines of `model` advanced together, in parallel over the copies (what
 /// a study does with its variants on the CPU).
+#[allow(clippy::too_many_arguments)]
 fn measure_copies(
     case: &Case,
     model: &Model,
@@ -234,14 +349,22 @@ fn measure_copies(
     copies: usize,
     steps: u64,
     min_seconds: f64,
+    bandwidth_gbs: Option<f64>,
 ) -> Result<Measurement, String> {
     use rayon::prelude::*;
     if engine != EngineKind::Cpu {
         return Err("tori-N measures the CPU's parallel variants; a GPU study runs its variants one by one".into());
     }
+    let setup = Instant::now();
     let mut engines: Vec<CpuEngine> = (0..copies)
         .map(|_| CpuEngine::new(model, Integrator::RrpNewmark, 1e-3).map_err(|e| e.to_string()))
         .collect::<Result<_, _>>()?;
+    let engine_setup_s = setup.elapsed().as_secs_f64();
+    let engine_bytes = engines.iter().flat_map(|e| e.memory()).map(|m| m.1 as u64).sum::<u64>();
+    let bytes_per_step: f64 = engines
+        .iter()
+        .map(|e| cpu_bytes_per_step(model.particles.len(), model.bonds.len(), e.neighbour_entries()))
+        .sum();
     let advance = |engines: &mut Vec<CpuEngine>, k: u64| {
         engines.par_iter_mut().try_for_each(|e| e.advance(k).map_err(|e| e.to_string()))
     };
@@ -265,5 +388,11 @@ fn measure_copies(
         seconds,
         particle_steps_per_s: done as f64 * n as f64 / seconds,
         bond_steps_per_s: done as f64 * b as f64 / seconds,
+        engine_setup_s,
+        bytes_per_particle_step: bytes_per_step / n.max(1) as f64,
+        bandwidth_fraction: bandwidth_gbs.map(|g| bytes_per_step * done as f64 / seconds / (g * 1e9)),
+        engine_bytes: Some(engine_bytes),
+        engine_parts: Vec::new(),
+        peak_rss: peak_rss(),
     })
 }

@@ -147,6 +147,11 @@ impl NeighbourList {
         }
     }
 
+    /// Entries of the list (each pair counted from both ends).
+    pub fn entries(&self) -> usize {
+        self.list.len()
+    }
+
     /// Number of rebuilds so far.
     pub fn rebuilds(&self) -> u64 {
         self.rebuilds
@@ -155,6 +160,15 @@ impl NeighbourList {
     /// Rebuilds the list if any particle moved more than `skin/2` since the last rebuild (or a
     /// position became non-finite). Fails with the first particle the grid cannot place.
     pub fn update(&mut self, x: impl Fn(usize) -> DVec3 + Sync, radius: &[f64]) -> Result<(), usize> {
+        self.update_with(x, |i| radius[i])
+    }
+
+    /// `update` with the radii given by a function.
+    pub fn update_with(
+        &mut self,
+        x: impl Fn(usize) -> DVec3 + Sync,
+        radius: impl Fn(usize) -> f64 + Sync,
+    ) -> Result<(), usize> {
         let half = 0.5 * self.skin;
         let x0 = &self.x_at_build;
         let n = x0.len();
@@ -168,61 +182,76 @@ impl NeighbourList {
         Ok(())
     }
 
-    fn rebuild(&mut self, x: impl Fn(usize) -> DVec3 + Sync, radius: &[f64]) -> Result<(), usize> {
+    /// Bytes held (capacities): the grid, the list and the positions at the last rebuild.
+    pub fn bytes(&self) -> usize {
+        let g = &self.grid;
+        12 * g.cell.capacity()
+            + 4 * (g.hash.capacity() + g.start.capacity() + g.sorted.capacity())
+            + 4 * (self.offsets.capacity() + self.list.capacity())
+            + 24 * self.x_at_build.capacity()
+    }
+
+    fn rebuild(
+        &mut self,
+        x: impl Fn(usize) -> DVec3 + Sync,
+        radius: impl Fn(usize) -> f64 + Sync,
+    ) -> Result<(), usize> {
         self.grid.build(&x)?;
         let grid = &self.grid;
         let n = self.x_at_build.len();
         let skin = self.skin;
-        // Two passes over the 27 cells (count, then fill in place) instead of a vector per
-        // particle: no allocation per particle, and the fill writes the final layout directly.
-        let visit = |i: usize, f: &mut dyn FnMut(u32)| {
-            let xi = x(i);
-            grid.for_each_neighbour(i, |j| {
-                let reach = radius[i] + radius[j] + skin;
-                if (xi - x(j)).length_squared() < reach * reach {
-                    f(j as u32);
-                }
-            });
+        // One pass over the 27 cells per particle: blocks of particles fill block-local lists
+        // (partners sorted by index per particle) and write their counts into `offsets`; the
+        // blocks are then copied into place. The temporaries are the size of the list itself.
+        const BLOCK: usize = 4096;
+        let fill = |(blk, counts): (usize, &mut [u32])| -> Vec<u32> {
+            let mut local = Vec::with_capacity(counts.len() * 8);
+            for (k, c) in counts.iter_mut().enumerate() {
+                let i = blk * BLOCK + k;
+                let xi = x(i);
+                let ri = radius(i);
+                let start = local.len();
+                grid.for_each_neighbour(i, |j| {
+                    let reach = ri + radius(j) + skin;
+                    if (xi - x(j)).length_squared() < reach * reach {
+                        local.push(j as u32);
+                    }
+                });
+                // The cells are visited in a fixed order, but partners must come by index.
+                local[start..].sort_unstable();
+                *c = (local.len() - start) as u32;
+            }
+            local.shrink_to_fit();
+            local
         };
-        let count = |i: usize| {
-            let mut c = 0u32;
-            visit(i, &mut |_| c += 1);
-            c
-        };
-        let counts: Vec<u32> = if n < 2048 {
-            (0..n).map(count).collect()
+        let blocks: Vec<Vec<u32>> = if n < 2048 {
+            self.offsets[..n].chunks_mut(BLOCK).enumerate().map(fill).collect()
         } else {
-            (0..n).into_par_iter().with_min_len(512).map(count).collect()
+            self.offsets[..n].par_chunks_mut(BLOCK).enumerate().map(fill).collect()
         };
         let mut total = 0u32;
-        for (o, c) in self.offsets.iter_mut().zip(&counts) {
+        for o in &mut self.offsets[..n] {
+            let c = *o;
             *o = total;
             total += c;
         }
         self.offsets[n] = total;
         self.list.clear();
         self.list.resize(total as usize, 0);
-        // Each particle's slice is written by one task only; sorted by index afterwards (the
-        // cells are visited in a fixed order, but partners must come by increasing index).
-        let fill = |(i, slot): (usize, &mut [u32])| {
-            let mut k = 0;
-            visit(i, &mut |j| {
-                slot[k] = j;
-                k += 1;
-            });
-            slot.sort_unstable();
+        let offsets = &self.offsets;
+        let list = SharedSlice(self.list.as_mut_ptr(), self.list.len());
+        let copy = |(blk, local): (usize, Vec<u32>)| {
+            let a = offsets[blk * BLOCK] as usize;
+            // SAFETY: block `blk` holds exactly the entries `offsets[blk·B]..offsets[(blk+1)·B]`
+            // (its counts made those offsets); the blocks' ranges are disjoint, inside `list`,
+            // and each is taken by one call only.
+            let slot = unsafe { list.range(a, a + local.len()) };
+            slot.copy_from_slice(&local);
         };
-        let mut slices: Vec<&mut [u32]> = Vec::with_capacity(n);
-        let mut rest = self.list.as_mut_slice();
-        for c in &counts {
-            let (head, tail) = rest.split_at_mut(*c as usize);
-            slices.push(head);
-            rest = tail;
-        }
         if n < 2048 {
-            slices.into_iter().enumerate().for_each(fill);
+            blocks.into_iter().enumerate().for_each(copy);
         } else {
-            slices.into_par_iter().enumerate().with_min_len(512).for_each(fill);
+            blocks.into_par_iter().enumerate().for_each(copy);
         }
         for (i, x0) in self.x_at_build.iter_mut().enumerate() {
             *x0 = x(i);
@@ -236,5 +265,25 @@ impl NeighbourList {
     #[inline]
     pub fn partners(&self, i: usize) -> &[u32] {
         &self.list[self.offsets[i] as usize..self.offsets[i + 1] as usize]
+    }
+}
+
+/// A mutable slice handed to parallel tasks that each write a disjoint range.
+struct SharedSlice(*mut u32, usize);
+
+// SAFETY: used only to give disjoint ranges to parallel tasks (see `range`).
+unsafe impl Sync for SharedSlice {}
+unsafe impl Send for SharedSlice {}
+
+impl SharedSlice {
+    /// The range `a..b`.
+    ///
+    /// # Safety
+    /// `a ≤ b ≤ len`, and no other live reference covers any of the range.
+    #[allow(clippy::mut_from_ref)]
+    unsafe fn range(&self, a: usize, b: usize) -> &mut [u32] {
+        assert!(a <= b && b <= self.1);
+        // SAFETY: in bounds (checked above); exclusive by the caller's guarantee.
+        unsafe { std::slice::from_raw_parts_mut(self.0.add(a), b - a) }
     }
 }

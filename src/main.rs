@@ -105,7 +105,7 @@ enum Command {
     },
     /// Throughput of the standard cases (particle-steps/s, bond-steps/s) on chosen engines.
     Bench {
-        /// Cases: torus, rings-N, fcc-N (N a particle count such as 1e5).
+        /// Cases: torus, rings-N, fcc-N, solid-torus-N, tori-N (N a particle count such as 1e5).
         #[arg(long, value_delimiter = ',', default_value = "torus,rings-1e5,fcc-1e5")]
         cases: Vec<String>,
         /// Engines: cpu, gpu-f32, gpu-f64.
@@ -123,6 +123,10 @@ enum Command {
         /// Write the measurements as JSON here.
         #[arg(long)]
         json: Option<PathBuf>,
+        /// Memory bandwidth of the device in GB/s: also print the fraction of it that the
+        /// estimated bytes per step imply.
+        #[arg(long)]
+        bandwidth: Option<f64>,
     },
     /// List the GPU adapters wgpu finds, with backend, type, f64 support and limits.
     Info,
@@ -309,8 +313,8 @@ fn real_main() -> Result<()> {
             cmd_compare(&scenario, steps, precision.into(), integrator)
         }
         Command::Info => cmd_info(),
-        Command::Bench { cases, engines, threads, steps, min_seconds, json } => {
-            cmd_bench(&cases, &engines, &threads, steps, min_seconds, json.as_deref())
+        Command::Bench { cases, engines, threads, steps, min_seconds, json, bandwidth } => {
+            cmd_bench(&cases, &engines, &threads, steps, min_seconds, json.as_deref(), bandwidth)
         }
         Command::Study { study, out, shard, merge, overwrite, backend, precision, plots, vtk } => match merge {
             Some(dir) => cmd_study_merge(&dir, plots),
@@ -650,6 +654,7 @@ fn cmd_bench(
     steps: u64,
     min_seconds: f64,
     json: Option<&Path>,
+    bandwidth: Option<f64>,
 ) -> Result<()> {
     use rrpdem::bench;
     let engines: Vec<bench::EngineKind> =
@@ -657,28 +662,69 @@ fn cmd_bench(
     if steps == 0 || threads.contains(&0) {
         bail!("--steps and --threads must be at least 1");
     }
+    if bandwidth.is_some_and(|b| b.is_nan() || b <= 0.0) {
+        bail!("--bandwidth must be positive (GB/s)");
+    }
     let mut all = Vec::new();
     println!(
-        "{:<12} {:<8} {:>7} {:>10} {:>9} {:>14} {:>14}",
-        "case", "engine", "threads", "particles", "bonds", "particle-st/s", "bond-steps/s"
+        "{:<16} {:<8} {:>7} {:>10} {:>9} {:>14} {:>14} {:>8} {:>8} {:>9} {:>9}",
+        "case",
+        "engine",
+        "threads",
+        "particles",
+        "bonds",
+        "particle-st/s",
+        "bond-steps/s",
+        "B/p-step",
+        "of b/w",
+        "setup s",
+        "peak MB"
     );
     for name in cases {
         let case = bench::case(name).map_err(anyhow::Error::msg)?;
         eprintln!("building {name} …");
-        let model = (case.model)().map_err(anyhow::Error::msg)?;
+        let start = std::time::Instant::now();
+        let mut model = Some((case.model)().map_err(anyhow::Error::msg)?);
+        let only_one = engines.len() * threads.len() == 1 && !name.starts_with("tori-");
+        let built = model.as_ref().expect("built above");
+        eprintln!(
+            "built {name} in {:.2} s ({} particles, {} bonds; peak memory so far {:.0} MB)",
+            start.elapsed().as_secs_f64(),
+            built.particles.len(),
+            built.bonds.len(),
+            bench::peak_rss().unwrap_or(0) as f64 / 1e6
+        );
         for &e in &engines {
             for &t in threads {
-                let m = bench::measure(&case, &model, e, t, steps, min_seconds).map_err(anyhow::Error::msg)?;
+                // With one measurement the model is handed over and dropped once the engine is
+                // built (the peak memory is then the engine's, as in a run without the model).
+                let m = if only_one {
+                    let owned = model.take().expect("one measurement");
+                    bench::measure(&case, std::borrow::Cow::Owned(owned), e, t, steps, min_seconds, bandwidth)
+                } else {
+                    let m = model.as_ref().expect("kept for every measurement");
+                    bench::measure(&case, std::borrow::Cow::Borrowed(m), e, t, steps, min_seconds, bandwidth)
+                }
+                .map_err(anyhow::Error::msg)?;
                 println!(
-                    "{:<12} {:<8} {:>7} {:>10} {:>9} {:>14.4e} {:>14.4e}",
+                    "{:<16} {:<8} {:>7} {:>10} {:>9} {:>14.4e} {:>14.4e} {:>8.0} {:>8} {:>9.2} {:>9.0}",
                     m.case,
                     format!("{:?}", m.engine),
                     m.threads,
                     m.particles,
                     m.bonds,
                     m.particle_steps_per_s,
-                    m.bond_steps_per_s
+                    m.bond_steps_per_s,
+                    m.bytes_per_particle_step,
+                    m.bandwidth_fraction.map_or("-".into(), |f| format!("{:.1} %", 100.0 * f)),
+                    m.engine_setup_s,
+                    m.peak_rss.unwrap_or(0) as f64 / 1e6
                 );
+                if let Some(b) = m.engine_bytes {
+                    let parts: Vec<String> =
+                        m.engine_parts.iter().map(|(k, v)| format!("{k} {:.1}", *v as f64 / 1e6)).collect();
+                    eprintln!("  engine arrays {:.1} MB: {}", b as f64 / 1e6, parts.join(", "));
+                }
                 all.push(m);
             }
         }

@@ -166,12 +166,30 @@ impl Model {
 /// All binder terms of one bond at the current state: bending/torsion, axial and shear.
 #[inline]
 pub fn bond_terms(bond: &Bond, x_i: DVec3, x_j: DVec3, q_i: DQuat, q_j: DQuat, p: &Params) -> BondOut {
-    let dq_i = q_i * bond.q_i0.conjugate();
-    let dq_j = q_j * bond.q_j0.conjugate();
+    bond_terms_ref(bond.dhat0, bond.l0, bond.q_i0, bond.q_j0, x_i, x_j, q_i, q_j, p)
+}
+
+/// `bond_terms` from the bond's reference data given separately (engines that store it in
+/// their own layout).
+#[inline]
+#[allow(clippy::too_many_arguments)]
+pub fn bond_terms_ref(
+    dhat0: DVec3,
+    l0: f64,
+    q_i0: DQuat,
+    q_j0: DQuat,
+    x_i: DVec3,
+    x_j: DVec3,
+    q_i: DQuat,
+    q_j: DQuat,
+    p: &Params,
+) -> BondOut {
+    let dq_i = q_i * q_i0.conjugate();
+    let dq_j = q_j * q_j0.conjugate();
     let d = x_i - x_j;
     let bend = bending(dq_i, dq_j, p.k_bend);
-    let ax = axial(d, bond.l0, p.k_axial);
-    let sh = shear(p.shear, d, bond.dhat0, dq_i, dq_j, p.k_shear);
+    let ax = axial(d, l0, p.k_axial);
+    let sh = shear(p.shear, d, dhat0, dq_i, dq_j, p.k_shear);
     BondOut {
         f_i: ax.force + sh.f_i,
         m_i: bend.moment + sh.m_i,

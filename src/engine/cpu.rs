@@ -1,19 +1,20 @@
 //! The CPU reference engine: f64, parallel over bonds and particles with rayon, deterministic.
 //!
-//! Per step: per-bond terms are computed once into `bond_out`; each particle then gathers its
-//! bond results through the CSR incidence list in a fixed order and adds its contacts (found in
+//! Per step: per-bond forces and moments are computed once into `bond_force`; each particle then
+//! gathers its bond results through the CSR incidence list in a fixed order and adds its contacts (found in
 //! the hashed grid, visited in a fixed order), walls and fields. Every output element is written
 //! by exactly one task and every sum runs in a fixed order, so results do not depend on the
-//! number of threads.
+//! number of threads. Energies are not stored per item: the last evaluation of an `advance`
+//! folds them in index order, block by block, into the same sequential sums.
 
 use super::{Engine, EngineInfo, EngineState, Precision, wrong_state_kind};
 use crate::diagnostics::Diagnostics;
 use crate::error::EngineError;
 use crate::grid::NeighbourList;
 use crate::integrator::{self, Integrator, Kinematics};
-use crate::interactions::{BondOut, BreakEvent, contact, gravity, pendulum, rupture, rupture_measures, wall};
-use crate::model::{Bond, Model, Params, bond_terms};
-use glam::DVec3;
+use crate::interactions::{BreakEvent, contact, gravity, pendulum, rupture, rupture_measures, wall};
+use crate::model::{Bond, Model, Params, bond_terms_ref};
+use glam::{DQuat, DVec3};
 use rayon::prelude::*;
 
 /// Below this many items a loop runs on the calling thread: rayon's dispatch costs more than
@@ -39,25 +40,195 @@ fn first_index(n: usize, pred: impl Fn(usize) -> bool + Sync + Send) -> Option<u
     }
 }
 
-/// What one force evaluation gives a particle: force, spatial moment, its potential energies
-/// (contact pairs with `j > i`, walls, gravity + pendulum) and the force of the walls on it.
+/// Items per block when a pass also folds per-item values in index order: each block is
+/// computed in parallel into a small buffer, then folded sequentially, so the fold is the same
+/// sequential sum whatever the schedule, without a per-item array.
+const FOLD_BLOCK: usize = 1 << 14;
+
+/// Runs `f(i, &mut a[i], &mut b[i])` for every index (in parallel for large slices). With
+/// `fold`, the values `f` returns are passed to it in index order. Each item is written by one
+/// call only, so nothing depends on the schedule.
+fn run_pass<A: Send, B: Send, E: Copy + Default + Send + Sync>(
+    a: &mut [A],
+    b: &mut [B],
+    fold: Option<&mut dyn FnMut(E)>,
+    f: impl Fn(usize, &mut A, &mut B) -> E + Sync + Send,
+) {
+    debug_assert_eq!(a.len(), b.len());
+    let Some(fold) = fold else {
+        if a.len() < PAR_MIN {
+            a.iter_mut().zip(b.iter_mut()).enumerate().for_each(|(i, (x, y))| {
+                f(i, x, y);
+            });
+        } else {
+            a.par_iter_mut().zip(b.par_iter_mut()).with_min_len(PAR_MIN / 4).enumerate().for_each(|(i, (x, y))| {
+                f(i, x, y);
+            });
+        }
+        return;
+    };
+    let mut buf = vec![E::default(); FOLD_BLOCK.min(a.len())];
+    for (blk, (ca, cb)) in a.chunks_mut(FOLD_BLOCK).zip(b.chunks_mut(FOLD_BLOCK)).enumerate() {
+        let base = blk * FOLD_BLOCK;
+        let out = &mut buf[..ca.len()];
+        if ca.len() < PAR_MIN {
+            for (k, ((x, y), o)) in ca.iter_mut().zip(cb.iter_mut()).zip(out.iter_mut()).enumerate() {
+                *o = f(base + k, x, y);
+            }
+        } else {
+            ca.par_iter_mut()
+                .zip(cb.par_iter_mut())
+                .zip(out.par_iter_mut())
+                .with_min_len(PAR_MIN / 4)
+                .enumerate()
+                .for_each(|(k, ((x, y), o))| {
+                    *o = f(base + k, x, y);
+                });
+        }
+        out.iter().for_each(|&e| fold(e));
+    }
+}
+
+/// Exact equality (bit patterns), so that a value stored once is the value every item had.
+trait SameBits {
+    fn same_bits(&self, other: &Self) -> bool;
+}
+
+impl SameBits for f64 {
+    fn same_bits(&self, other: &Self) -> bool {
+        self.to_bits() == other.to_bits()
+    }
+}
+
+impl SameBits for bool {
+    fn same_bits(&self, other: &Self) -> bool {
+        self == other
+    }
+}
+
+impl SameBits for DQuat {
+    fn same_bits(&self, other: &Self) -> bool {
+        self.to_array().iter().zip(other.to_array()).all(|(a, b)| a.to_bits() == b.to_bits())
+    }
+}
+
+/// A per-particle constant, stored once when every particle has the same bits (the common
+/// case: uniform spheres, identity reference attitudes).
+#[derive(Clone, Debug)]
+enum Column<T> {
+    Uniform(T),
+    Each(Vec<T>),
+}
+
+impl<T: Copy + SameBits + Send + Sync> Column<T> {
+    fn new(values: &[T], fallback: T) -> Column<T> {
+        let first = values.first().copied().unwrap_or(fallback);
+        let uniform = if values.len() < PAR_MIN {
+            values.iter().all(|v| v.same_bits(&first))
+        } else {
+            values.par_iter().all(|v| v.same_bits(&first))
+        };
+        if uniform { Column::Uniform(first) } else { Column::Each(values.to_vec()) }
+    }
+
+    #[inline(always)]
+    fn get(&self, i: usize) -> T {
+        match self {
+            Column::Uniform(v) => *v,
+            Column::Each(v) => v[i],
+        }
+    }
+
+    fn bytes(&self) -> usize {
+        match self {
+            Column::Uniform(_) => 0,
+            Column::Each(v) => v.capacity() * size_of::<T>(),
+        }
+    }
+}
+
+/// The reference attitudes of the bonds' ends: per particle when every bond's `q_i0`/`q_j0`
+/// are its ends' initial attitudes (as `Model::new` makes them), per bond otherwise.
+#[derive(Clone, Debug)]
+enum RefAttitudes {
+    Particle(Column<DQuat>),
+    Bond(Vec<[DQuat; 2]>),
+}
+
+impl RefAttitudes {
+    fn new(model: &Model) -> RefAttitudes {
+        let q = &model.particles.q;
+        let from_particles = |b: &Bond| b.q_i0.same_bits(&q[b.i as usize]) && b.q_j0.same_bits(&q[b.j as usize]);
+        let ok = if model.bonds.len() < PAR_MIN {
+            model.bonds.iter().all(from_particles)
+        } else {
+            model.bonds.par_iter().all(from_particles)
+        };
+        if ok {
+            RefAttitudes::Particle(Column::new(q, DQuat::IDENTITY))
+        } else {
+            RefAttitudes::Bond(model.bonds.par_iter().map(|b| [b.q_i0, b.q_j0]).collect())
+        }
+    }
+
+    #[inline(always)]
+    fn get(&self, k: usize, b: &BondRef) -> (DQuat, DQuat) {
+        match self {
+            RefAttitudes::Particle(c) => (c.get(b.i as usize), c.get(b.j as usize)),
+            RefAttitudes::Bond(v) => (v[k][0], v[k][1]),
+        }
+    }
+
+    fn bytes(&self) -> usize {
+        match self {
+            RefAttitudes::Particle(c) => c.bytes(),
+            RefAttitudes::Bond(v) => v.capacity() * size_of::<[DQuat; 2]>(),
+        }
+    }
+}
+
+/// A bond's ends and reference direction and length (its reference attitudes are in
+/// `RefAttitudes`): 40 bytes.
+#[derive(Clone, Copy, Debug)]
+struct BondRef {
+    i: u32,
+    j: u32,
+    dhat0: DVec3,
+    l0: f64,
+}
+
+/// Force and spatial moment on a particle from one force evaluation.
 #[derive(Clone, Copy, Debug, Default)]
 struct ParticleAcc {
     force: DVec3,
     moment: DVec3,
-    pot: [f64; 3],
-    f_wall: DVec3,
 }
 
-/// One bond's result of a force evaluation and its rupture state.
+/// What a bond exerts on its ends in one force evaluation (its energies are folded into
+/// `Sums` when they are needed instead of being stored).
 #[derive(Clone, Copy, Debug, Default)]
-struct BondSlot {
-    out: BondOut,
-    broken: bool,
-    /// The channel that broke it in this evaluation, if it broke now.
-    broke_now: Option<u8>,
-    /// Its energy when it broke now.
-    released: f64,
+struct BondForce {
+    f_i: DVec3,
+    m_i: DVec3,
+    m_j: DVec3,
+}
+
+/// Bond state byte: intact, broken, or broken in this evaluation by channel `s - BROKE_NOW`.
+const INTACT: u8 = 0;
+const BROKEN: u8 = 1;
+const BROKE_NOW: u8 = 2;
+
+/// Sums over particles and bonds of one evaluation, folded in index order (the same sequential
+/// sums as over stored per-item values).
+#[derive(Clone, Copy, Debug, Default)]
+struct Sums {
+    u_bend: f64,
+    u_axial: f64,
+    u_shear: f64,
+    u_contact: f64,
+    u_wall: f64,
+    u_gravity: f64,
+    f_wall: DVec3,
 }
 
 pub struct CpuEngine {
@@ -65,19 +236,21 @@ pub struct CpuEngine {
     dt: f64,
     params: Params,
     kin: Vec<Kinematics>,
-    mass: Vec<f64>,
-    inertia: Vec<f64>,
-    inv_m: Vec<f64>,
-    inv_j: Vec<f64>,
-    radius: Vec<f64>,
-    fixed: Vec<bool>,
-    bonds: Vec<Bond>,
+    mass: Column<f64>,
+    inertia: Column<f64>,
+    radius: Column<f64>,
+    fixed: Column<bool>,
+    bonds: Vec<BondRef>,
+    ref_q: RefAttitudes,
     inc_offsets: Vec<u32>,
     inc_entries: Vec<u32>,
-    bond_out: Vec<BondSlot>,
+    bond_force: Vec<BondForce>,
+    bond_state: Vec<u8>,
     /// Per-bond scale of the rupture thresholds (Weibull; 1 without).
-    bond_scale: Vec<f64>,
+    bond_scale: Column<f64>,
     acc: Vec<ParticleAcc>,
+    /// Energies and wall force of the last evaluation that computed them.
+    sums: Sums,
     total_mass: f64,
     e_released: f64,
     n_broken: u64,
@@ -90,37 +263,43 @@ pub struct CpuEngine {
     saved: Saved,
 }
 
+/// `1/m` for a free particle, 0 for a fixed one.
+#[inline(always)]
+fn inverse(m: f64, fixed: bool) -> f64 {
+    if fixed { 0.0 } else { 1.0 / m }
+}
+
 impl CpuEngine {
     /// Builds the engine and evaluates the forces and diagnostics of the initial state.
     pub fn new(model: &Model, integrator: Integrator, dt: f64) -> Result<CpuEngine, EngineError> {
         let p = &model.particles;
         let n = p.len();
-        let kin = (0..n).map(|i| Kinematics { x: p.x[i], v: p.v[i], q: p.q[i], w: p.w[i] }).collect();
-        let inv =
-            |a: &[f64]| -> Vec<f64> { a.iter().zip(&p.fixed).map(|(m, &f)| if f { 0.0 } else { 1.0 / m }).collect() };
+        let kin = (0..n).into_par_iter().map(|i| Kinematics { x: p.x[i], v: p.v[i], q: p.q[i], w: p.w[i] }).collect();
         let (inc_offsets, inc_entries) = model.incidence();
         // A skin of 0.3 r_max: the list is rebuilt after a particle moves 0.15 r_max.
         let r_max = model.max_radius();
+        let nb = model.bonds.len();
         let mut e = CpuEngine {
             integrator,
             dt,
             params: model.params.clone(),
             kin,
-            mass: p.mass.clone(),
-            inertia: p.inertia.clone(),
-            inv_m: inv(&p.mass),
-            inv_j: inv(&p.inertia),
-            radius: p.radius.clone(),
-            fixed: p.fixed.clone(),
-            bonds: model.bonds.clone(),
+            mass: Column::new(&p.mass, 1.0),
+            inertia: Column::new(&p.inertia, 1.0),
+            radius: Column::new(&p.radius, 0.0),
+            fixed: Column::new(&p.fixed, false),
+            bonds: model.bonds.par_iter().map(|b| BondRef { i: b.i, j: b.j, dhat0: b.dhat0, l0: b.l0 }).collect(),
+            ref_q: RefAttitudes::new(model),
             inc_offsets,
             inc_entries,
-            bond_out: vec![BondSlot::default(); model.bonds.len()],
+            bond_force: vec![BondForce::default(); nb],
+            bond_state: vec![INTACT; nb],
             bond_scale: model
                 .params
                 .rupture
-                .map_or_else(Vec::new, |r| r.scales(model.bonds.iter().map(|b| (b.i, b.j)))),
+                .map_or(Column::Uniform(1.0), |r| Column::new(&r.scales(model.bonds.iter().map(|b| (b.i, b.j))), 1.0)),
             acc: vec![ParticleAcc::default(); n],
+            sums: Sums::default(),
             total_mass: p.mass.iter().sum(),
             e_released: 0.0,
             n_broken: 0,
@@ -130,9 +309,26 @@ impl CpuEngine {
             diag: Diagnostics::default(),
             saved: Saved::default(),
         };
-        e.evaluate()?;
+        e.evaluate(true)?;
         e.diag = e.sum_diagnostics();
         Ok(e)
+    }
+
+    /// Bytes held by the engine's arrays (capacities), by part: what it costs per particle and
+    /// per bond.
+    pub fn memory(&self) -> Vec<(&'static str, usize)> {
+        let cap = |len: usize, size: usize| len * size;
+        vec![
+            ("kinematics", cap(self.kin.capacity(), size_of::<Kinematics>())),
+            ("saved kinematics (rollback)", cap(self.saved.kin.capacity(), size_of::<Kinematics>())),
+            ("forces", cap(self.acc.capacity(), size_of::<ParticleAcc>())),
+            ("particle constants", self.mass.bytes() + self.inertia.bytes() + self.radius.bytes() + self.fixed.bytes()),
+            ("bond reference data", cap(self.bonds.capacity(), size_of::<BondRef>()) + self.ref_q.bytes()),
+            ("bond results", cap(self.bond_force.capacity(), size_of::<BondForce>())),
+            ("bond states", self.bond_state.capacity() + self.saved.broken.capacity() + self.bond_scale.bytes()),
+            ("incidence", 4 * (self.inc_offsets.capacity() + self.inc_entries.capacity())),
+            ("neighbour list and grid", self.neighbours.bytes()),
+        ]
     }
 
     /// Force and spatial moment on every particle at the current state (for tests and tools).
@@ -145,6 +341,12 @@ impl CpuEngine {
         self.diag
     }
 
+    /// Entries of the contact neighbour list (candidate partners, each pair counted from both
+    /// ends).
+    pub fn neighbour_entries(&self) -> usize {
+        self.neighbours.entries()
+    }
+
     /// How many times the contact neighbour list was rebuilt.
     pub fn neighbour_rebuilds(&self) -> u64 {
         self.neighbours.rebuilds()
@@ -154,12 +356,14 @@ impl CpuEngine {
         self.step as f64 * self.dt
     }
 
-    /// Forces, moments and per-term energies at the current state.
-    fn evaluate(&mut self) -> Result<(), EngineError> {
+    /// Forces and moments at the current state; with `energies`, also the energies and wall
+    /// force summed into `sums` (needed at the end of an `advance` only).
+    fn evaluate(&mut self, energies: bool) -> Result<(), EngineError> {
         let step = self.step;
         let t = self.time();
         let kin = &self.kin;
-        self.neighbours.update(|i| kin[i].x, &self.radius).map_err(|i| {
+        let radius = &self.radius;
+        self.neighbours.update_with(|i| kin[i].x, |i| radius.get(i)).map_err(|i| {
             let x = kin[i].x;
             if x.is_finite() {
                 EngineError::OutOfRange { particle: i, step, position: format!("{x}") }
@@ -168,105 +372,141 @@ impl CpuEngine {
             }
         })?;
         let prm = &self.params;
-        let bonds = &self.bonds;
+        let (bonds, ref_q) = (&self.bonds, &self.ref_q);
         let scale = &self.bond_scale;
-        for_each_indexed(&mut self.bond_out, |k, slot| {
-            slot.broke_now = None;
-            if slot.broken {
-                slot.out = BondOut::default();
-                return;
-            }
-            let b = &bonds[k];
-            let (ki, kj) = (&kin[b.i as usize], &kin[b.j as usize]);
-            slot.out = bond_terms(b, ki.x, kj.x, ki.q, kj.q, prm);
-            if let Some(r) = &prm.rupture {
-                let (dq_i, dq_j) = (ki.q * b.q_i0.conjugate(), kj.q * b.q_j0.conjugate());
-                let m = rupture_measures(prm.shear, ki.x - kj.x, b.l0, b.dhat0, dq_i, dq_j);
-                if let Some(mode) =
-                    rupture(m, r.inv_thresholds, scale[k], r.rule == crate::interactions::RuptureRule::Sum)
-                {
-                    // Broken from this evaluation on: it exerts nothing from F_k on (MODEL §6).
-                    slot.broken = true;
-                    slot.broke_now = Some(mode as u8);
-                    slot.released = slot.out.u_bend + slot.out.u_axial + slot.out.u_shear;
-                    slot.out = BondOut::default();
+        let mut sums = Sums::default();
+        let mut fold_bond = |u: [f64; 3]| {
+            sums.u_bend += u[0];
+            sums.u_axial += u[1];
+            sums.u_shear += u[2];
+        };
+        run_pass(
+            &mut self.bond_force,
+            &mut self.bond_state,
+            if energies { Some(&mut fold_bond as &mut dyn FnMut([f64; 3])) } else { None },
+            |k, out, state| {
+                if *state != INTACT {
+                    *state = BROKEN;
+                    *out = BondForce::default();
+                    return [0.0; 3];
                 }
-            }
-        });
+                let b = &bonds[k];
+                let (q_i0, q_j0) = ref_q.get(k, b);
+                let (ki, kj) = (&kin[b.i as usize], &kin[b.j as usize]);
+                let o = bond_terms_ref(b.dhat0, b.l0, q_i0, q_j0, ki.x, kj.x, ki.q, kj.q, prm);
+                if let Some(r) = &prm.rupture {
+                    let (dq_i, dq_j) = (ki.q * q_i0.conjugate(), kj.q * q_j0.conjugate());
+                    let m = rupture_measures(prm.shear, ki.x - kj.x, b.l0, b.dhat0, dq_i, dq_j);
+                    if let Some(mode) =
+                        rupture(m, r.inv_thresholds, scale.get(k), r.rule == crate::interactions::RuptureRule::Sum)
+                    {
+                        // Broken from this evaluation on: it exerts nothing from F_k on (MODEL §6).
+                        *state = BROKE_NOW + mode as u8;
+                        *out = BondForce::default();
+                        return [0.0; 3];
+                    }
+                }
+                *out = BondForce { f_i: o.f_i, m_i: o.m_i, m_j: o.m_j };
+                [o.u_bend, o.u_axial, o.u_shear]
+            },
+        );
         if self.params.rupture.is_some() {
             self.collect_breaks(t);
         }
         let (kin, prm) = (&self.kin, &self.params);
-        let bond_out = &self.bond_out;
+        let bond_force = &self.bond_force;
         let (off, ent) = (&self.inc_offsets, &self.inc_entries);
         let (radius, mass, nbr) = (&self.radius, &self.mass, &self.neighbours);
-        for_each_indexed(&mut self.acc, |i, acc| {
-            let (mut fi, mut mi) = (DVec3::ZERO, DVec3::ZERO);
-            for &e in &ent[off[i] as usize..off[i + 1] as usize] {
-                let o = &bond_out[(e >> 1) as usize].out;
-                if e & 1 == 0 {
-                    fi += o.f_i;
-                    mi += o.m_i;
-                } else {
-                    fi -= o.f_i;
-                    mi += o.m_j;
+        let mut fold_particle = |u: [f64; 6]| {
+            sums.u_contact += u[0];
+            sums.u_wall += u[1];
+            sums.u_gravity += u[2];
+            sums.f_wall += DVec3::new(u[3], u[4], u[5]);
+        };
+        let mut none = vec![(); self.acc.len()];
+        run_pass(
+            &mut self.acc,
+            &mut none,
+            if energies { Some(&mut fold_particle as &mut dyn FnMut([f64; 6])) } else { None },
+            |i, acc, _| {
+                let (mut fi, mut mi) = (DVec3::ZERO, DVec3::ZERO);
+                for &e in &ent[off[i] as usize..off[i + 1] as usize] {
+                    let o = &bond_force[(e >> 1) as usize];
+                    if e & 1 == 0 {
+                        fi += o.f_i;
+                        mi += o.m_i;
+                    } else {
+                        fi -= o.f_i;
+                        mi += o.m_j;
+                    }
                 }
-            }
-            let xi = kin[i].x;
-            let mut u_contact = 0.0;
-            for &j in nbr.partners(i) {
-                let j = j as usize;
-                let c = contact(xi - kin[j].x, radius[i] + radius[j], prm.k_contact);
-                fi += c.force;
-                if j > i {
-                    u_contact += c.energy;
+                let xi = kin[i].x;
+                let ri = radius.get(i);
+                let mut u_contact = 0.0;
+                for &j in nbr.partners(i) {
+                    let j = j as usize;
+                    let c = contact(xi - kin[j].x, ri + radius.get(j), prm.k_contact);
+                    fi += c.force;
+                    if j > i {
+                        u_contact += c.energy;
+                    }
                 }
-            }
-            let mut u_wall = 0.0;
-            let mut f_wall = DVec3::ZERO;
-            for w in &prm.walls {
-                let c = wall(xi, radius[i], w.point, w.normal, prm.k_wall);
-                fi += c.force;
-                f_wall += c.force;
-                u_wall += c.energy;
-            }
-            let mut u_grav = 0.0;
-            if prm.gravity != DVec3::ZERO {
-                let g = gravity(xi, mass[i], prm.gravity);
-                fi += g.force;
-                u_grav += g.energy;
-            }
-            if let Some(pd) = prm.pendulum {
-                let g = pendulum(kin[i].q, mass[i], pd.g, pd.rho0, pd.up);
-                mi += g.moment;
-                u_grav += g.energy;
-            }
-            *acc = ParticleAcc { force: fi, moment: mi, pot: [u_contact, u_wall, u_grav], f_wall };
-        });
+                let mut u_wall = 0.0;
+                let mut f_wall = DVec3::ZERO;
+                for w in &prm.walls {
+                    let c = wall(xi, ri, w.point, w.normal, prm.k_wall);
+                    fi += c.force;
+                    f_wall += c.force;
+                    u_wall += c.energy;
+                }
+                let mut u_grav = 0.0;
+                if prm.gravity != DVec3::ZERO {
+                    let g = gravity(xi, mass.get(i), prm.gravity);
+                    fi += g.force;
+                    u_grav += g.energy;
+                }
+                if let Some(pd) = prm.pendulum {
+                    let g = pendulum(kin[i].q, mass.get(i), pd.g, pd.rho0, pd.up);
+                    mi += g.moment;
+                    u_grav += g.energy;
+                }
+                *acc = ParticleAcc { force: fi, moment: mi };
+                [u_contact, u_wall, u_grav, f_wall.x, f_wall.y, f_wall.z]
+            },
+        );
+        if energies {
+            self.sums = sums;
+        }
         Ok(())
     }
 
-    /// Books the bonds that broke in the evaluation just made, in bond order.
+    /// Books the bonds that broke in the evaluation just made, in bond order, with the energy
+    /// each held (recomputed from the unchanged state: the same bits as in the evaluation).
     fn collect_breaks(&mut self, t: f64) {
         let step = self.step;
-        let (bonds, kin) = (&self.bonds, &self.kin);
+        let (bonds, kin, ref_q, prm) = (&self.bonds, &self.kin, &self.ref_q, &self.params);
         let found: Vec<BreakEvent> = self
-            .bond_out
+            .bond_state
             .par_iter()
             .with_min_len(PAR_MIN)
             .enumerate()
-            .filter_map(|(k, s)| {
-                let mode = s.broke_now?;
+            .filter_map(|(k, &s)| {
+                if s < BROKE_NOW {
+                    return None;
+                }
                 let b = &bonds[k];
+                let (ki, kj) = (&kin[b.i as usize], &kin[b.j as usize]);
+                let (q_i0, q_j0) = ref_q.get(k, b);
+                let o = bond_terms_ref(b.dhat0, b.l0, q_i0, q_j0, ki.x, kj.x, ki.q, kj.q, prm);
                 Some(BreakEvent {
                     step,
                     t,
                     bond: k as u32,
                     i: b.i,
                     j: b.j,
-                    mode,
-                    x: 0.5 * (kin[b.i as usize].x + kin[b.j as usize].x),
-                    energy: s.released,
+                    mode: s - BROKE_NOW,
+                    x: 0.5 * (ki.x + kj.x),
+                    energy: o.u_bend + o.u_axial + o.u_shear,
                 })
             })
             .collect();
@@ -277,32 +517,31 @@ impl CpuEngine {
         self.breaks.extend(found);
     }
 
-    /// Sums the diagnostics of the current state in particle/bond order (deterministic).
+    /// Sums the diagnostics of the current state in particle/bond order (deterministic); the
+    /// energies come from the last evaluation, which computed them.
     fn sum_diagnostics(&self) -> Diagnostics {
         let mut d = Diagnostics { step: self.step, t: self.time(), ..Default::default() };
         for (i, k) in self.kin.iter().enumerate() {
-            let (m, j) = (self.mass[i], self.inertia[i]);
+            let (m, j) = (self.mass.get(i), self.inertia.get(i));
             d.e_trans += 0.5 * m * k.v.length_squared();
             d.e_rot += 0.5 * j * k.w.length_squared();
             d.p += m * k.v;
             d.s += j * k.w;
             d.l += k.x.cross(m * k.v) + j * k.w;
-            let pot = self.acc[i].pot;
-            d.u_contact += pot[0];
-            d.u_wall += pot[1];
-            d.u_gravity += pot[2];
-            d.f_wall += self.acc[i].f_wall;
             d.x_cm += m * k.x;
         }
+        let s = &self.sums;
+        d.u_contact = s.u_contact;
+        d.u_wall = s.u_wall;
+        d.u_gravity = s.u_gravity;
+        d.f_wall = s.f_wall;
         d.x_cm /= self.total_mass;
         d.v_cm = d.p / self.total_mass;
         d.e_released = self.e_released;
         d.n_broken = self.n_broken;
-        for o in self.bond_out.iter().map(|s| &s.out) {
-            d.u_bend += o.u_bend;
-            d.u_axial += o.u_axial;
-            d.u_shear += o.u_shear;
-        }
+        d.u_bend = s.u_bend;
+        d.u_axial = s.u_axial;
+        d.u_shear = s.u_shear;
         d
     }
 
@@ -310,14 +549,15 @@ impl CpuEngine {
     fn check_exact_condition(&self) -> Option<(usize, f64)> {
         let h = self.dt;
         let value = |i: usize| {
-            let wh = self.kin[i].w + self.acc[i].moment * (0.5 * h * self.inv_j[i]);
+            let wh = self.kin[i].w + self.acc[i].moment * (0.5 * h * inverse(self.inertia.get(i), self.fixed.get(i)));
             integrator::rotation_increment(Integrator::RrpExact, h, wh).err()
         };
-        let i = first_index(self.kin.len(), |i| !self.fixed[i] && value(i).is_some())?;
+        let i = first_index(self.kin.len(), |i| !self.fixed.get(i) && value(i).is_some())?;
         value(i).map(|v| (i, v))
     }
 
-    fn one_step(&mut self) -> Result<(), EngineError> {
+    /// One step; `last`: the last of an `advance`, whose evaluation also sums the energies.
+    fn one_step(&mut self, last: bool) -> Result<(), EngineError> {
         let h = self.dt;
         let integ = self.integrator;
         if integ == Integrator::RrpExact
@@ -325,19 +565,23 @@ impl CpuEngine {
         {
             return Err(EngineError::RrpExactCondition { particle, step: self.step, t: self.time(), value });
         }
-        let (inv_m, inv_j, fixed, acc) = (&self.inv_m, &self.inv_j, &self.fixed, &self.acc);
+        let (mass, inertia, fixed, acc) = (&self.mass, &self.inertia, &self.fixed, &self.acc);
         for_each_indexed(&mut self.kin, |i, k| {
-            if !fixed[i] {
+            let f = fixed.get(i);
+            if !f {
+                let (inv_m, inv_j) = (inverse(mass.get(i), f), inverse(inertia.get(i), f));
                 // The condition was checked above, so this cannot fail.
-                let _ = integrator::pre_force(integ, h, inv_m[i], inv_j[i], k, acc[i].force, acc[i].moment);
+                let _ = integrator::pre_force(integ, h, inv_m, inv_j, k, acc[i].force, acc[i].moment);
             }
         });
         self.step += 1;
-        self.evaluate()?;
-        let (inv_m, inv_j, fixed, acc) = (&self.inv_m, &self.inv_j, &self.fixed, &self.acc);
+        self.evaluate(last)?;
+        let (mass, inertia, fixed, acc) = (&self.mass, &self.inertia, &self.fixed, &self.acc);
         for_each_indexed(&mut self.kin, |i, k| {
-            if !fixed[i] {
-                integrator::post_force(integ, h, inv_m[i], inv_j[i], k, acc[i].force, acc[i].moment);
+            let f = fixed.get(i);
+            if !f {
+                let (inv_m, inv_j) = (inverse(mass.get(i), f), inverse(inertia.get(i), f));
+                integrator::post_force(integ, h, inv_m, inv_j, k, acc[i].force, acc[i].moment);
             }
         });
         Ok(())
@@ -421,7 +665,7 @@ impl CpuEngine {
         Saved {
             step: self.step,
             kin: self.kin.clone(),
-            broken: self.bond_out.iter().map(|s| s.broken).collect(),
+            broken: self.bond_state.iter().map(|&s| s != INTACT).collect(),
             e_released: self.e_released,
             n_broken: self.n_broken,
         }
@@ -433,14 +677,14 @@ impl CpuEngine {
     fn set_state(&mut self, s: Saved) -> Result<(), EngineError> {
         self.kin = s.kin;
         self.step = s.step;
-        for (slot, b) in self.bond_out.iter_mut().zip(s.broken) {
-            slot.broken = b;
+        for (state, b) in self.bond_state.iter_mut().zip(s.broken) {
+            *state = if b { BROKEN } else { INTACT };
         }
         self.e_released = s.e_released;
         self.n_broken = s.n_broken;
         // Breaks after this step never happened.
         self.breaks.retain(|e| e.step <= s.step);
-        self.evaluate()?;
+        self.evaluate(true)?;
         self.diag = self.sum_diagnostics();
         Ok(())
     }
@@ -467,11 +711,11 @@ impl Engine for CpuEngine {
         self.saved.step = self.step;
         self.saved.kin.clone_from(&self.kin);
         self.saved.broken.clear();
-        self.saved.broken.extend(self.bond_out.iter().map(|s| s.broken));
+        self.saved.broken.extend(self.bond_state.iter().map(|&s| s != INTACT));
         self.saved.e_released = self.e_released;
         self.saved.n_broken = self.n_broken;
-        for _ in 0..steps {
-            self.one_step()?;
+        for s in 0..steps {
+            self.one_step(s + 1 == steps)?;
         }
         self.check_finite()?;
         self.diag = self.sum_diagnostics();
