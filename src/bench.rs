@@ -30,8 +30,9 @@ pub struct Case {
 /// spheres at nearest-neighbour spacing, bonded to nearest neighbours, moving onto a wall),
 /// `solid-torus-N` (a solid torus of about N FCC spheres, D_t = 3, D_c = 1, as in
 /// `scenarios/solid_torus_impact.json` without rupture, spheres of mass 100, moving onto a wall),
-/// `tori-N` (N copies of the paper torus stepped as a study's variants are on the CPU: one
-/// engine each, in parallel over the copies; `measure` treats it specially).
+/// `tori-N` (N copies of the paper torus stepped as a study batch steps its variants: on the CPU
+/// one engine each, in parallel over the copies; on the GPU one state holding all of them;
+/// `measure` treats it specially).
 pub fn case(name: &str) -> Result<Case, String> {
     let n = |s: &str| -> Result<usize, String> {
         s.parse::<f64>().map(|v| v as usize).map_err(|_| format!("`{s}`: expected a particle count such as 1e5"))
@@ -338,8 +339,9 @@ pub fn measure(
     })
 }
 
-/// `copies` independent engines of `model` advanced together, in parallel over the copies (what
-/// a study does with its variants on the CPU).
+/// `copies` replicas of `model` as a study batch steps them (`BatchEngine`): on the CPU one
+/// engine each, in parallel over the copies (`Separate`); on the GPU one state holding them all
+/// (`GpuEngine::new_batch`).
 #[allow(clippy::too_many_arguments)]
 fn measure_copies(
     case: &Case,
@@ -351,36 +353,54 @@ fn measure_copies(
     min_seconds: f64,
     bandwidth_gbs: Option<f64>,
 ) -> Result<Measurement, String> {
+    use crate::engine::{BatchEngine, Separate};
     use rayon::prelude::*;
-    if engine != EngineKind::Cpu {
-        return Err("tori-N measures the CPU's parallel variants; a GPU study runs its variants one by one".into());
-    }
     let setup = Instant::now();
-    let mut engines: Vec<CpuEngine> = (0..copies)
-        .map(|_| CpuEngine::new(model, Integrator::RrpNewmark, 1e-3).map_err(|e| e.to_string()))
-        .collect::<Result<_, _>>()?;
-    let engine_setup_s = setup.elapsed().as_secs_f64();
-    let engine_bytes = engines.iter().flat_map(|e| e.memory()).map(|m| m.1 as u64).sum::<u64>();
-    let bytes_per_step: f64 = engines
-        .iter()
-        .map(|e| cpu_bytes_per_step(model.particles.len(), model.bonds.len(), e.neighbour_entries()))
-        .sum();
-    let advance = |engines: &mut Vec<CpuEngine>, k: u64| {
-        engines.par_iter_mut().try_for_each(|e| e.advance(k).map_err(|e| e.to_string()))
+    // The copies' contacts are the model's: count its list once.
+    let partners = CpuEngine::new(model, Integrator::RrpNewmark, 1e-3).map(|c| c.neighbour_entries()).unwrap_or(0);
+    let (n1, b1) = (model.particles.len(), model.bonds.len());
+    let (mut batch, engine_bytes, bytes_per_step): (Box<dyn BatchEngine>, Option<u64>, f64) = match engine {
+        EngineKind::Cpu => {
+            let engines: Vec<CpuEngine> = (0..copies)
+                .into_par_iter()
+                .map(|_| CpuEngine::new(model, Integrator::RrpNewmark, 1e-3).map_err(|e| e.to_string()))
+                .collect::<Result<_, _>>()?;
+            let bytes = engines.iter().flat_map(|e| e.memory()).map(|m| m.1 as u64).sum::<u64>();
+            let per_step = copies as f64 * cpu_bytes_per_step(n1, b1, partners);
+            (Box::new(Separate::new(engines, true)), Some(bytes), per_step)
+        }
+        EngineKind::GpuF32 | EngineKind::GpuF64 => {
+            let p = if engine == EngineKind::GpuF32 { Precision::F32 } else { Precision::F64 };
+            let models = vec![model; copies];
+            let e =
+                GpuEngine::new_batch(&models, Integrator::RrpNewmark, 1e-3, p, AdapterChoice::Any, Default::default())
+                    .map_err(|e| e.to_string())?;
+            let bytes = e.device_bytes();
+            let per_step = copies as f64 * gpu_bytes_per_step(n1, b1, partners, p);
+            (Box::new(e), Some(bytes), per_step)
+        }
     };
-    advance(&mut engines, (steps / 10).max(1))?;
+    let engine_setup_s = setup.elapsed().as_secs_f64();
+    let advance = |batch: &mut Box<dyn BatchEngine>, k: u64| -> Result<(), String> {
+        batch.advance(k).map_err(|e| e.to_string())?;
+        match (0..copies).find_map(|r| batch.take_failure(r).map(|e| (r, e))) {
+            Some((r, e)) => Err(format!("copy {r}: {e}")),
+            None => Ok(()),
+        }
+    };
+    advance(&mut batch, (steps / 10).max(1))?;
     let start = Instant::now();
     let mut done = 0;
     while done == 0 || start.elapsed().as_secs_f64() < min_seconds {
-        advance(&mut engines, steps)?;
+        advance(&mut batch, steps)?;
         done += steps;
     }
     let seconds = start.elapsed().as_secs_f64();
-    let (n, b) = (copies * model.particles.len(), copies * model.bonds.len());
+    let (n, b) = (copies * n1, copies * b1);
     Ok(Measurement {
         case: case.name.clone(),
         engine,
-        device: engines[0].info().device,
+        device: batch.info().device,
         threads,
         particles: n,
         bonds: b,
@@ -391,7 +411,7 @@ fn measure_copies(
         engine_setup_s,
         bytes_per_particle_step: bytes_per_step / n.max(1) as f64,
         bandwidth_fraction: bandwidth_gbs.map(|g| bytes_per_step * done as f64 / seconds / (g * 1e9)),
-        engine_bytes: Some(engine_bytes),
+        engine_bytes,
         engine_parts: Vec::new(),
         peak_rss: peak_rss(),
     })
