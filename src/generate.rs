@@ -183,14 +183,16 @@ fn contact_partners(p: &Particles, skin: f64) -> f64 {
 ///
 /// - Model (held by the driver during a run): per particle `x, v, Ω` (3 × 24), `q` (32), mass,
 ///   inertia, radius (3 × 8), fixed (1); per bond `size_of::<Bond>()`.
-/// - CPU engine (`src/engine/cpu.rs`): per particle two `Kinematics` (the state and the
-///   rollback copy), mass, inertia, 1/m, 1/J, radius, fixed, one incidence offset (4), the
-///   force/moment/energy/wall-force accumulator (4 × 24); its neighbour list (`src/grid.rs`):
-///   cell (12), hash (4), sorted index (4), offset (4), position at the last rebuild (24),
-///   `2^⌈log2 2N⌉ + 1` bucket starts (4 each), 4 per list entry, and during a rebuild a count (4)
-///   and a slice handle (16) per particle. Per bond: its `Bond` copy, its `BondOut` with the
-///   rupture flags and released energy (+16), the rollback copy of its flag (1), two incidence
-///   entries (8); with rupture also its threshold scale (8, not counted here).
+/// - CPU engine (`src/engine/cpu.rs`, as `CpuEngine::memory` reports it): per particle two
+///   `Kinematics` (the state and the rollback copy, 2 × 104), the force/moment accumulator (48),
+///   its reference attitude (32: bonds built from the model's starting attitudes keep them per
+///   particle), one incidence offset (4), mass, inertia and radius (8 each) and fixed (1), where
+///   a column whose values are all equal is stored once (nothing per particle); its neighbour list (`src/grid.rs`): cell (12),
+///   hash (4), sorted index (4), list offset (4), position at the last rebuild (24),
+///   `2^⌈log2 2N⌉ + 1` bucket starts (4 each) and 4 per list entry. Per bond: ends, reference
+///   direction and length (40), force and moments of the last evaluation (72), broken flag and
+///   its rollback copy (2), two incidence entries (8); with Weibull rupture also its threshold
+///   scale (8, not counted here).
 /// - GPU (`src/gpu/state.rs`, `DemState::new`), with `rs` the size of a real: per particle ten
 ///   vec4 arrays (pos, vel, quat, omega, inertial, force, moment, pot, sorted_pos, x_ref:
 ///   `40·rs`) and the rollback copies of pos, vel, quat, omega (`16·rs`); with rupture, per bond
@@ -202,7 +204,6 @@ fn contact_partners(p: &Particles, skin: f64) -> f64 {
 pub fn memory_estimate(p: &Particles, bonds: usize) -> MemoryEstimate {
     use crate::gpu::shader::{NQ, SCAN_WG, WG};
     use crate::integrator::Kinematics;
-    use crate::interactions::BondOut;
     use crate::model::Bond;
     use glam::{DQuat, DVec3};
     use std::mem::size_of;
@@ -214,11 +215,20 @@ pub fn memory_estimate(p: &Particles, bonds: usize) -> MemoryEstimate {
     let (v3, q4, f) = (size_of::<DVec3>() as u64, size_of::<DQuat>() as u64, size_of::<f64>() as u64);
     let model = n * (3 * v3 + q4 + 3 * f + 1) + b * size_of::<Bond>() as u64;
     let buckets = (2 * n.max(1)).next_power_of_two();
-    let cpu_engine = n * (2 * size_of::<Kinematics>() as u64 + 5 * f + 1 + 4 + 4 * v3)
-        + n * (12 + 4 + 4 + 4 + v3 + 4 + 16)
+    // A column stored once, inline, when every particle has the same value.
+    let constant = |v: &[f64]| if v.windows(2).all(|w| w[0] == w[1]) { 0 } else { n * f };
+    let flags = if p.fixed.windows(2).all(|w| w[0] == w[1]) { 0 } else { n };
+    let attitudes = if p.q.windows(2).all(|w| w[0] == w[1]) { 0 } else { n * q4 };
+    let cpu_engine = n * (2 * size_of::<Kinematics>() as u64 + 2 * v3 + 4)
+        + attitudes
+        + constant(&p.mass)
+        + constant(&p.inertia)
+        + constant(&p.radius)
+        + flags
+        + n * (12 + 4 + 4 + 4 + v3)
         + 4 * (buckets + 1)
         + 4 * partners
-        + b * (size_of::<Bond>() as u64 + size_of::<BondOut>() as u64 + 16 + 1 + 8);
+        + b * (40 + 3 * v3 + 2 + 8);
     let gpu = |rs: u64| {
         let records = n.max(b).max(1).div_ceil(WG as u64);
         let mut scan = 0;

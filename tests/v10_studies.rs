@@ -243,3 +243,9 @@ fn a_failing_or_short_variant_leaves_the_batch_alone_cpu() {
 fn a_failing_or_short_variant_leaves_the_batch_alone_gpu_f64() {
     mixed_endings_match_alone("gpu", Some("f64"));
 }
+
+#[test]
+fn variant_in_a_study_equals_the_variant_alone_gpu_f32() {
+    // f32 too: each replica keeps its own position origin and reduction order in the batch.
+    variant_alone_matches("gpu", Some("f32"));
+}

@@ -458,7 +458,16 @@ fn memory_estimate_covers_the_gpu_buffers_it_is_derived_from() {
     }
     // Model: 129 bytes per particle and size_of::<Bond>() = 104 per bond, counted by hand here.
     assert_eq!(m.model, 129 * n + 104 * b);
-    assert!(m.cpu_engine > m.model && m.contact_partners >= 10.0 && m.contact_partners <= 12.0, "{m:?}");
+    assert!(m.contact_partners >= 10.0 && m.contact_partners <= 12.0, "{m:?}");
+    // The CPU engine's own accounting of its arrays (capacities, after the first list build):
+    // the estimate differs by its guess of the list entries (contact_partners per particle from
+    // the lattice against the list's actual entries) and the vectors' spare capacity, a few %.
+    let mut e = rrpdem::engine::CpuEngine::new(&model, rrpdem::integrator::Integrator::RrpNewmark, 1e-3).unwrap();
+    // The rollback copies are made by the first advance.
+    rrpdem::engine::Engine::advance(&mut e, 1).unwrap();
+    let actual: usize = e.memory().iter().map(|p| p.1).sum();
+    let ratio = m.cpu_engine as f64 / actual as f64;
+    assert!((0.95..1.05).contains(&ratio), "estimate {} vs engine {actual} ({ratio})", m.cpu_engine);
 }
 
 #[test]
