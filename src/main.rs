@@ -84,6 +84,10 @@ enum Command {
         /// GPU precision for every variant.
         #[arg(long, value_enum)]
         precision: Option<PrecisionArg>,
+        /// Bytes of GPU memory one batch of replicas may take (leaves room for other work on a
+        /// shared device; larger batches are split) [default: what the adapter's buffers allow].
+        #[arg(long, value_name = "BYTES")]
+        gpu_memory: Option<u64>,
         /// Draw study.png: each outcome against each varied parameter.
         #[arg(long)]
         plots: bool,
@@ -316,15 +320,20 @@ fn real_main() -> Result<()> {
         Command::Bench { cases, engines, threads, steps, min_seconds, json, bandwidth } => {
             cmd_bench(&cases, &engines, &threads, steps, min_seconds, json.as_deref(), bandwidth)
         }
-        Command::Study { study, out, shard, merge, overwrite, backend, precision, plots, vtk } => match merge {
-            Some(dir) => cmd_study_merge(&dir, plots),
-            None => {
-                let choice =
-                    EngineChoice { backend: backend.map(Backend::from), precision: precision.map(Precision::from) };
-                let study = study.expect("clap requires it without --merge");
-                cmd_study(&study, out, shard.as_deref(), overwrite, &choice, plots, vtk.options()?)
+        Command::Study { study, out, shard, merge, overwrite, backend, precision, gpu_memory, plots, vtk } => {
+            match merge {
+                Some(dir) => cmd_study_merge(&dir, plots),
+                None => {
+                    let choice = EngineChoice {
+                        backend: backend.map(Backend::from),
+                        precision: precision.map(Precision::from),
+                        gpu_memory,
+                    };
+                    let study = study.expect("clap requires it without --merge");
+                    cmd_study(&study, out, shard.as_deref(), overwrite, &choice, plots, vtk.options()?)
+                }
             }
-        },
+        }
         Command::Generate { scenario, out } => cmd_generate(&scenario, &out),
         Command::Converge(args) => cmd_converge(args),
         Command::Plot { dir, out } => cmd_plot(&dir, out),

@@ -144,6 +144,9 @@ pub struct Summary {
     /// The file holding the state of `steps`: `final_state.csv`, or above
     /// `FINAL_STATE_CSV_MAX` particles the binary `checkpoint.bin`; none if it could not be read.
     pub final_state: Option<String>,
+    /// Replicas of the batch this run was stepped in (1 for `rrpdem run`); `wall_time_s` is the
+    /// batch's.
+    pub batch_replicas: usize,
     /// What the engine wants the user to know that is not an error (`Engine::warnings`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
@@ -500,6 +503,7 @@ impl<'scope> Replica<'scope> {
             engine: engine.info(),
             particles: n,
             bonds: self.model.bonds.len(),
+            batch_replicas: engine.replicas(),
             steps: steps_now,
             t_final: self.last.t,
             wall_time_s: wall,
@@ -757,6 +761,9 @@ fn hardware_gpu() -> bool {
 pub struct EngineChoice {
     pub backend: Option<crate::scenario::Backend>,
     pub precision: Option<crate::engine::Precision>,
+    /// Bytes of device memory one GPU batch of a study may take (`GpuOptions::memory_budget`):
+    /// larger batches are split; `None`: as many replicas as the adapter's buffers allow.
+    pub gpu_memory: Option<u64>,
 }
 
 impl EngineChoice {

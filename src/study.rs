@@ -508,8 +508,9 @@ pub fn run_variants(
                     }
                 }
             }
-            for part in split_for_device(&key, batch) {
-                ran.extend(run_batch(&key, part, vtk, tick));
+            let gpu = crate::gpu::GpuOptions { memory_budget: overrides.gpu_memory, ..Default::default() };
+            for part in split_for_device(&key, batch, gpu) {
+                ran.extend(run_batch(&key, part, vtk, gpu, tick));
             }
         }
     }
@@ -552,19 +553,20 @@ fn max_replicas_per_batch() -> usize {
     (soft / 2).saturating_sub(64).max(16)
 }
 
-/// A GPU batch split into parts that each fit the device (its binding limit: the memory
-/// estimate of `gpu::split_batches`); other batches whole.
+/// A GPU batch split into parts that each fit the device (its binding limit and the memory
+/// budget, from the memory estimate of `gpu::split_batches`); other batches whole.
 fn split_for_device<'s>(
     key: &BatchKey,
     batch: Vec<(usize, &'s Scenario, crate::run::Prepared)>,
+    options: crate::gpu::GpuOptions,
 ) -> Vec<Vec<(usize, &'s Scenario, crate::run::Prepared)>> {
-    use crate::gpu::{AdapterChoice, GpuEngine, GpuOptions};
+    use crate::gpu::{AdapterChoice, GpuEngine};
     if key.backend != crate::scenario::Backend::Gpu || batch.len() < 2 {
         return vec![batch];
     }
     let precision = key.precision.unwrap_or(crate::engine::Precision::F32);
     // Without a device the batch stays whole: building its engine reports why.
-    let Ok(limits) = GpuEngine::batch_limits(AdapterChoice::Any, precision, GpuOptions::default()) else {
+    let Ok(limits) = GpuEngine::batch_limits(AdapterChoice::Any, precision, options) else {
         return vec![batch];
     };
     let models: Vec<&crate::model::Model> = batch.iter().map(|b| &b.2.model).collect();
@@ -574,11 +576,13 @@ fn split_for_device<'s>(
     ranges.into_iter().map(|r| rest.by_ref().take(r.len()).collect()).collect()
 }
 
-/// Runs one batch of prepared variants on one engine; returns their results.
+/// Runs one batch of prepared variants on one engine; returns their results. A GPU batch the
+/// device has no memory for (wgpu cannot tell how much it has) is halved until it fits.
 fn run_batch(
     key: &BatchKey,
-    batch: Vec<(usize, &Scenario, crate::run::Prepared)>,
+    mut batch: Vec<(usize, &Scenario, crate::run::Prepared)>,
     vtk: crate::run::VtkOptions,
+    gpu: crate::gpu::GpuOptions,
     tick: &(dyn Fn(usize, &Result<crate::run::Summary, String>) + Sync),
 ) -> Vec<(usize, Result<crate::run::Summary, String>)> {
     use crate::engine::{BatchEngine, CpuEngine, Separate};
@@ -604,16 +608,23 @@ fn run_batch(
             // One state holding every replica (the caller has split the batch to fit).
             let precision = key.precision.unwrap_or(crate::engine::Precision::F32);
             let models: Vec<&crate::model::Model> = batch.iter().map(|b| &b.2.model).collect();
-            let options = crate::gpu::GpuOptions::default();
-            match crate::gpu::GpuEngine::new_batch(
+            let made = crate::gpu::GpuEngine::new_batch(
                 &models,
                 integrator,
                 dt,
                 precision,
                 crate::gpu::AdapterChoice::Any,
-                options,
-            ) {
+                gpu,
+            );
+            drop(models);
+            match made {
                 Ok(e) => Box::new(e),
+                Err(crate::gpu::GpuError::OutOfMemory { .. }) if batch.len() > 1 => {
+                    let second = batch.split_off(batch.len() / 2);
+                    let mut ran = run_batch(key, batch, vtk, gpu, tick);
+                    ran.extend(run_batch(key, second, vtk, gpu, tick));
+                    return ran;
+                }
                 Err(e) => return fail_all(e.to_string()),
             }
         }

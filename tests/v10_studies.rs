@@ -49,6 +49,7 @@ fn variant_alone_matches(backend: &str, precision: Option<&str>) {
         backend: Some(if backend == "cpu" { Backend::Cpu } else { Backend::Gpu }),
         precision: precision
             .map(|p| if p == "f32" { rrpdem::engine::Precision::F32 } else { rrpdem::engine::Precision::F64 }),
+        ..Default::default()
     };
     for k in [0, 3] {
         let alone = tmp.path().join(format!("alone{k}"));
@@ -204,6 +205,7 @@ fn mixed_endings_match_alone(backend: &str, precision: Option<&str>) {
         backend: Some(if backend == "cpu" { Backend::Cpu } else { Backend::Gpu }),
         precision: precision
             .map(|p| if p == "f32" { rrpdem::engine::Precision::F32 } else { rrpdem::engine::Precision::F64 }),
+        ..Default::default()
     };
     for k in 0..4 {
         let alone = tmp.path().join(format!("alone{k}"));
@@ -248,4 +250,55 @@ fn a_failing_or_short_variant_leaves_the_batch_alone_gpu_f64() {
 fn variant_in_a_study_equals_the_variant_alone_gpu_f32() {
     // f32 too: each replica keeps its own position origin and reduction order in the batch.
     variant_alone_matches("gpu", Some("f32"));
+}
+
+/// A GPU memory budget that holds two replicas splits the four-variant study into two batches of
+/// two (from the memory estimate, before anything is allocated), and the variants' outputs
+/// still equal the variants run alone.
+#[test]
+fn a_gpu_batch_over_the_memory_budget_is_split() {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = small_study(tmp.path(), 0.5);
+    let s = Study::load(&path).unwrap();
+    let models: Vec<_> = (0..2).map(|k| s.scenario(k, &path).unwrap().build_model().unwrap()).collect();
+    let two = rrpdem::gpu::batch_bytes(&[&models[0], &models[1]], rrpdem::engine::Precision::F64, 16);
+    let three = rrpdem::gpu::batch_bytes(&[&models[0], &models[1], &models[0]], rrpdem::engine::Precision::F64, 16);
+    assert!(three > two, "a third replica needs memory");
+    let out = tmp.path().join("out");
+    let budget = two.to_string();
+    let args =
+        ["study", path.to_str().unwrap(), "--out", out.to_str().unwrap(), "--backend", "gpu", "--precision", "f64"];
+    let o = rrpdem(&[&args[..], &["--gpu-memory", &budget]].concat());
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let choice = EngineChoice {
+        backend: Some(Backend::Gpu),
+        precision: Some(rrpdem::engine::Precision::F64),
+        ..Default::default()
+    };
+    for k in 0..4 {
+        let dir = study::variant_dir(&out, k);
+        let summary: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.join("summary.json")).unwrap()).unwrap();
+        assert_eq!(summary["batch_replicas"], 2, "variant {k}");
+        let alone = tmp.path().join(format!("alone{k}"));
+        run::run_scenario(&s.scenario(k, &path).unwrap(), &alone, false, &choice, Default::default(), &|_| {}).unwrap();
+        for f in ["series.csv", "final_state.csv", "breaks.csv"] {
+            assert!(std::fs::read(alone.join(f)).unwrap() == std::fs::read(dir.join(f)).unwrap(), "variant {k}: {f}");
+        }
+    }
+    // Without the budget the four share one batch.
+    let whole = tmp.path().join("whole");
+    let o = rrpdem(&[
+        "study",
+        path.to_str().unwrap(),
+        "--out",
+        whole.to_str().unwrap(),
+        "--backend",
+        "gpu",
+        "--precision",
+        "f64",
+    ]);
+    assert!(o.status.success());
+    let t = std::fs::read_to_string(study::variant_dir(&whole, 3).join("summary.json")).unwrap();
+    assert_eq!(serde_json::from_str::<serde_json::Value>(&t).unwrap()["batch_replicas"], 4);
 }

@@ -434,7 +434,7 @@ fn bad_vtk_settings_are_refused() {
 }
 
 fn cpu() -> EngineChoice {
-    EngineChoice { backend: Some(Backend::Cpu), precision: None }
+    EngineChoice { backend: Some(Backend::Cpu), ..Default::default() }
 }
 
 fn vtk_opts(stop_at: Option<u64>) -> RunOptions {
