@@ -436,6 +436,7 @@ fn cmd_study(
     let which = study::shard_variants(study.variants.len(), shard);
     let out_dir = out.unwrap_or_else(|| Path::new("out").join(&study.name));
     study::write_resolved(&study, &out_dir)?;
+    install_interrupt_handler()?;
     eprintln!(
         "rrpdem study: {} — {} variants{}, outputs in {}",
         study.name,
@@ -468,6 +469,28 @@ fn cmd_study(
     };
     let report = study::run_variants(&study, path, &which, &out_dir, choice, vtk, overwrite, &tick)?;
     bar.finish_and_clear();
+    if run::INTERRUPT.load(std::sync::atomic::Ordering::SeqCst) {
+        // The running batch stopped with a checkpoint per variant; later batches never started.
+        let (csv, missing, _) = study::table(&study, &out_dir);
+        if shard.is_none() {
+            let file = out_dir.join("study.csv");
+            std::fs::write(&file, &csv).with_context(|| format!("writing {}", file.display()))?;
+        }
+        let stopped: Vec<usize> = report
+            .ran
+            .iter()
+            .filter(|(_, r)| r.as_ref().is_err_and(|e| e.starts_with("interrupted")))
+            .map(|(k, _)| *k)
+            .collect();
+        eprintln!(
+            "rrpdem study: interrupted. {} variant(s) stopped with a checkpoint ({stopped:?}: continue one with \
+             `rrpdem resume {}/variants/<k>`); {} not started: {missing:?}",
+            stopped.len(),
+            out_dir.display(),
+            missing.len()
+        );
+        std::process::exit(130);
+    }
     let failed: Vec<usize> = report
         .ran
         .iter()

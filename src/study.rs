@@ -492,6 +492,10 @@ pub fn run_variants(
             let mut batch = Vec::new();
             let mut particles = 0usize;
             while let Some((&&(k, ref s), tail)) = rest.split_first() {
+                // After an interrupt no further variant starts.
+                if crate::run::INTERRUPT.load(std::sync::atomic::Ordering::SeqCst) {
+                    break;
+                }
                 if batch.len() >= max_replicas || (particles >= MAX_BATCH_PARTICLES && !batch.is_empty()) {
                     break;
                 }
@@ -507,6 +511,9 @@ pub fn run_variants(
                         ran.push((k, r));
                     }
                 }
+            }
+            if batch.is_empty() {
+                break;
             }
             let gpu = crate::gpu::GpuOptions { memory_budget: overrides.gpu_memory, ..Default::default() };
             for part in split_for_device(&key, batch, gpu) {
