@@ -298,6 +298,8 @@ struct Replica<'scope> {
     frames: Option<Frames<'scope>>,
     failure: Option<Failure>,
     warnings: Vec<String>,
+    /// Started from t = 0 (not resumed from a checkpoint).
+    fresh: bool,
 }
 
 impl<'scope> Replica<'scope> {
@@ -383,6 +385,7 @@ impl<'scope> Replica<'scope> {
             frames,
             failure: None,
             warnings,
+            fresh,
         };
         if let Some(f) = rep.frames.as_mut() {
             // The starting state's frame, unless a resumed run's collection already has it.
@@ -532,8 +535,9 @@ impl<'scope> Replica<'scope> {
     }
 }
 
-/// Writes each replica's new break events; returns the replicas whose log failed.
-fn take_breaks(engine: &mut dyn BatchEngine, reps: &mut [Option<Replica>]) -> Vec<(usize, OutputError)> {
+/// Writes each replica's new break events; returns the replicas whose log failed. `initial`:
+/// the events of the starting state's evaluation, which a resumed replica drops (see `drive`).
+fn take_breaks(engine: &mut dyn BatchEngine, reps: &mut [Option<Replica>], initial: bool) -> Vec<(usize, OutputError)> {
     let mut errors = Vec::new();
     let events = engine.take_breaks();
     for chunk in events.chunk_by(|a, b| a.0 == b.0) {
@@ -541,6 +545,7 @@ fn take_breaks(engine: &mut dyn BatchEngine, reps: &mut [Option<Replica>]) -> Ve
         let mine: Vec<BreakEvent> = chunk.iter().map(|e| e.1).collect();
         if let Some(Some(rep)) = reps.get_mut(r)
             && rep.failure.is_none()
+            && (rep.fresh || !initial)
             && let Err(e) = rep.log_breaks(&mine)
         {
             errors.push((r, e));
@@ -603,9 +608,11 @@ fn drive<'scope>(
     }
     let elapsed_at = Instant::now();
     let elapsed = || elapsed_at.elapsed().as_secs_f64();
-    // Bonds that broke in the evaluation of the starting state (a fresh start only: on a
-    // resume they were written before the checkpoint).
-    for (r, e) in take_breaks(engine, &mut reps) {
+    // Bonds that broke in the evaluation of the starting state: a fresh start logs them. A
+    // resumed replica drops them: its engine was built from the checkpoint's model, whose bonds
+    // are all intact, so the bonds broken before the checkpoint (already in breaks.csv) break
+    // again in that first evaluation before `load_state` restores their flags.
+    for (r, e) in take_breaks(engine, &mut reps, true) {
         engine.freeze(r);
         if let Some(rep) = reps[r].as_mut() {
             rep.failure = Some(Failure::Output(e));
@@ -697,7 +704,7 @@ fn drive<'scope>(
             }
             rep.last = d;
         }
-        for (r, e) in take_breaks(engine, &mut reps) {
+        for (r, e) in take_breaks(engine, &mut reps, false) {
             engine.freeze(r);
             if let Some(rep) = reps[r].as_mut() {
                 rep.failure = Some(Failure::Output(e));

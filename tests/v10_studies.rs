@@ -302,3 +302,89 @@ fn a_gpu_batch_over_the_memory_budget_is_split() {
     let t = std::fs::read_to_string(study::variant_dir(&whole, 3).join("summary.json")).unwrap();
     assert_eq!(serde_json::from_str::<serde_json::Value>(&t).unwrap()["batch_replicas"], 4);
 }
+
+/// An interrupt of a GPU batch (deterministic, at step 700 of 2000) leaves each replica's
+/// folder with a checkpoint written from the shared state; `rrpdem resume` continues each with
+/// a single engine, and the result equals the variant run alone without interruption, byte for
+/// byte (f32: the replica's own position origin and summation order survive the move).
+#[test]
+fn an_interrupted_gpu_batch_resumes_variant_by_variant() {
+    use rrpdem::engine::Precision;
+    use rrpdem::output::OutputDir;
+    use rrpdem::run::{Job, RunError, RunOptions, Start, VtkOptions};
+    let tmp = tempfile::tempdir().unwrap();
+    let path = small_study(tmp.path(), 2.0);
+    let s = Study::load(&path).unwrap();
+    let scenarios: Vec<_> = (0..4).map(|k| s.scenario(k, &path).unwrap()).collect();
+    let models: Vec<_> = scenarios.iter().map(|sc| sc.build_model().unwrap()).collect();
+    let dirs: Vec<_> = (0..4).map(|k| OutputDir::create(&tmp.path().join(format!("v{k}")), false).unwrap()).collect();
+    let refs: Vec<_> = models.iter().collect();
+    let mut engine = rrpdem::gpu::GpuEngine::new_batch(
+        &refs,
+        scenarios[0].integrator,
+        scenarios[0].dt,
+        Precision::F32,
+        rrpdem::gpu::AdapterChoice::Any,
+        Default::default(),
+    )
+    .unwrap();
+    let jobs: Vec<Job> = (0..4)
+        .map(|k| Job {
+            scenario: &scenarios[k],
+            model: &models[k],
+            start: Start::Fresh { stability: rrpdem::stability::estimate(&models[k]) },
+            dir: &dirs[k],
+            vtk: VtkOptions::default(),
+            warnings: Vec::new(),
+        })
+        .collect();
+    let opts = RunOptions { stop_at: Some(700), ..Default::default() };
+    let results = run::run_batch(jobs, &mut engine, opts, &|_, _| {});
+    drop(engine);
+    drop(dirs);
+    let choice = EngineChoice { backend: Some(Backend::Gpu), precision: Some(Precision::F32), ..Default::default() };
+    for (k, r) in results.into_iter().enumerate() {
+        assert!(matches!(r, Err(RunError::Interrupted { step: 700, .. })), "variant {k}: {:?}", r.err());
+        let dir = OutputDir::reopen(&tmp.path().join(format!("v{k}"))).unwrap();
+        run::resume(&dir, None, None, RunOptions::default(), |_| {}).unwrap();
+        let alone = tmp.path().join(format!("alone{k}"));
+        run::run_scenario(&scenarios[k], &alone, false, &choice, Default::default(), &|_| {}).unwrap();
+        for f in ["series.csv", "final_state.csv", "breaks.csv"] {
+            let a = std::fs::read(alone.join(f)).unwrap();
+            let b = std::fs::read(dir.path.join(f)).unwrap();
+            assert!(a == b, "variant {k}: {f} of the resumed replica differs from the run alone");
+        }
+    }
+}
+/// Before: a run resumed after bonds had broken logged them again in breaks.csv, at step 0 (the
+/// engine is built from the checkpoint's model, whose bonds are intact, and its first
+/// evaluation broke them anew before the saved flags were loaded). On every engine the resumed
+/// breaks.csv now equals that of the run without interruption (4 bonds break before step 700).
+#[test]
+fn a_resumed_run_does_not_log_earlier_breaks_again() {
+    use rrpdem::engine::Precision;
+    use rrpdem::output::OutputDir;
+    use rrpdem::run::RunOptions;
+    let tmp = tempfile::tempdir().unwrap();
+    let path = small_study(tmp.path(), 1.0);
+    let sc = Study::load(&path).unwrap().scenario(2, &path).unwrap();
+    for (name, backend, precision) in [
+        ("cpu", Backend::Cpu, None),
+        ("f32", Backend::Gpu, Some(Precision::F32)),
+        ("f64", Backend::Gpu, Some(Precision::F64)),
+    ] {
+        let choice = EngineChoice { backend: Some(backend), precision, ..Default::default() };
+        let whole = tmp.path().join(format!("whole-{name}"));
+        run::run_scenario(&sc, &whole, false, &choice, RunOptions::default(), &|_| {}).unwrap();
+        let d = tmp.path().join(format!("resumed-{name}"));
+        let stop = RunOptions { stop_at: Some(700), ..Default::default() };
+        assert!(run::run_scenario(&sc, &d, false, &choice, stop, &|_| {}).is_err());
+        let before = std::fs::read_to_string(d.join("breaks.csv")).unwrap().lines().count() - 1;
+        assert!(before >= 4, "{name}: bonds broke before the checkpoint ({before})");
+        run::resume(&OutputDir::reopen(&d).unwrap(), None, None, RunOptions::default(), |_| {}).unwrap();
+        for f in ["breaks.csv", "series.csv", "final_state.csv"] {
+            let (a, b) = (std::fs::read(whole.join(f)).unwrap(), std::fs::read(d.join(f)).unwrap());
+            assert!(a == b, "{name}: {f} of the resumed run differs from the run without interruption");
+        }
+    }
+}
