@@ -382,6 +382,7 @@ fn cmd_run(path: &Path, out: Option<PathBuf>, overwrite: bool, over: &Overrides,
         checkpoint_every: checkpoint_every(ctl)?,
         stop_at: None,
         vtk: ctl.vtk.options()?,
+        bars: None,
     };
     let result = run::run_scenario(&scenario, &out_dir, overwrite, &EngineChoice::default(), opts, &|what| {
         eprintln!("rrpdem: {what}")
@@ -444,10 +445,11 @@ fn cmd_study(
         shard.map_or(String::new(), |(i, n)| format!(", shard {i}/{n}: {} of them", which.len())),
         out_dir.display()
     );
-    let bar = if std::io::stderr().is_terminal() {
-        indicatif::ProgressBar::new(which.len() as u64)
-    } else {
-        indicatif::ProgressBar::hidden()
+    // The bar over variants, and below it while a batch runs the batch's bar over its steps.
+    let bars = std::io::stderr().is_terminal().then(indicatif::MultiProgress::new);
+    let bar = match &bars {
+        Some(m) => m.add(indicatif::ProgressBar::new(which.len() as u64)),
+        None => indicatif::ProgressBar::hidden(),
     };
     if let Ok(style) =
         indicatif::ProgressStyle::with_template("{elapsed_precise} [{bar:30}] {pos}/{len} variants, ETA {eta}  {msg}")
@@ -467,7 +469,7 @@ fn cmd_study(
         }
         bar.inc(1);
     };
-    let report = study::run_variants(&study, path, &which, &out_dir, choice, vtk, overwrite, &tick)?;
+    let report = study::run_variants(&study, path, &which, &out_dir, choice, vtk, overwrite, bars, &tick)?;
     bar.finish_and_clear();
     if run::INTERRUPT.load(std::sync::atomic::Ordering::SeqCst) {
         // The running batch stopped with a checkpoint per variant; later batches never started.
@@ -587,6 +589,7 @@ fn cmd_resume(dir_path: &Path, t_end: Option<f64>, check: Option<&Path>, ctl: &R
         checkpoint_every: checkpoint_every(ctl)?,
         stop_at: None,
         vtk: ctl.vtk.options()?,
+        bars: None,
     };
     let result = run::resume(&dir, t_end, check.as_ref(), opts, |what| eprintln!("rrpdem: {what}"));
     drop(dir);

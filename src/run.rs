@@ -163,10 +163,12 @@ pub const FINAL_STATE_CSV_MAX: usize = 1_000_000;
 pub static INTERRUPT: AtomicBool = AtomicBool::new(false);
 
 /// How a run is driven (beyond the scenario).
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct RunOptions {
     /// Show a progress bar on stderr.
     pub progress: bool,
+    /// Draw that bar among others (a study's bar over its variants) instead of alone.
+    pub bars: Option<indicatif::MultiProgress>,
     /// Write `checkpoint.bin` every this many steps (counted from t = 0).
     pub checkpoint_every: Option<u64>,
     /// Stop as an interrupt would once this step is reached (deterministic interrupts for tests).
@@ -628,7 +630,7 @@ fn drive<'scope>(
         }
     }
     let total = reps.iter().flatten().map(|r| r.total).max().unwrap_or(step0);
-    let bar = progress_bar(total, opts.progress);
+    let bar = progress_bar(total, opts.progress, opts.bars.as_ref());
     bar.set_position(step0);
     let guard = engine.guard_interval().max(1);
     let mut step = step0;
@@ -753,6 +755,9 @@ fn drive<'scope>(
         }
     }
     bar.finish_and_clear();
+    if let Some(m) = &opts.bars {
+        m.remove(&bar);
+    }
     results.into_iter().map(|r| r.expect("every replica finished")).collect()
 }
 
@@ -980,11 +985,14 @@ fn write_checkpoint(
     Ok(())
 }
 
-fn progress_bar(total: u64, show: bool) -> ProgressBar {
+fn progress_bar(total: u64, show: bool, bars: Option<&indicatif::MultiProgress>) -> ProgressBar {
     if !show {
         return ProgressBar::hidden();
     }
-    let bar = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr());
+    let bar = match bars {
+        Some(m) => m.add(ProgressBar::new(total)),
+        None => ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr()),
+    };
     if let Ok(style) = ProgressStyle::with_template("{elapsed_precise} [{bar:30}] {pos}/{len} steps, ETA {eta}  {msg}")
     {
         bar.set_style(style.progress_chars("=> "));

@@ -469,6 +469,7 @@ pub fn run_variants(
     overrides: &crate::run::EngineChoice,
     vtk: crate::run::VtkOptions,
     overwrite: bool,
+    bars: Option<indicatif::MultiProgress>,
     tick: &(dyn Fn(usize, &Result<crate::run::Summary, String>) + Sync),
 ) -> Result<StudyReport, StudyError> {
     let scenarios: Vec<(usize, Scenario)> =
@@ -517,7 +518,7 @@ pub fn run_variants(
             }
             let gpu = crate::gpu::GpuOptions { memory_budget: overrides.gpu_memory, ..Default::default() };
             for part in split_for_device(&key, batch, gpu) {
-                ran.extend(run_batch(&key, part, vtk, gpu, tick));
+                ran.extend(run_batch(&key, part, vtk, gpu, bars.as_ref(), tick));
             }
         }
     }
@@ -590,6 +591,7 @@ fn run_batch(
     mut batch: Vec<(usize, &Scenario, crate::run::Prepared)>,
     vtk: crate::run::VtkOptions,
     gpu: crate::gpu::GpuOptions,
+    bars: Option<&indicatif::MultiProgress>,
     tick: &(dyn Fn(usize, &Result<crate::run::Summary, String>) + Sync),
 ) -> Vec<(usize, Result<crate::run::Summary, String>)> {
     use crate::engine::{BatchEngine, CpuEngine, Separate};
@@ -628,8 +630,8 @@ fn run_batch(
                 Ok(e) => Box::new(e),
                 Err(crate::gpu::GpuError::OutOfMemory { .. }) if batch.len() > 1 => {
                     let second = batch.split_off(batch.len() / 2);
-                    let mut ran = run_batch(key, batch, vtk, gpu, tick);
-                    ran.extend(run_batch(key, second, vtk, gpu, tick));
+                    let mut ran = run_batch(key, batch, vtk, gpu, bars, tick);
+                    ran.extend(run_batch(key, second, vtk, gpu, bars, tick));
                     return ran;
                 }
                 Err(e) => return fail_all(e.to_string()),
@@ -662,7 +664,8 @@ fn run_batch(
         };
         tick(ks[r], &shown);
     };
-    let results = crate::run::run_batch(jobs, engine.as_mut(), Default::default(), &done);
+    let opts = crate::run::RunOptions { progress: bars.is_some(), bars: bars.cloned(), ..Default::default() };
+    let results = crate::run::run_batch(jobs, engine.as_mut(), opts, &done);
     ks.iter().zip(results).map(|(&k, r)| (k, r.map_err(|e| e.to_string()))).collect()
 }
 
