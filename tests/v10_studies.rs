@@ -28,6 +28,20 @@ fn small_study(dir: &Path, t_end: f64) -> PathBuf {
     p
 }
 
+/// Reopens a run's folder. Another test of this process may be spawning a child right now:
+/// between its fork and its exec the child holds a copy of every descriptor, the folder's lock
+/// included, for a moment; the lock is free again once it has exec'd.
+fn reopen(path: &Path) -> rrpdem::output::OutputDir {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        match rrpdem::output::OutputDir::reopen(path) {
+            Ok(d) => return d,
+            Err(e) if std::time::Instant::now() > deadline => panic!("{e}"),
+            Err(_) => std::thread::sleep(std::time::Duration::from_millis(20)),
+        }
+    }
+}
+
 fn strip_timing(csv: &str) -> String {
     // wall_time_s and particle_steps_per_s are the last two columns.
     csv.lines().map(|l| l.rsplitn(3, ',').nth(2).unwrap_or(l).to_string()).collect::<Vec<_>>().join("\n")
@@ -345,7 +359,7 @@ fn an_interrupted_gpu_batch_resumes_variant_by_variant() {
     let choice = EngineChoice { backend: Some(Backend::Gpu), precision: Some(Precision::F32), ..Default::default() };
     for (k, r) in results.into_iter().enumerate() {
         assert!(matches!(r, Err(RunError::Interrupted { step: 700, .. })), "variant {k}: {:?}", r.err());
-        let dir = OutputDir::reopen(&tmp.path().join(format!("v{k}"))).unwrap();
+        let dir = reopen(&tmp.path().join(format!("v{k}")));
         run::resume(&dir, None, None, RunOptions::default(), |_| {}).unwrap();
         let alone = tmp.path().join(format!("alone{k}"));
         run::run_scenario(&scenarios[k], &alone, false, &choice, Default::default(), &|_| {}).unwrap();
@@ -363,7 +377,6 @@ fn an_interrupted_gpu_batch_resumes_variant_by_variant() {
 #[test]
 fn a_resumed_run_does_not_log_earlier_breaks_again() {
     use rrpdem::engine::Precision;
-    use rrpdem::output::OutputDir;
     use rrpdem::run::RunOptions;
     let tmp = tempfile::tempdir().unwrap();
     let path = small_study(tmp.path(), 1.0);
@@ -381,7 +394,7 @@ fn a_resumed_run_does_not_log_earlier_breaks_again() {
         assert!(run::run_scenario(&sc, &d, false, &choice, stop, &|_| {}).is_err());
         let before = std::fs::read_to_string(d.join("breaks.csv")).unwrap().lines().count() - 1;
         assert!(before >= 4, "{name}: bonds broke before the checkpoint ({before})");
-        run::resume(&OutputDir::reopen(&d).unwrap(), None, None, RunOptions::default(), |_| {}).unwrap();
+        run::resume(&reopen(&d), None, None, RunOptions::default(), |_| {}).unwrap();
         for f in ["breaks.csv", "series.csv", "final_state.csv"] {
             let (a, b) = (std::fs::read(whole.join(f)).unwrap(), std::fs::read(d.join(f)).unwrap());
             assert!(a == b, "{name}: {f} of the resumed run differs from the run without interruption");
