@@ -205,7 +205,8 @@ pub struct Measurement {
     pub bytes_per_particle_step: f64,
     /// Fraction of the given memory bandwidth this throughput implies (`--bandwidth`).
     pub bandwidth_fraction: Option<f64>,
-    /// Bytes held by the CPU engine's arrays (`CpuEngine::memory`); none on the GPU.
+    /// Bytes held by the engine's arrays: `CpuEngine::memory` on the CPU, the device buffers
+    /// (`GpuEngine::device_bytes`) on the GPU.
     pub engine_bytes: Option<u64>,
     /// The same by part.
     pub engine_parts: Vec<(String, u64)>,
@@ -304,38 +305,77 @@ pub fn measure(
                 // The GPU's lists are not read back; count the CPU's (the same contacts).
                 let partners =
                     CpuEngine::new(&model, Integrator::RrpNewmark, 1e-3).map(|c| c.neighbour_entries()).unwrap_or(0);
-                (Box::new(e), None, gpu_bytes_per_step(n, nb, partners, p))
+                let bytes = e.device_bytes();
+                (Box::new(e), Some(bytes), gpu_bytes_per_step(n, nb, partners, p))
             }
         };
-        let engine_setup_s = setup.elapsed().as_secs_f64();
-        let (particles, bonds) = (model.particles.len(), model.bonds.len());
-        drop(model);
-        e.advance((steps / 10).max(1)).map_err(|e| e.to_string())?;
-        let start = Instant::now();
-        let mut done = 0;
-        while done == 0 || start.elapsed().as_secs_f64() < min_seconds {
-            e.advance(steps).map_err(|e| e.to_string())?;
-            done += steps;
-        }
-        let seconds = start.elapsed().as_secs_f64();
-        Ok(Measurement {
-            case: case.name.clone(),
-            engine,
+        let built = Built {
             device: e.info().device,
-            threads,
-            particles,
-            bonds,
-            steps: done,
-            seconds,
-            particle_steps_per_s: done as f64 * particles as f64 / seconds,
-            bond_steps_per_s: done as f64 * bonds as f64 / seconds,
-            engine_setup_s,
-            bytes_per_particle_step: bytes_per_step / n.max(1) as f64,
-            bandwidth_fraction: bandwidth_gbs.map(|g| bytes_per_step * done as f64 / seconds / (g * 1e9)),
+            particles: n,
+            bonds: nb,
+            engine_setup_s: setup.elapsed().as_secs_f64(),
+            bytes_per_step,
             engine_bytes,
             engine_parts,
-            peak_rss: peak_rss(),
+        };
+        drop(model);
+        timed(case, engine, threads, steps, min_seconds, bandwidth_gbs, built, |k| {
+            e.advance(k).map_err(|e| e.to_string())
         })
+    })
+}
+
+/// What a built engine reports besides its speed.
+struct Built {
+    device: String,
+    particles: usize,
+    bonds: usize,
+    engine_setup_s: f64,
+    /// Estimated bytes of memory traffic per step of the whole engine.
+    bytes_per_step: f64,
+    engine_bytes: Option<u64>,
+    engine_parts: Vec<(String, u64)>,
+}
+
+/// A warm-up of `steps / 10` steps, then `steps` timed steps repeated until at least
+/// `min_seconds` have passed; the measurement of the engine `advance` steps.
+#[allow(clippy::too_many_arguments)]
+fn timed(
+    case: &Case,
+    engine: EngineKind,
+    threads: usize,
+    steps: u64,
+    min_seconds: f64,
+    bandwidth_gbs: Option<f64>,
+    built: Built,
+    mut advance: impl FnMut(u64) -> Result<(), String>,
+) -> Result<Measurement, String> {
+    advance((steps / 10).max(1))?;
+    let start = Instant::now();
+    let mut done = 0;
+    while done == 0 || start.elapsed().as_secs_f64() < min_seconds {
+        advance(steps)?;
+        done += steps;
+    }
+    let seconds = start.elapsed().as_secs_f64();
+    let Built { device, particles, bonds, engine_setup_s, bytes_per_step, engine_bytes, engine_parts } = built;
+    Ok(Measurement {
+        case: case.name.clone(),
+        engine,
+        device,
+        threads,
+        particles,
+        bonds,
+        steps: done,
+        seconds,
+        particle_steps_per_s: done as f64 * particles as f64 / seconds,
+        bond_steps_per_s: done as f64 * bonds as f64 / seconds,
+        engine_setup_s,
+        bytes_per_particle_step: bytes_per_step / particles.max(1) as f64,
+        bandwidth_fraction: bandwidth_gbs.map(|g| bytes_per_step * done as f64 / seconds / (g * 1e9)),
+        engine_bytes,
+        engine_parts,
+        peak_rss: peak_rss(),
     })
 }
 
@@ -380,39 +420,20 @@ fn measure_copies(
             (Box::new(e), Some(bytes), per_step)
         }
     };
-    let engine_setup_s = setup.elapsed().as_secs_f64();
-    let advance = |batch: &mut Box<dyn BatchEngine>, k: u64| -> Result<(), String> {
+    let built = Built {
+        device: batch.info().device,
+        particles: copies * n1,
+        bonds: copies * b1,
+        engine_setup_s: setup.elapsed().as_secs_f64(),
+        bytes_per_step,
+        engine_bytes,
+        engine_parts: Vec::new(),
+    };
+    timed(case, engine, threads, steps, min_seconds, bandwidth_gbs, built, |k| {
         batch.advance(k).map_err(|e| e.to_string())?;
         match (0..copies).find_map(|r| batch.take_failure(r).map(|e| (r, e))) {
             Some((r, e)) => Err(format!("copy {r}: {e}")),
             None => Ok(()),
         }
-    };
-    advance(&mut batch, (steps / 10).max(1))?;
-    let start = Instant::now();
-    let mut done = 0;
-    while done == 0 || start.elapsed().as_secs_f64() < min_seconds {
-        advance(&mut batch, steps)?;
-        done += steps;
-    }
-    let seconds = start.elapsed().as_secs_f64();
-    let (n, b) = (copies * n1, copies * b1);
-    Ok(Measurement {
-        case: case.name.clone(),
-        engine,
-        device: batch.info().device,
-        threads,
-        particles: n,
-        bonds: b,
-        steps: done,
-        seconds,
-        particle_steps_per_s: done as f64 * n as f64 / seconds,
-        bond_steps_per_s: done as f64 * b as f64 / seconds,
-        engine_setup_s,
-        bytes_per_particle_step: bytes_per_step / n.max(1) as f64,
-        bandwidth_fraction: bandwidth_gbs.map(|g| bytes_per_step * done as f64 / seconds / (g * 1e9)),
-        engine_bytes,
-        engine_parts: Vec::new(),
-        peak_rss: peak_rss(),
     })
 }

@@ -761,13 +761,6 @@ fn drive<'scope>(
     results.into_iter().map(|r| r.expect("every replica finished")).collect()
 }
 
-/// Whether a hardware GPU is present, asked once per process: enumerating adapters loads the
-/// Vulkan drivers (tens of milliseconds), and a study resolves every variant's engine.
-fn hardware_gpu() -> bool {
-    static PRESENT: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *PRESENT.get_or_init(crate::gpu::hardware_adapter_available)
-}
-
 /// Engine settings given on the command line, over the scenario's.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct EngineChoice {
@@ -784,7 +777,7 @@ impl EngineChoice {
     pub fn resolve(&self, s: &Scenario) -> (crate::scenario::Backend, Option<crate::engine::Precision>) {
         use crate::scenario::Backend;
         let backend = match self.backend.unwrap_or(s.backend) {
-            Backend::Auto if hardware_gpu() => Backend::Gpu,
+            Backend::Auto if crate::gpu::hardware_adapter_available() => Backend::Gpu,
             Backend::Auto => Backend::Cpu,
             b => b,
         };

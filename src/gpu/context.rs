@@ -78,9 +78,12 @@ pub fn list_adapters() -> Vec<AdapterReport> {
     enumerate(BACKENDS).iter().map(report).collect()
 }
 
-/// Whether a hardware (non-software) adapter is available.
+/// Whether a hardware (non-software) adapter is available. Asked once per process:
+/// enumerating adapters loads the Vulkan drivers (tens of milliseconds), and a study resolves
+/// every variant's engine.
 pub fn hardware_adapter_available() -> bool {
-    enumerate(BACKENDS).iter().any(|a| is_hardware(a.get_info().device_type))
+    static PRESENT: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *PRESENT.get_or_init(|| enumerate(BACKENDS).iter().any(|a| is_hardware(a.get_info().device_type)))
 }
 
 /// An open device with what the engine needs to know about it.
