@@ -9,7 +9,10 @@
 /// Per-replica parameters and ranges, indexed by replica.
 @group(0) @binding(2) var<storage, read> reps: array<ReplicaGpu>;
 
-/// Position (xyz) and radius (w).
+/// Position as an offset inside the particle's block `cell[i]` (xyz), and radius (w): the
+/// position is B·edge + o from the replica's origin (src/gpu/frame.rs), so f32 resolves it to
+/// ~1e-7 of a cell edge wherever the model lies. Without BLOCKS (f64), the offset from the
+/// origin.
 @group(1) @binding(0) var<storage, read_write> pos: array<vec4<real>>;
 /// Velocity (xyz).
 @group(1) @binding(1) var<storage, read_write> vel: array<vec4<real>>;
@@ -48,7 +51,10 @@ struct BondOutGpu {
 /// Particle → bond incidence (CSR, `Model::incidence`): entries are 2·bond + end.
 @group(2) @binding(4) var<storage, read_write> inc_offsets: array<u32>;
 @group(2) @binding(5) var<storage, read_write> inc_entries: array<u32>;
-/// Integer cell coordinates of each particle (xyz).
+/// With BLOCKS, the block of each particle's position (xyz): the cell of its replica's grid that
+/// holds it. State (saved, backed up); `integrate` moves a particle into its new block in the
+/// step that takes it out, so the grid uses it as the cell as it is. Without (f64), the cell
+/// the grid found at the last rebuild.
 @group(2) @binding(6) var<storage, read_write> cell: array<vec4<i32>>;
 @group(2) @binding(7) var<storage, read_write> hash: array<u32>;
 /// Arrival slot of each particle in its bucket (atomic order, replaced by index order later).
@@ -86,6 +92,27 @@ struct BondOutGpu {
 /// (status[STATUS_STEP]) and channel (x, y, z; w unused).
 @group(2) @binding(20) var<storage, read_write> break_at: array<vec4<real>>;
 @group(2) @binding(21) var<storage, read_write> break_id: array<vec4<u32>>;
+
+/// Vector from block b to the position (b_x, o) at the block edge `edge`: (b_x − b)·edge + o.
+/// Integer block differences are exact and the scaling of small ones too, so the vector between
+/// neighbours is resolved to ~1e-7 of the edge, however far both lie from the origin.
+fn block_vector(b_x: vec3<i32>, o: vec3<real>, b: vec3<i32>, edge: real) -> vec3<real> {
+    if BLOCKS {
+        return vec3<real>(b_x - b) * edge + o;
+    }
+    return o;
+}
+
+/// x_i − x_j for particles of one replica (block edge `edge`).
+fn pair_vector(i: u32, j: u32, edge: real) -> vec3<real> {
+    return block_vector(cell[i].xyz, pos[i].xyz - pos[j].xyz, cell[j].xyz, edge);
+}
+
+/// Position of particle i from its replica's origin (for the fields and the diagnostics, which
+/// depend on the origin as the model's do; the host adds the origin's terms).
+fn position_from_origin(i: u32, edge: real) -> vec3<real> {
+    return block_vector(cell[i].xyz, pos[i].xyz, vec3<i32>(0), edge);
+}
 
 fn current_step() -> u32 {
     return atomicLoad(&status[STATUS_STEP]);

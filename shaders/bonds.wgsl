@@ -27,7 +27,8 @@ fn bonds(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: ve
     }
     let dq_i = quat_mul(quat[e.x], quat_conj(bond_q0[2u * k]));
     let dq_j = quat_mul(quat[e.y], quat_conj(bond_q0[2u * k + 1u]));
-    let d = pos[e.x].xyz - pos[e.y].xyz;
+    let edge = reps[rep].cell_edge;
+    let d = pair_vector(e.x, e.y, edge);
     let r = bond_ref[k];
     let bend = bending(dq_i, dq_j, reps[rep].k_bend);
     let ax = axial(d, r.w, reps[rep].k_axial);
@@ -42,7 +43,7 @@ fn bonds(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: ve
             bond_out[k] = BondOutGpu(zero, zero, zero);
             let slot = atomicAdd(&status[STATUS_BREAKS], 1u);
             if slot < params.n_bonds {
-                let mid = 0.5 * (pos[e.x].xyz + pos[e.y].xyz);
+                let mid = 0.5 * (position_from_origin(e.x, edge) + position_from_origin(e.y, edge));
                 break_at[slot] = vec4<real>(mid, bend.energy + ax.energy + sh.energy);
                 break_id[slot] = vec4<u32>(k, step, u32(mode), 0u);
             }

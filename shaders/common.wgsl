@@ -51,9 +51,10 @@ struct ReplicaGpu {
     skin: real,
     /// (skin/2)²: a particle that moved farther since the last rebuild triggers one.
     half_skin_sq: real,
+    /// Edge of a grid cell, which is also the block of the positions (`cell`, see bindings.wgsl).
+    cell_edge: real,
     _pad_r0: real,
     _pad_r1: real,
-    _pad_r2: real,
     /// The replica's particles are p_start .. p_start + n_particles of the batch.
     p_start: u32,
     n_particles: u32,
@@ -79,10 +80,16 @@ struct ReplicaGpu {
     _pad_u6: u32,
 }
 
-/// A planar wall: point p and unit normal n pointing into the domain (xyz of each).
+/// A planar wall: point p and unit normal n pointing into the domain (xyz of each); p is stored
+/// as positions are, a block of its replica's grid and an offset inside it (`point`).
 struct WallGpu {
     point: vec4<real>,
     normal: vec4<real>,
+    block: vec4<i32>,
+    _pad_b0: i32,
+    _pad_b1: i32,
+    _pad_b2: i32,
+    _pad_b3: i32,
 }
 
 /// Index of this invocation in a dispatch folded into 2-D (x ≤ 65535 workgroups per row).

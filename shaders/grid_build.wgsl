@@ -9,8 +9,8 @@
 // frozen and did not fail before (the same decision for every grid kernel of a step, whatever
 // `grid_count` reports in it); other steps keep the lists of the last rebuild.
 //
-// Batches: every replica's cells are its own (its cell edge, positions relative to its own
-// origin) and are hashed with the replica (`cell_hash_replica`); a neighbour must be in the same
+// Batches: every replica's cells are its own (its cell edge, its blocks: a particle's cell is
+// its position's block `cell[i]`, see bindings.wgsl) and are hashed with the replica (`cell_hash_replica`); a neighbour must be in the same
 // cell of the same replica, so replicas never touch even where they overlap in space.
 
 /// Whether this step rebuilds replica r's part of the grid: the same answer for every grid
@@ -18,6 +18,31 @@
 fn grid_step(r: u32) -> bool {
     let step = current_step();
     return rebuilding() && !held(r) && rstatus(r, RSTATUS_EXACT_STEP) == STATUS_NONE && !failed_before(r, step);
+}
+
+/// Whether the grid can place particle i: a finite position (tested on its bits: a NaN need
+/// not fail a comparison in WGSL) in a cell within range. With BLOCKS, the offset must be
+/// inside its block (up to rounding; `integrate` leaves it outside only when the new block
+/// would be out of range).
+fn placeable(i: u32) -> bool {
+    let f = floor(pos[i].xyz * reps[replica_of(i)].inv_cell);
+    if BLOCKS {
+        return finite3(pos[i].xyz) && all(abs(f) < vec3<real>(2.0)) && all(abs(cell[i].xyz) < vec3<i32>(i32(MAX_CELL_COORD)));
+    }
+    return finite3(pos[i].xyz) && all(abs(f) < vec3<real>(MAX_CELL_COORD));
+}
+
+/// The cell the grid files particle i under (0 for a particle it cannot place, whose replica
+/// stops at this step): with BLOCKS its block, kept current by `integrate`; without, the cell
+/// of its offset from the origin.
+fn grid_cell(i: u32) -> vec3<i32> {
+    if !placeable(i) {
+        return vec3<i32>(0);
+    }
+    if BLOCKS {
+        return cell[i].xyz;
+    }
+    return vec3<i32>(floor(pos[i].xyz * reps[replica_of(i)].inv_cell));
 }
 
 /// `bucket_start` seen as atomic counters while counting.
@@ -34,17 +59,15 @@ fn grid_count(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nw
     if !grid_step(r) {
         return;
     }
-    let x = pos[i].xyz;
-    let f = floor(x * reps[r].inv_cell);
-    var c = vec3<i32>(0);
-    // Finiteness on the bits first: a NaN need not fail the range comparison in WGSL.
-    if finite3(x) && all(abs(f) < vec3<real>(MAX_CELL_COORD)) {
-        c = vec3<i32>(f);
-    } else {
+    if !placeable(i) {
         report_grid(r, current_step(), i);
     }
+    let c = grid_cell(i);
+    if !BLOCKS {
+        // The cell is not state here: it is the grid's, for the lists and the fallback.
+        cell[i] = vec4<i32>(c, 0);
+    }
     let h = cell_hash_replica(c, r, params.mask);
-    cell[i] = vec4<i32>(c, 0);
     hash[i] = h;
     slot[i] = atomicAdd(&bucket_count[h], 1u);
 }
@@ -77,7 +100,7 @@ fn grid_order(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nw
             rank++;
         }
     }
-    sorted_cell[lo + rank] = vec4<i32>(cell[i].xyz, i32(i));
+    sorted_cell[lo + rank] = vec4<i32>(grid_cell(i), i32(i));
     sorted_pos[lo + rank] = pos[i];
 }
 
@@ -94,10 +117,11 @@ fn nbr_build(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg
     }
     let xr = pos[i];
     x_ref[i] = xr;
-    let c = cell[i].xyz;
+    let c = grid_cell(i);
     let cap = params.nbr_capacity;
     let r = replica_of(i);
     let skin = reps[r].skin;
+    let edge = reps[r].cell_edge;
     var count = 0u;
     for (var k = 0; k < 27; k++) {
         let nc = neighbour_cell(c, k);
@@ -107,7 +131,7 @@ fn nbr_build(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg
             let j = u32(sc.w);
             if j != i && all(sc.xyz == nc) && replica_of(j) == r {
                 let xj = sorted_pos[p];
-                let d = xr.xyz - xj.xyz;
+                let d = block_vector(c, xr.xyz - xj.xyz, nc, edge);
                 let rc = xr.w + xj.w + skin;
                 if dot3(d, d) < rc * rc {
                     if count < cap {

@@ -1,8 +1,9 @@
 // Opening part of a step (MODEL §2, `integrator::pre_force`): the opening kick where it is not
 // already fused into the previous step's closing kick, the drift x += h v and the attitude
 // update q ← q(Δα) ⊗ q. `integrate_check` runs first for rrp-exact so that nothing moves in a
-// step whose condition h²|Ω_h|² < 1 fails. A particle that has moved more than half the Verlet
-// skin since the last rebuild (or an overflowed neighbour list) makes this step rebuild.
+// step whose condition h²|Ω_h|² < 1 fails. A particle whose offset leaves its block moves into
+// the block that holds it (src/gpu/frame.rs). A particle that has moved more than half the
+// Verlet skin since the last rebuild (or an overflowed neighbour list) makes this step rebuild.
 
 /// Kick factor of the opening kick: h for campello (full kick), ½h for maps 23/25 at the first
 /// step of a batch, 0 afterwards (the previous step's particle kernel already applied it).
@@ -68,10 +69,25 @@ fn integrate(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg
         omega[i] = vec4<real>(w, 0.0);
     }
     let dalpha = rotation_increment(params.integrator, h, w);
-    let x = pos[i].xyz + v * h;
+    var x = pos[i].xyz + v * h;
+    var x0 = x_ref[i].xyz;
+    // Into the block that holds x, at every step that leaves one (not at rebuilds, whose times
+    // depend on the whole batch): so (block, offset) follows from the trajectory alone and a
+    // replica runs bit for bit as alone, resumed or rolled back. Shifts by whole blocks are
+    // exact in the block and, for one block, nearly so in the offset (< ½ ulp of the edge). A
+    // non-finite or escaping x stays where it is, for the grid to report.
+    let f = floor(x * reps[r].inv_cell);
+    if BLOCKS && any(f != vec3<real>(0.0)) && finite3(x) && all(abs(f) < vec3<real>(MAX_CELL_COORD)) {
+        let edge = reps[r].cell_edge;
+        cell[i] = vec4<i32>(cell[i].xyz + vec3<i32>(f), 0);
+        x = x - f * edge;
+        // The reference position follows into the same block (it only decides rebuilds).
+        x0 = x0 - f * edge;
+        x_ref[i] = vec4<real>(x0, x_ref[i].w);
+    }
     pos[i] = vec4<real>(x, pos[i].w);
     quat[i] = apply_increment(quat[i], dalpha);
-    let moved = x - x_ref[i].xyz;
+    let moved = x - x0;
     // Non-finite positions rebuild too (the grid then reports them).
     let moved2 = dot3(moved, moved);
     if !finite_real(moved2) || moved2 > reps[r].half_skin_sq {

@@ -57,6 +57,7 @@ fn particle(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg:
         return;
     }
     let k_contact = reps[r].k_contact;
+    let edge = reps[r].cell_edge;
     var fi = vec3<real>(0.0);
     var mi = vec3<real>(0.0);
     for (var p = inc_offsets[i]; p < inc_offsets[i + 1u]; p++) {
@@ -71,7 +72,9 @@ fn particle(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg:
         }
     }
     let xr = pos[i];
+    // Offset and block of x_i: pair vectors come from both (`block_vector`).
     let xi = xr.xyz;
+    let c = cell[i].xyz;
     var u_contact: real = 0.0;
     let cnt = nbr_count[i];
     if cnt <= params.nbr_capacity {
@@ -80,7 +83,7 @@ fn particle(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg:
         for (var k = 0u; k < cnt; k++) {
             let j = nbr[base + k];
             let xj = pos[j];
-            let ct = contact(xi - xj.xyz, xr.w + xj.w, k_contact);
+            let ct = contact(block_vector(c, xi - xj.xyz, cell[j].xyz, edge), xr.w + xj.w, k_contact);
             fi = fi + ct.force;
             if j > i {
                 u_contact = u_contact + ct.energy;
@@ -91,7 +94,6 @@ fn particle(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg:
         // index order like a list, as a merge of the 27 cells. Buckets are sorted by index, so
         // each cell keeps a cursor at its next member and that member's index; every round
         // takes the smallest and advances only that cell.
-        let c = cell[i].xyz;
         var cur: array<u32, 27>;
         var end: array<u32, 27>;
         var head: array<u32, 27>;
@@ -114,7 +116,8 @@ fn particle(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg:
                 break;
             }
             let xj = sorted_pos[cur[src]];
-            let ct = contact(xi - xj.xyz, xr.w + xj.w, k_contact);
+            let d = block_vector(c, xi - xj.xyz, neighbour_cell(c, src), edge);
+            let ct = contact(d, xr.w + xj.w, k_contact);
             fi = fi + ct.force;
             if next > i {
                 u_contact = u_contact + ct.energy;
@@ -125,14 +128,16 @@ fn particle(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg:
     }
     var u_wall: real = 0.0;
     for (var w = reps[r].wall_start; w < reps[r].wall_start + reps[r].n_walls; w++) {
-        let ct = wall(xi, xr.w, walls[w].point.xyz, walls[w].normal.xyz, reps[r].k_wall);
+        // x_i from the wall's block, so that x − p is resolved as finely as a pair vector.
+        let xw = block_vector(c, xi, walls[w].block.xyz, edge);
+        let ct = wall(xw, xr.w, walls[w].point.xyz, walls[w].normal.xyz, reps[r].k_wall);
         fi = fi + ct.force;
         u_wall = u_wall + ct.energy;
     }
     let inv = inertial[i];
     var u_grav: real = 0.0;
     if (reps[r].flags & FLAG_GRAVITY) != 0u {
-        let g = gravity(xi, inv.x, reps[r].gravity.xyz);
+        let g = gravity(block_vector(c, xi, vec3<i32>(0), edge), inv.x, reps[r].gravity.xyz);
         fi = fi + g.force;
         u_grav = u_grav + g.energy;
     }

@@ -76,7 +76,8 @@ fn reduce_state(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) 
         let jm = inv.y;
         let v = vel[i].xyz;
         let w = omega[i].xyz;
-        let x = pos[i].xyz;
+        let edge = reps[r].cell_edge;
+        let x = position_from_origin(i, edge);
         let u = pot[i];
         let p = m * v;
         let s = jm * w;
@@ -92,7 +93,8 @@ fn reduce_state(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) 
         var f_wall = vec3<real>(0.0);
         let w0 = reps[r].wall_start;
         for (var k = w0; k < w0 + reps[r].n_walls; k++) {
-            f_wall = f_wall + wall(x, pos[i].w, walls[k].point.xyz, walls[k].normal.xyz, reps[r].k_wall).force;
+            let xw = block_vector(cell[i].xyz, pos[i].xyz, walls[k].block.xyz, edge);
+            f_wall = f_wall + wall(xw, pos[i].w, walls[k].point.xyz, walls[k].normal.xyz, reps[r].k_wall).force;
         }
         let mx = m * x;
         for (var c = 0u; c < 3u; c++) {

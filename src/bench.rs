@@ -251,14 +251,18 @@ pub fn cpu_bytes_per_step(n: usize, bonds: usize, partners: usize) -> f64 {
 /// direction/length and attitudes (4 + 8 reals), the ends' pos and quat (counted once per
 /// particle), and writes 12 reals; `particle` reads the incidence (4 bytes per particle, 8 per
 /// bond), each bond result once per end (2 × 12 reals), pos, the list count and entries, and
-/// writes force, moment and pot. Grid rebuilds and the diagnostics reduction are not counted.
+/// writes force, moment and pot. In f32, positions carry a block (`gpu::frame`, vec4<i32>) that
+/// `integrate`, the bond ends and the particle kernel read with pos. Grid rebuilds and the
+/// diagnostics reduction are not counted.
 pub fn gpu_bytes_per_step(n: usize, bonds: usize, partners: usize, precision: Precision) -> f64 {
     let rs = match precision {
         Precision::F32 => 4.0,
         Precision::F64 => 8.0,
     };
     let v4 = 4.0 * rs;
-    let per_particle = 11.0 * v4 // integrate, first half
+    let blocks = if crate::gpu::frame::uses_blocks(precision) { 3.0 * 16.0 } else { 0.0 };
+    let per_particle = blocks
+        + 11.0 * v4 // integrate, first half
         + 2.0 * v4 // staleness check
         + 2.0 * v4 // bond ends' pos and quat
         + 4.0 + v4 + 4.0 + 3.0 * v4 // particle kernel: offsets, pos, list count, force/moment/pot

@@ -798,35 +798,6 @@ pub struct Prepared {
     pub warnings: Vec<String>,
 }
 
-/// Relative resolution (f32 spacing at the model's extent over its smallest radius) above which
-/// an f32 GPU run is warned about: at 1e-5, a particle of radius r moving r/100 per step is
-/// rounded by up to 0.1 % per step, and contact overlaps of 1e-3 r by 1 %.
-pub const F32_RESOLUTION_LIMIT: f64 = 1e-5;
-
-/// The warning for f32 positions too coarse for the model: the GPU's f32 engine stores
-/// positions relative to the centre of the model's bounding box, so the spacing of f32 values
-/// at the largest |x − centre| component is the finest step any particle can take there.
-pub fn f32_resolution_warning(model: &Model) -> Option<String> {
-    let x = &model.particles.x;
-    let r_min = model.particles.radius.iter().copied().fold(f64::INFINITY, f64::min);
-    if x.is_empty() || r_min.is_nan() || r_min <= 0.0 {
-        return None;
-    }
-    let (lo, hi) = x.iter().fold((DVec3::INFINITY, DVec3::NEG_INFINITY), |(lo, hi), p| (lo.min(*p), hi.max(*p)));
-    let centre = 0.5 * (lo + hi);
-    let extent = x.iter().map(|p| (*p - centre).abs().max_element()).fold(0.0, f64::max);
-    // Spacing of f32 values at `extent`: 2^(e − 23) for extent in [2^e, 2^(e+1)).
-    let spacing = if extent > 0.0 { 2f64.powi(extent.log2().floor() as i32 - 23) } else { 0.0 };
-    let ratio = spacing / r_min;
-    (ratio > F32_RESOLUTION_LIMIT).then(|| {
-        format!(
-            "f32 positions: the model reaches {extent:.3e} from its centre, where f32 values are {spacing:.2e} apart \
-             ({ratio:.1e} of the smallest radius {r_min}, above {F32_RESOLUTION_LIMIT:e}); small steps and contact \
-             overlaps are rounded at that scale. Use --precision f64 for this model"
-        )
-    })
-}
-
 /// The steps before a run from t = 0, shared by `rrpdem run` and every study variant: builds
 /// the model, checks the time step against the stability estimate, takes the folder `out`
 /// (refusing an earlier run's files unless `overwrite`) and resolves the engine. `announce` is
@@ -865,15 +836,7 @@ pub fn prepare(
         announce("note: precision f32 asked for, but no hardware GPU was found: running the CPU engine in f64");
         precision = None;
     }
-    let mut warnings = Vec::new();
-    if backend == crate::scenario::Backend::Gpu
-        && precision.unwrap_or(crate::engine::Precision::F32) == crate::engine::Precision::F32
-        && let Some(w) = f32_resolution_warning(&model)
-    {
-        announce(&format!("warning: {w}"));
-        warnings.push(w);
-    }
-    Ok(Prepared { model, stability: est, dir, backend, precision, warnings })
+    Ok(Prepared { model, stability: est, dir, backend, precision, warnings: Vec::new() })
 }
 
 /// Runs a scenario from t = 0 into the folder `out` as `rrpdem run` does: `prepare`, then the

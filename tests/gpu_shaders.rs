@@ -74,9 +74,9 @@ macro_rules! replica_offsets {
     ($ty:ty, $real:ty) => {
         rust_offsets!($ty, $real;
             gravity, pend_rho0, pend_up, rupture_inv, k_bend, k_axial, k_shear, k_contact, k_wall, inv_cell,
-            pend_g, skin, half_skin_sq, p_start, n_particles, b_start, n_bonds, wall_start, n_walls, shear_variant,
+            pend_g, skin, half_skin_sq, cell_edge, p_start, n_particles, b_start, n_bonds, wall_start, n_walls, shear_variant,
             flags, rupture_sum;
-            _pad_r: 3, $real, _pad_u: 7, u32)
+            _pad_r: 2, $real, _pad_u: 7, u32)
     };
 }
 
@@ -89,13 +89,13 @@ fn every_struct_field_has_the_offset_of_its_rust_mirror() {
             Precision::F32,
             sim_params_offsets!(SimParams32, f32),
             replica_offsets!(ReplicaGpu32, f32),
-            rust_offsets!(WallGpu32, f32; point, normal;),
+            rust_offsets!(WallGpu32, f32; point, normal, block; _pad_b: 4, i32),
         ),
         (
             Precision::F64,
             sim_params_offsets!(SimParams64, f64),
             replica_offsets!(ReplicaGpu64, f64),
-            rust_offsets!(WallGpu64, f64; point, normal;),
+            rust_offsets!(WallGpu64, f64; point, normal, block; _pad_b: 4, i32),
         ),
     ] {
         let c = compose_and_validate(&KERNEL_FILES[0], p).unwrap();

@@ -140,8 +140,8 @@ fn state_of_another_kind_or_size_is_refused() {
     let mut g32 = gpu(&m, Integrator::RrpNewmark, s.dt, Precision::F32);
     let mut g64 = gpu(&m, Integrator::RrpNewmark, s.dt, Precision::F64);
     let saved32 = g32.save_state().unwrap();
-    // Origin (3 f64) and four vec4 arrays of 80 particles in f32.
-    assert_eq!(saved32.data.len(), 24 + 4 * 16 * 80);
+    // Origin (3 f64), four vec4 arrays of 80 particles in f32 and their blocks (vec4<i32>).
+    assert_eq!(saved32.data.len(), 24 + 4 * 16 * 80 + 16 * 80);
     let e = g64.load_state(&saved32).unwrap_err();
     assert!(e.to_string().contains("gpu-f32") && e.to_string().contains("gpu-f64"), "{e}");
     let cpu_state = cpu(&m, Integrator::RrpNewmark, s.dt).save_state().unwrap();
@@ -231,8 +231,13 @@ fn rupturing_torus_resumed_from_a_saved_state_is_bit_identical_f32_and_f64() {
         first.advance(k).unwrap();
         let mut events = first.take_breaks();
         let saved = first.save_state().unwrap();
-        let rs = if p == Precision::F32 { 4 } else { 8 };
-        assert_eq!(saved.data.len(), 24 + 16 * rs * 80 + 16 + 4 * 80, "{p:?}: origin, arrays, totals, flags");
+        // f32 positions carry their blocks (16 bytes per particle).
+        let (rs, blocks) = if p == Precision::F32 { (4, 16) } else { (8, 0) };
+        assert_eq!(
+            saved.data.len(),
+            24 + (16 * rs + blocks) * 80 + 16 + 4 * 80,
+            "{p:?}: origin, arrays, totals, flags"
+        );
         let mut resumed = gpu(&m, s.integrator, s.dt, p);
         resumed.load_state(&saved).unwrap();
         assert!(bits(&mut resumed) == bits(&mut first), "{p:?}: state right after load_state differs");

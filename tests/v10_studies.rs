@@ -373,7 +373,8 @@ fn an_interrupted_gpu_batch_resumes_variant_by_variant() {
 /// Before: a run resumed after bonds had broken logged them again in breaks.csv, at step 0 (the
 /// engine is built from the checkpoint's model, whose bonds are intact, and its first
 /// evaluation broke them anew before the saved flags were loaded). On every engine the resumed
-/// breaks.csv now equals that of the run without interruption (4 bonds break before step 700).
+/// breaks.csv now equals that of the run without interruption (bonds break before step 700: 4 on
+/// the CPU and in f64, 2 in f32).
 #[test]
 fn a_resumed_run_does_not_log_earlier_breaks_again() {
     use rrpdem::engine::Precision;
@@ -393,7 +394,8 @@ fn a_resumed_run_does_not_log_earlier_breaks_again() {
         let stop = RunOptions { stop_at: Some(700), ..Default::default() };
         assert!(run::run_scenario(&sc, &d, false, &choice, stop, &|_| {}).is_err());
         let before = std::fs::read_to_string(d.join("breaks.csv")).unwrap().lines().count() - 1;
-        assert!(before >= 4, "{name}: bonds broke before the checkpoint ({before})");
+        eprintln!("{name}: {before} bonds broke before the checkpoint");
+        assert!(before >= 2, "{name}: bonds broke before the checkpoint ({before})");
         run::resume(&reopen(&d), None, None, RunOptions::default(), |_| {}).unwrap();
         for f in ["breaks.csv", "series.csv", "final_state.csv"] {
             let (a, b) = (std::fs::read(whole.join(f)).unwrap(), std::fs::read(d.join(f)).unwrap());

@@ -181,9 +181,9 @@ pub fn planned_sizes(t: &BatchTotals, precision: Precision, nbr_capacity: u32) -
     let status = 4 * (STATUS_LEN as u64 + r * RSTATUS_LEN as u64);
     let table: u64 = t.level_records.iter().sum();
     let mut v = vec![
-        16 * 4,                                                // params (at most)
-        super::params::replica_gpu_size(precision) as u64 * r, // reps
-        8 * rs * t.walls,                                      // walls
+        16 * 4,                                                   // params (at most)
+        super::params::replica_gpu_size(precision) as u64 * r,    // reps
+        super::params::wall_gpu_size(precision) as u64 * t.walls, // walls
         v4,
         v4,
         v4,
@@ -203,7 +203,8 @@ pub fn planned_sizes(t: &BatchTotals, precision: Precision, nbr_capacity: u32) -
     ];
     v.extend([v4, v4, v4, 12 * rs * nb, 16 * n, 4 * n, 4 * n, 4 * n, 16 * n, v4, 16, 16]);
     v.extend([4 * nbr_capacity as u64 * n, 4 * n, NQ as u64 * rs * rec0, NQ as u64 * rs * rec1]);
-    v.extend([v4, v4, v4, v4, 4 * nr, 4 * nr, 4 * rs * nr, 16 * nr]);
+    let cell_backup = if super::frame::uses_blocks(precision) { 16 * n } else { 0 };
+    v.extend([v4, v4, v4, v4, cell_backup, 4 * nr, 4 * nr, 4 * rs * nr, 16 * nr]); // backups, rupture
     // Scan levels: auxiliary arrays, the top-sum placeholder and one uniform per level.
     let block = 2 * SCAN_WG as u64;
     let mut lens = vec![buckets + 1];

@@ -18,7 +18,7 @@
 //! current state changes nothing of them, so one replica is rolled back by range copies and one
 //! evaluation of the batch.
 //!
-//! Replicas: each has its own parameters, walls, grid cell and skin, position origin, step,
+//! Replicas: each has its own parameters, walls, grid cell and skin, position frame, step,
 //! diagnostics, rupture totals and failure; its contacts are searched among its own particles
 //! only and its diagnostics reduced in an order set by its own indices, so a replica's
 //! trajectory and diagnostics are bit for bit those of its model alone on the same device. A
@@ -31,17 +31,17 @@
 //! a batch (only when some bond broke), sorted by (replica, step, bond) and booked on the host,
 //! which keeps each replica's `E_released` and `n_broken` (see docs/GPU.md, Rupture).
 //!
-//! NOTE: positions are stored in the engine's real type relative to an origin per replica: the
-//! centre of the replica's initial bounding box in f32 (halving |x| and so the drift round-off
-//! for the paper's torus, whose f32 parity needs it), zero in f64. f32 then resolves overlaps to
-//! about 1e-7 of the distance from that origin, ample for scenarios of the paper's size; large
-//! domains in f32 would want positions relative to a cell. The host adds the origin back in
-//! snapshots, in `L` (`o × P`) and in the gravity energy (`−M g·o`); the device never needs it.
+//! Positions: a block of the replica's grid and an offset inside it in the engine's real type
+//! (`gpu::frame`), so f32 resolves them to ~1e-7 of a cell edge wherever the model lies. Blocks
+//! count from an origin per replica: the centre of its initial bounding box in f32, zero in f64.
+//! Only the origin-dependent diagnostics see it: the host adds it back in snapshots, in `L`
+//! (`o × P`) and in the gravity energy (`−M g·o`).
 
 use super::batch::{BatchLayout, BatchTotals, binding_sizes};
 use super::cache::{self, CacheKey, Lease};
 use super::context::{AdapterChoice, GpuContext};
 use super::error::GpuError;
+use super::frame::{Frame, uses_blocks};
 use super::params::{
     ParamInputs, ReplicaGpu32, ReplicaGpu64, ReplicaInputs, SimParams32, SimParams64, WallGpu32, WallGpu64,
 };
@@ -75,7 +75,8 @@ pub(crate) const INITIAL_NBR_CAPACITY: u32 = 16;
 /// submitted without waiting. 100 steps spread that wait over ~1000 dispatches, while a
 /// rollback after a tripped guard throws away at most 100 steps.
 const GUARD_INTERVAL: u64 = 100;
-/// Bytes of the origin at the head of a saved state: three little-endian f64.
+/// Bytes of the origin at the head of a saved state: three little-endian f64 (the frame's
+/// origin; its edge follows from the model).
 const ORIGIN_BYTES: usize = 24;
 /// Bytes of the rupture totals in a saved state with rupture: `E_released` (f64), `n_broken`
 /// (u64); the broken flags (one u32 per bond) follow.
@@ -95,6 +96,10 @@ pub struct GpuOptions {
     /// as if the device were out of memory): leaves room for other work on a shared device, and
     /// lets tests exercise the out-of-memory report.
     pub memory_budget: Option<u64>,
+    /// Counts positions from the coordinate origin instead of the centre of each replica's
+    /// bounding box, so that a model far from the origin is stored far out in blocks (tests of
+    /// the position frames, `gpu::frame`).
+    pub origin_at_zero: bool,
     /// Opens a device of its own instead of taking one from the process-wide cache (see
     /// `cache`), and closes it when the engine is dropped: for comparisons with a fresh device.
     pub fresh_device: bool,
@@ -103,8 +108,8 @@ pub struct GpuOptions {
 /// What the host keeps of one replica.
 struct Replica {
     params: crate::model::Params,
-    /// Origin of the stored positions (see the module note).
-    origin: DVec3,
+    /// Block edge and origin of the stored positions (see the module note).
+    frame: Frame,
     total_mass: f64,
     inv_cell: f64,
     skin: f64,
@@ -227,12 +232,13 @@ impl GpuEngine {
                 // List candidates are at most r_i + r_j + skin ≤ 2 r_max + skin apart: one cell.
                 let skin = SKIN_FACTOR * model.max_radius();
                 let cell = (2.0 * model.max_radius() + skin).max(f64::MIN_POSITIVE);
+                let origin = match precision {
+                    Precision::F32 if !options.origin_at_zero => bounding_box_centre(&model.particles.x),
+                    _ => DVec3::ZERO,
+                };
                 Replica {
                     params: model.params.clone(),
-                    origin: match precision {
-                        Precision::F32 => bounding_box_centre(&model.particles.x),
-                        Precision::F64 => DVec3::ZERO,
-                    },
+                    frame: Frame::new(origin, cell, precision),
                     total_mass: model.particles.mass.iter().sum(),
                     inv_cell: 1.0 / cell,
                     skin,
@@ -249,8 +255,8 @@ impl GpuEngine {
             })
             .collect();
         let layout = BatchLayout::new(models);
-        let origins: Vec<DVec3> = reps.iter().map(|r| r.origin).collect();
-        let walls: Vec<u8> = reps.iter().flat_map(|r| walls_bytes(&r.params.walls, r.origin, precision)).collect();
+        let frames: Vec<Frame> = reps.iter().map(|r| r.frame).collect();
+        let walls: Vec<u8> = reps.iter().flat_map(|r| walls_bytes(&r.params.walls, &r.frame, precision)).collect();
         let global = ParamInputs {
             integrator,
             h: dt,
@@ -265,7 +271,7 @@ impl GpuEngine {
             &ctx.queue,
             &pipe,
             models,
-            &origins,
+            &frames,
             &params_bytes(&global, precision, 0),
             &reps_bytes(&reps, &layout, precision),
             &walls,
@@ -363,7 +369,8 @@ impl GpuEngine {
     fn state_bytes(&self, r: usize) -> usize {
         let l = &self.state.layout;
         let rupture = if l.rupture[r] { RUPTURE_TOTALS_BYTES + 4 * l.n_bonds[r] as usize } else { 0 };
-        ORIGIN_BYTES + state::STATE_ARRAYS.len() * self.state.array_bytes(r) + rupture
+        let cells = if uses_blocks(self.precision) { state::CELL_BYTES * l.n_particles[r] as usize } else { 0 };
+        ORIGIN_BYTES + state::STATE_ARRAYS.len() * self.state.array_bytes(r) + cells + rupture
     }
 
     fn params_bytes(&self, batch_len: u32) -> Vec<u8> {
@@ -422,12 +429,12 @@ impl GpuEngine {
             let rep = &self.reps[r];
             let step = rep.step + steps;
             let mut d = diagnostics_from_record(&rec[r * NQ..(r + 1) * NQ], step, self.time(step));
-            d.l += rep.origin.cross(d.p);
+            d.l += rep.frame.origin.cross(d.p);
             if rep.params.gravity != DVec3::ZERO {
-                d.u_gravity -= rep.total_mass * rep.params.gravity.dot(rep.origin);
+                d.u_gravity -= rep.total_mass * rep.params.gravity.dot(rep.frame.origin);
             }
             // The record holds Σ m (x − origin): Σ m x = that + M·origin (as the CPU, Σ m x / M).
-            d.x_cm = (d.x_cm + rep.total_mass * rep.origin) / rep.total_mass;
+            d.x_cm = (d.x_cm + rep.total_mass * rep.frame.origin) / rep.total_mass;
             d.v_cm = d.p / rep.total_mass;
             d.e_released = rep.e_released;
             d.n_broken = rep.n_broken;
@@ -500,7 +507,8 @@ impl GpuEngine {
         self.reps[r].step = step;
         let a = self.state.read_arrays(&self.ctx.device, &self.ctx.queue, &["pos", "vel", "omega", "force"], r)?;
         let v = |k: usize| DVec3::new(a[k][4 * particle], a[k][4 * particle + 1], a[k][4 * particle + 2]);
-        let x = v(0) + self.reps[r].origin;
+        let blocks = self.state.read_cells(&self.ctx.device, &self.ctx.queue, r)?;
+        let x = self.reps[r].frame.join(blocks[particle], v(0));
         Ok(Some(if grid && x.is_finite() {
             EngineError::OutOfRange { particle, step, position: format!("{x}") }
         } else {
@@ -530,7 +538,7 @@ impl GpuEngine {
                 // (no steps) is that of the current state.
                 let step = if steps == 0 { rep.step } else { rep.step + s as u64 + 1 };
                 let (i, j) = rep.bond_ends[bond as usize];
-                let x = DVec3::new(a[0], a[1], a[2]) + rep.origin;
+                let x = DVec3::new(a[0], a[1], a[2]) + rep.frame.origin;
                 (r, BreakEvent { step, t: self.time(step), bond, i, j, mode: mode as u8, x, energy: a[3] })
             })
             .collect();
@@ -674,10 +682,11 @@ impl GpuEngine {
         self.check_replica(r)?;
         let a = self.state.read_arrays(&self.ctx.device, &self.ctx.queue, &state::STATE_ARRAYS, r)?;
         let v = |k: usize, i: usize| DVec3::new(a[k][4 * i], a[k][4 * i + 1], a[k][4 * i + 2]);
-        let origin = self.reps[r].origin;
+        let blocks = self.state.read_cells(&self.ctx.device, &self.ctx.queue, r)?;
+        let frame = self.reps[r].frame;
         Ok((0..self.state.layout.n_particles[r] as usize)
             .map(|i| Kinematics {
-                x: v(0, i) + origin,
+                x: frame.join(blocks[i], v(0, i)),
                 v: v(1, i),
                 q: DQuat::from_xyzw(a[2][4 * i], a[2][4 * i + 1], a[2][4 * i + 2], a[2][4 * i + 3]),
                 w: v(3, i),
@@ -686,22 +695,28 @@ impl GpuEngine {
     }
 
     /// Data: the origin of the stored positions (three little-endian f64), then the raw device
-    /// arrays pos (with the radius in w), vel, quat, omega, four reals per particle each; with
-    /// rupture, then `E_released` (f64), `n_broken` (u64) and the broken flags (u32 per bond).
+    /// arrays pos (offsets, with the radius in w), vel, quat, omega, four reals per particle
+    /// each, and in f32 the blocks (four i32 per particle); with rupture, then `E_released` (f64),
+    /// `n_broken` (u64) and the broken flags (u32 per bond).
     /// A replica's ranges give exactly what a one-replica engine of its model writes.
     fn save_state_of(&mut self, r: usize) -> Result<EngineState, EngineError> {
         self.ctx.check_lost()?;
         self.check_replica(r)?;
         let arrays = self.state.read_arrays_raw(&self.ctx.device, &self.ctx.queue, &state::STATE_ARRAYS, r)?;
+        let cells = match uses_blocks(self.precision) {
+            true => self.state.read_cells_raw(&self.ctx.device, &self.ctx.queue, r)?,
+            false => Vec::new(),
+        };
         let broken = self.state.read_broken_raw(&self.ctx.device, &self.ctx.queue, r)?;
         let rep = &self.reps[r];
         let mut data = Vec::with_capacity(self.state_bytes(r));
-        for c in rep.origin.to_array() {
+        for c in rep.frame.origin.to_array() {
             data.extend_from_slice(&c.to_le_bytes());
         }
         for a in &arrays {
             data.extend_from_slice(a);
         }
+        data.extend_from_slice(&cells);
         if self.state.layout.rupture[r] {
             data.extend_from_slice(&rep.e_released.to_le_bytes());
             data.extend_from_slice(&rep.n_broken.to_le_bytes());
@@ -754,6 +769,7 @@ fn reps_bytes(reps: &[Replica], layout: &BatchLayout, precision: Precision) -> V
     let inputs = |r: usize| ReplicaInputs {
         params: &reps[r].params,
         inv_cell: reps[r].inv_cell,
+        cell_edge: reps[r].frame.edge,
         skin: reps[r].skin,
         p_start: layout.p_start[r],
         n_particles: layout.n_particles[r],
@@ -774,27 +790,36 @@ fn reps_bytes(reps: &[Replica], layout: &BatchLayout, precision: Precision) -> V
     }
 }
 
-/// One replica's walls: points relative to its position origin, in the engine's precision.
-fn walls_bytes(walls: &[crate::interactions::Wall], origin: DVec3, precision: Precision) -> Vec<u8> {
-    let w: Vec<crate::interactions::Wall> =
-        walls.iter().map(|w| crate::interactions::Wall { point: w.point - origin, normal: w.normal }).collect();
+/// One replica's walls in the engine's precision: points split into block and offset by its
+/// frame, as positions are.
+fn walls_bytes(walls: &[crate::interactions::Wall], frame: &Frame, precision: Precision) -> Vec<u8> {
+    let split = |w: &crate::interactions::Wall| {
+        let (b, o) = frame.split(w.point);
+        ([b[0], b[1], b[2], 0], o, w.normal)
+    };
     match precision {
         Precision::F32 => {
-            let v: Vec<WallGpu32> = w
+            let v: Vec<WallGpu32> = walls
                 .iter()
-                .map(|w| WallGpu32 {
-                    point: [w.point.x as f32, w.point.y as f32, w.point.z as f32, 0.0],
-                    normal: [w.normal.x as f32, w.normal.y as f32, w.normal.z as f32, 0.0],
+                .map(split)
+                .map(|(block, o, n)| WallGpu32 {
+                    point: [o.x as f32, o.y as f32, o.z as f32, 0.0],
+                    normal: [n.x as f32, n.y as f32, n.z as f32, 0.0],
+                    block,
+                    _pad_b: [0; 4],
                 })
                 .collect();
             bytemuck::cast_slice(&v).to_vec()
         }
         Precision::F64 => {
-            let v: Vec<WallGpu64> = w
+            let v: Vec<WallGpu64> = walls
                 .iter()
-                .map(|w| WallGpu64 {
-                    point: [w.point.x, w.point.y, w.point.z, 0.0],
-                    normal: [w.normal.x, w.normal.y, w.normal.z, 0.0],
+                .map(split)
+                .map(|(block, o, n)| WallGpu64 {
+                    point: [o.x, o.y, o.z, 0.0],
+                    normal: [n.x, n.y, n.z, 0.0],
+                    block,
+                    _pad_b: [0; 4],
                 })
                 .collect();
             bytemuck::cast_slice(&v).to_vec()
@@ -908,7 +933,9 @@ impl Engine for GpuEngine {
         }
         let len = self.state.array_bytes(0);
         let (head, rest) = saved.data.split_at(ORIGIN_BYTES);
-        let (arrays, rupture_bytes) = rest.split_at(state::STATE_ARRAYS.len() * len);
+        let (arrays, rest) = rest.split_at(state::STATE_ARRAYS.len() * len);
+        let blocks = if uses_blocks(self.precision) { self.state.layout.n_particles[0] as usize } else { 0 };
+        let (cells, rupture_bytes) = rest.split_at(state::CELL_BYTES * blocks);
         let c: Vec<f64> = head.chunks_exact(8).map(|b| f64::from_le_bytes(b.try_into().unwrap_or([0; 8]))).collect();
         let origin = DVec3::new(c[0], c[1], c[2]);
         if !origin.is_finite() {
@@ -916,6 +943,9 @@ impl Engine for GpuEngine {
         }
         for (name, bytes) in state::STATE_ARRAYS.iter().zip(arrays.chunks_exact(len.max(1))) {
             self.state.write_array_raw(&self.ctx.queue, name, bytes, 0);
+        }
+        if blocks > 0 {
+            self.state.write_cells_raw(&self.ctx.queue, cells, 0);
         }
         let rep = &mut self.reps[0];
         if rupture {
@@ -926,15 +956,15 @@ impl Engine for GpuEngine {
             self.state.write_broken_raw(&self.ctx.queue, flags, 0);
         }
         self.breaks.retain(|(_, e)| e.step <= saved.step);
-        // The walls are stored relative to the origin; they are rewritten with it so that
+        // The walls are stored in the frame; they are rewritten with its origin so that
         // nothing of the previous state's set-up survives.
-        rep.origin = origin;
+        rep.frame.origin = origin;
         rep.step = saved.step;
         rep.backup_step = None;
         rep.held = false;
         rep.failure = None;
         self.step = saved.step;
-        let walls = walls_bytes(&rep.params.walls, origin, self.precision);
+        let walls = walls_bytes(&rep.params.walls, &rep.frame, self.precision);
         if !walls.is_empty() {
             self.ctx.queue.write_buffer(self.state.buffer("walls"), 0, &walls);
         }

@@ -22,6 +22,7 @@ pub mod cache;
 pub mod context;
 pub mod engine;
 pub mod error;
+pub mod frame;
 pub mod params;
 pub mod pipeline;
 pub mod shader;

@@ -32,6 +32,8 @@ pub struct ParamInputs {
 pub struct ReplicaInputs<'a> {
     pub params: &'a Params,
     pub inv_cell: f64,
+    /// Edge of a grid cell (= position block, see `gpu::frame`), in the device's precision.
+    pub cell_edge: f64,
     pub skin: f64,
     pub p_start: u32,
     pub n_particles: u32,
@@ -95,7 +97,8 @@ macro_rules! sim_params {
             pub pend_g: $real,
             pub skin: $real,
             pub half_skin_sq: $real,
-            pub _pad_r: [$real; 3],
+            pub cell_edge: $real,
+            pub _pad_r: [$real; 2],
             pub p_start: u32,
             pub n_particles: u32,
             pub b_start: u32,
@@ -144,7 +147,8 @@ macro_rules! sim_params {
                     pend_g: pend.map_or(0.0, |p| p.g) as $real,
                     skin: p.skin as $real,
                     half_skin_sq: (0.25 * p.skin * p.skin) as $real,
-                    _pad_r: [0.0; 3],
+                    cell_edge: p.cell_edge as $real,
+                    _pad_r: [0.0; 2],
                     p_start: p.p_start,
                     n_particles: p.n_particles,
                     b_start: p.b_start,
@@ -166,8 +170,12 @@ macro_rules! sim_params {
         #[repr(C)]
         #[derive(Clone, Copy, Debug, Default, PartialEq, bytemuck::Pod, bytemuck::Zeroable)]
         pub struct $wall {
+            /// Offset of the wall's point inside its block (xyz; see `gpu::frame`).
             pub point: [$real; 4],
             pub normal: [$real; 4],
+            /// Block of the wall's point (xyz).
+            pub block: [i32; 4],
+            pub _pad_b: [i32; 4],
         }
 
         const _: () = assert!(std::mem::size_of::<$wall>() == $wall_size);
@@ -179,13 +187,23 @@ macro_rules! sim_params {
 // ReplicaGpu: four vec4 (64 / 128 B), twelve reals (48 / 96 B), sixteen u32 (64 B) = 176 / 288,
 // multiples of the 16- / 32-byte alignment of vec4, so the array stride is the size and there
 // is no implicit tail padding in either precision.
-sim_params!(SimParams32, ReplicaGpu32, WallGpu32, f32, 48, 176, 32);
-sim_params!(SimParams64, ReplicaGpu64, WallGpu64, f64, 64, 288, 64);
+// WallGpu: two vec4 of reals (32 / 64 B) and two vec4<i32> (32 B, the second padding) = 64 / 96,
+// multiples of the vec4 alignment (16 / 32 B) for the same reason.
+sim_params!(SimParams32, ReplicaGpu32, WallGpu32, f32, 48, 176, 64);
+sim_params!(SimParams64, ReplicaGpu64, WallGpu64, f64, 64, 288, 96);
 
 /// Bytes of one `ReplicaGpu` in a precision.
 pub fn replica_gpu_size(precision: crate::engine::Precision) -> usize {
     match precision {
         crate::engine::Precision::F32 => std::mem::size_of::<ReplicaGpu32>(),
         crate::engine::Precision::F64 => std::mem::size_of::<ReplicaGpu64>(),
+    }
+}
+
+/// Bytes of one `WallGpu` in a precision.
+pub fn wall_gpu_size(precision: crate::engine::Precision) -> usize {
+    match precision {
+        crate::engine::Precision::F32 => std::mem::size_of::<WallGpu32>(),
+        crate::engine::Precision::F64 => std::mem::size_of::<WallGpu64>(),
     }
 }

@@ -151,6 +151,7 @@ pub fn header(precision: Precision) -> String {
          const NQ: u32 = {NQ}u;\n\
          const MAX_REAL = {max};\n\
          const MAX_CELL_COORD = {MAX_CELL_COORD:?};\n\
+         const BLOCKS: bool = {blocks};\n\
          const CELL_HASH_PRIMES = vec3<u32>({h0}u, {h1}u, {h2}u);\n\
          const STATUS_STEP: u32 = {STATUS_STEP}u;\n\
          const STATUS_REBUILD: u32 = {STATUS_REBUILD}u;\n\
@@ -167,6 +168,7 @@ pub fn header(precision: Precision) -> String {
          const REPLICA_HASH_PRIME: u32 = {REPLICA_HASH_PRIME}u;\n\
          const STATUS_NONE: u32 = {STATUS_NONE}u;\n",
         p = precision.as_str(),
+        blocks = super::frame::uses_blocks(precision),
         h0 = CELL_HASH_PRIMES[0],
         h1 = CELL_HASH_PRIMES[1],
         h2 = CELL_HASH_PRIMES[2],

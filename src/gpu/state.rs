@@ -7,6 +7,7 @@
 use super::batch::BatchLayout;
 use super::context::{BufferFailure, create_buffer};
 use super::error::GpuError;
+use super::frame::Frame;
 use super::pipeline::DemPipeline;
 use super::shader::{NQ, RSTATUS_LEN, SCAN_WG, STATUS_LEN, STATUS_NONE, STATUS_REBUILD, WG};
 use crate::engine::Precision;
@@ -171,17 +172,24 @@ impl Plan {
     }
 }
 
-/// The state arrays that `save_state` reads and `rollback` restores: everything the next step
-/// depends on that is not a model constant or recomputed by a force evaluation.
+/// The state arrays of reals that `save_state` reads and `rollback` restores: with `CELL`,
+/// everything the next step depends on that is not a model constant or recomputed by a force
+/// evaluation. `pos` holds offsets inside the blocks of `CELL` (see `gpu::frame`).
 pub const STATE_ARRAYS: [&str; 4] = ["pos", "vel", "quat", "omega"];
 /// Their device-side copies made at the start of each `advance`, in the same order.
 const BACKUP_ARRAYS: [&str; 4] = ["pos_backup", "vel_backup", "quat_backup", "omega_backup"];
+/// The block of each particle's position (vec4<i32>, 16 bytes per particle): state like `pos`,
+/// with its backup, where positions use blocks (`frame::uses_blocks`, f32); in f64 the grid's
+/// cells, which are not state.
+pub const CELL: (&str, &str) = ("cell", "cell_backup");
+/// Bytes of one particle's block.
+pub const CELL_BYTES: usize = 16;
 /// With rupture, the broken flags are state too (one u32 per bond), with their own backup.
 const BROKEN: (&str, &str) = ("bond_broken", "bond_broken_backup");
 
 impl DemState {
-    /// Allocates and fills the buffers of a batch of `models` (replica r's positions relative
-    /// to `origins[r]`) and builds the bind groups. `reps_bytes` holds the per-replica
+    /// Allocates and fills the buffers of a batch of `models` (replica r's positions split into
+    /// block and offset by `frames[r]`) and builds the bind groups. `reps_bytes` holds the per-replica
     /// parameters (`ReplicaGpu`), `walls_bytes` every replica's walls in order. `memory_budget`
     /// caps the bytes allocated (see `GpuOptions`).
     #[allow(clippy::too_many_arguments)]
@@ -190,7 +198,7 @@ impl DemState {
         queue: &wgpu::Queue,
         pipe: &DemPipeline,
         models: &[&Model],
-        origins: &[glam::DVec3],
+        frames: &[Frame],
         params_bytes: &[u8],
         reps_bytes: &[u8],
         walls_bytes: &[u8],
@@ -205,6 +213,7 @@ impl DemState {
         let n_rep = layout.replicas();
         let buckets = (2 * n.max(1)).next_power_of_two();
         let mut pos = Vec::with_capacity(4 * n);
+        let mut cell: Vec<i32> = Vec::with_capacity(4 * n);
         let mut vel = Vec::with_capacity(4 * n);
         let mut quat = Vec::with_capacity(4 * n);
         let mut omega = Vec::with_capacity(4 * n);
@@ -222,8 +231,9 @@ impl DemState {
             let p = &model.particles;
             let (p0, b0) = (layout.p_start[r], layout.b_start[r]);
             for i in 0..p.len() {
-                let x = p.x[i] - origins[r];
-                pos.extend([x.x, x.y, x.z, p.radius[i]]);
+                let (b, o) = frames[r].split(p.x[i]);
+                pos.extend([o.x, o.y, o.z, p.radius[i]]);
+                cell.extend([b[0], b[1], b[2], 0]);
                 vel.extend([p.v[i].x, p.v[i].y, p.v[i].z, 0.0]);
                 quat.extend(p.q[i].to_array());
                 omega.extend([p.w[i].x, p.w[i].y, p.w[i].z, 0.0]);
@@ -287,6 +297,7 @@ impl DemState {
         data(&mut plan, "bucket_start", u(&bucket_start), storage);
         data(&mut plan, "status", u(&status), storage);
         data(&mut plan, "x_ref", r(&pos), storage);
+        data(&mut plan, CELL.0, bytemuck::cast_slice::<i32, u8>(&cell).to_vec(), storage);
         // Rupture buffers only where bonds may break; otherwise minimal placeholders for the
         // bindings, which the kernels never read (FLAG_RUPTURE is off).
         data(&mut plan, "bond_scale", r(&scales), storage);
@@ -298,7 +309,6 @@ impl DemState {
             ("moment", v4_bytes),
             ("pot", v4_bytes),
             ("bond_out", 12 * rs * nb),
-            ("cell", 16 * n),
             ("hash", 4 * n),
             ("slot", 4 * n),
             ("sorted_tmp", 4 * n),
@@ -314,6 +324,7 @@ impl DemState {
             ("vel_backup", v4_bytes),
             ("quat_backup", v4_bytes),
             ("omega_backup", v4_bytes),
+            (CELL.1, if super::frame::uses_blocks(precision) { CELL_BYTES * n } else { 0 }),
             ("bond_broken", 4 * nr),
             ("bond_broken_backup", 4 * nr),
             ("break_at", 4 * rs * nr),
@@ -491,18 +502,25 @@ impl DemState {
         let v4 = 4 * real_size(self.precision) as u64;
         let (p0, np) = (self.layout.p_start[r] as u64, self.layout.n_particles[r] as u64);
         let (b0, nb) = (self.layout.b_start[r] as u64, self.layout.n_bonds[r] as u64);
+        let c = CELL_BYTES as u64;
         for (a, b) in self.backed_up() {
-            let (at, len) = if a == BROKEN.0 { (4 * b0, 4 * nb) } else { (v4 * p0, v4 * np) };
+            let (at, len) = match a {
+                _ if a == BROKEN.0 => (4 * b0, 4 * nb),
+                _ if a == CELL.0 => (c * p0, c * np),
+                _ => (v4 * p0, v4 * np),
+            };
             if len > 0 {
                 encoder.copy_buffer_to_buffer(&self.buffers[b], at, &self.buffers[a], at, len);
             }
         }
     }
 
-    /// (state buffer, backup buffer) pairs: the state arrays, and the broken flags with rupture.
+    /// (state buffer, backup buffer) pairs: the state arrays, the blocks, and the broken flags
+    /// with rupture.
     fn backed_up(&self) -> impl Iterator<Item = (&'static str, &'static str)> {
         let broken = self.rupture.then_some(BROKEN);
-        STATE_ARRAYS.into_iter().zip(BACKUP_ARRAYS).chain(broken)
+        let cell = super::frame::uses_blocks(self.precision).then_some(CELL);
+        STATE_ARRAYS.into_iter().zip(BACKUP_ARRAYS).chain(cell).chain(broken)
     }
 
     /// Resets the status words and the step counter before a batch (queued before the next
@@ -617,6 +635,28 @@ impl DemState {
         let at = 4 * real_size(self.precision) as u64 * self.layout.p_start[r] as u64;
         let parts: Vec<(&str, u64, u64)> = names.iter().map(|&name| (name, at, len)).collect();
         self.read_buffers_raw(device, queue, &parts)
+    }
+
+    /// Replica r's blocks, raw (`CELL_BYTES` per particle: i32 x, y, z, 0, little-endian).
+    pub fn read_cells_raw(&self, device: &wgpu::Device, queue: &wgpu::Queue, r: usize) -> Result<Vec<u8>, GpuError> {
+        let c = CELL_BYTES as u64;
+        let (at, len) = (c * self.layout.p_start[r] as u64, c * self.layout.n_particles[r] as u64);
+        Ok(self.read_buffers_raw(device, queue, &[(CELL.0, at, len)])?.swap_remove(0))
+    }
+
+    /// Replica r's blocks (replica-relative indices).
+    pub fn read_cells(&self, device: &wgpu::Device, queue: &wgpu::Queue, r: usize) -> Result<Vec<[i32; 3]>, GpuError> {
+        let raw = self.read_cells_raw(device, queue, r)?;
+        Ok(bytemuck::pod_collect_to_vec::<u8, i32>(&raw).chunks_exact(4).map(|c| [c[0], c[1], c[2]]).collect())
+    }
+
+    /// Overwrites replica r's blocks with raw bytes of `CELL_BYTES · n_particles` length (queued
+    /// before the next submit).
+    pub fn write_cells_raw(&self, queue: &wgpu::Queue, bytes: &[u8], r: usize) {
+        debug_assert_eq!(bytes.len(), CELL_BYTES * self.layout.n_particles[r] as usize);
+        if !bytes.is_empty() {
+            queue.write_buffer(&self.buffers[CELL.0], CELL_BYTES as u64 * self.layout.p_start[r] as u64, bytes);
+        }
     }
 
     /// `read_arrays_raw` as f64 (for snapshots and error reports): replica-relative indices.
