@@ -212,6 +212,10 @@ pub struct Measurement {
     pub engine_parts: Vec<(String, u64)>,
     /// Peak resident memory of the process so far (Linux `VmHWM`), bytes.
     pub peak_rss: Option<u64>,
+    /// `--stages`: mean device seconds per step of each stage of a GPU step (`gpu::state::Stage`,
+    /// timestamp queries; each stage is its own compute pass while timed); empty where the
+    /// adapter has no timestamp queries; `None` when not asked for or not a one-model GPU case.
+    pub stage_seconds: Option<Vec<(String, f64)>>,
 }
 
 /// Peak resident set size of this process so far (Linux: `VmHWM` in `/proc/self/status`).
@@ -274,12 +278,16 @@ pub fn gpu_bytes_per_step(n: usize, bonds: usize, partners: usize, precision: Pr
 /// Runs `case` on `engine` with `threads` rayon threads: a warm-up of `steps / 10` steps, then
 /// `steps` timed steps (repeated until at least `min_seconds` have passed). An owned model is
 /// dropped once the engine is built (the engine keeps what it needs), so that the peak memory
-/// is the engine's.
+/// is the engine's. With `stages` (one-model GPU cases), the device time of each stage of a step
+/// is measured too, with timestamp queries, over up to `gpu::engine::MAX_TIMED_STEPS` steps
+/// after the warm-up (`Measurement::stage_seconds`).
+#[allow(clippy::too_many_arguments)]
 pub fn measure(
     case: &Case,
     model: std::borrow::Cow<'_, Model>,
     engine: EngineKind,
     threads: usize,
+    stages: bool,
     steps: u64,
     min_seconds: f64,
     bandwidth_gbs: Option<f64>,
@@ -294,6 +302,7 @@ pub fn measure(
         let setup = Instant::now();
         let (n, nb) = (model.particles.len(), model.bonds.len());
         let mut engine_parts = Vec::new();
+        let mut stage_seconds = None;
         let (mut e, engine_bytes, bytes_per_step): (Box<dyn Engine>, _, _) = match engine {
             EngineKind::Cpu => {
                 let e = CpuEngine::new(&model, Integrator::RrpNewmark, 1e-3).map_err(|e| e.to_string())?;
@@ -304,8 +313,14 @@ pub fn measure(
             }
             EngineKind::GpuF32 | EngineKind::GpuF64 => {
                 let p = if engine == EngineKind::GpuF32 { Precision::F32 } else { Precision::F64 };
-                let e = GpuEngine::new(&model, Integrator::RrpNewmark, 1e-3, p, AdapterChoice::Any)
+                let mut e = GpuEngine::new(&model, Integrator::RrpNewmark, 1e-3, p, AdapterChoice::Any)
                     .map_err(|e| e.to_string())?;
+                if stages {
+                    e.advance((steps / 10).max(1)).map_err(|e| e.to_string())?;
+                    let t = e.time_stages(steps.min(u32::MAX as u64) as u32).map_err(|e| e.to_string())?;
+                    stage_seconds =
+                        Some(t.map_or_else(Vec::new, |t| t.into_iter().map(|(k, v)| (k.to_string(), v)).collect()));
+                }
                 // The GPU's lists are not read back; count the CPU's (the same contacts).
                 let partners =
                     CpuEngine::new(&model, Integrator::RrpNewmark, 1e-3).map(|c| c.neighbour_entries()).unwrap_or(0);
@@ -323,9 +338,10 @@ pub fn measure(
             engine_parts,
         };
         drop(model);
-        timed(case, engine, threads, steps, min_seconds, bandwidth_gbs, built, |k| {
+        let m = timed(case, engine, threads, steps, min_seconds, bandwidth_gbs, built, |k| {
             e.advance(k).map_err(|e| e.to_string())
-        })
+        })?;
+        Ok(Measurement { stage_seconds, ..m })
     })
 }
 
@@ -380,6 +396,7 @@ fn timed(
         engine_bytes,
         engine_parts,
         peak_rss: peak_rss(),
+        stage_seconds: None,
     })
 }
 

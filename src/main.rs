@@ -131,6 +131,10 @@ enum Command {
         /// estimated bytes per step imply.
         #[arg(long)]
         bandwidth: Option<f64>,
+        /// Also time each stage of a GPU step (integrate, grid, bonds, particle) on the device,
+        /// with timestamp queries where the adapter offers them (one-model GPU cases).
+        #[arg(long)]
+        stages: bool,
     },
     /// List the GPU adapters wgpu finds, with backend, type, f64 support and limits.
     Info,
@@ -317,8 +321,8 @@ fn real_main() -> Result<()> {
             cmd_compare(&scenario, steps, precision.into(), integrator)
         }
         Command::Info => cmd_info(),
-        Command::Bench { cases, engines, threads, steps, min_seconds, json, bandwidth } => {
-            cmd_bench(&cases, &engines, &threads, steps, min_seconds, json.as_deref(), bandwidth)
+        Command::Bench { cases, engines, threads, steps, min_seconds, json, bandwidth, stages } => {
+            cmd_bench(&cases, &engines, &threads, steps, min_seconds, json.as_deref(), bandwidth, stages)
         }
         Command::Study { study, out, shard, merge, overwrite, backend, precision, gpu_memory, plots, vtk } => {
             match merge {
@@ -690,6 +694,7 @@ fn cmd_bench(
     min_seconds: f64,
     json: Option<&Path>,
     bandwidth: Option<f64>,
+    stages: bool,
 ) -> Result<()> {
     use rrpdem::bench;
     let engines: Vec<bench::EngineKind> =
@@ -735,10 +740,10 @@ fn cmd_bench(
                 // built (the peak memory is then the engine's, as in a run without the model).
                 let m = if only_one {
                     let owned = model.take().expect("one measurement");
-                    bench::measure(&case, std::borrow::Cow::Owned(owned), e, t, steps, min_seconds, bandwidth)
+                    bench::measure(&case, std::borrow::Cow::Owned(owned), e, t, stages, steps, min_seconds, bandwidth)
                 } else {
                     let m = model.as_ref().expect("kept for every measurement");
-                    bench::measure(&case, std::borrow::Cow::Borrowed(m), e, t, steps, min_seconds, bandwidth)
+                    bench::measure(&case, std::borrow::Cow::Borrowed(m), e, t, stages, steps, min_seconds, bandwidth)
                 }
                 .map_err(anyhow::Error::msg)?;
                 println!(
@@ -759,6 +764,22 @@ fn cmd_bench(
                     let parts: Vec<String> =
                         m.engine_parts.iter().map(|(k, v)| format!("{k} {:.1}", *v as f64 / 1e6)).collect();
                     eprintln!("  engine arrays {:.1} MB: {}", b as f64 / 1e6, parts.join(", "));
+                }
+                match &m.stage_seconds {
+                    Some(s) if s.is_empty() => {
+                        eprintln!("  stages: {} offers no timestamp queries", m.device)
+                    }
+                    Some(s) => {
+                        let total: f64 = s.iter().map(|x| x.1).sum();
+                        let parts: Vec<String> = s
+                            .iter()
+                            .map(|(k, v)| {
+                                format!("{k} {:.3} ms ({:.0} %)", v * 1e3, 100.0 * v / total.max(f64::MIN_POSITIVE))
+                            })
+                            .collect();
+                        eprintln!("  device time per step {:.3} ms: {}", total * 1e3, parts.join(", "));
+                    }
+                    None => {}
                 }
                 all.push(m);
             }

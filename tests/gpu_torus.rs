@@ -91,6 +91,29 @@ fn repeat_runs_are_bit_identical_and_batching_does_not_matter() {
 }
 
 #[test]
+fn timing_the_stages_of_a_step_changes_no_result() {
+    // `rrpdem bench --stages`: each stage of a timed step is its own compute pass with
+    // timestamps; the steps are real steps and must give the bits of untimed ones.
+    let (s, m) = scenario_model("torus_impact.json");
+    for p in [Precision::F64, Precision::F32] {
+        let mut a = gpu(&m, Integrator::RrpNewmark, s.dt, p);
+        let mut b = gpu(&m, Integrator::RrpNewmark, s.dt, p);
+        a.advance(300).unwrap();
+        b.advance(100).unwrap();
+        let t = b.time_stages(200).unwrap().unwrap_or_else(|| {
+            panic!("{}: no timestamp queries (lavapipe and desktop Vulkan drivers offer them)", b.info().device)
+        });
+        assert_eq!(b.steps_done(), 300);
+        assert!(bits(&mut a) == bits(&mut b), "{p:?}: timed steps differ from untimed ones");
+        let names: Vec<&str> = t.iter().map(|x| x.0).collect();
+        assert_eq!(names, ["integrate", "grid", "bonds", "particle"]);
+        // Every stage dispatches work each step: some device time, and not absurdly much
+        // (a tick period misread by 10⁶ would give seconds per step for 80 particles).
+        assert!(t.iter().all(|x| x.1 > 0.0 && x.1 < 0.1), "{p:?}: {t:?}");
+    }
+}
+
+#[test]
 fn info_names_the_gpu_backend() {
     let (s, m) = scenario_model("torus_impact.json");
     let g = gpu(&m, Integrator::RrpNewmark, s.dt, Precision::F32);

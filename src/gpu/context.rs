@@ -93,6 +93,9 @@ pub struct GpuContext {
     pub adapter_name: String,
     pub backend: String,
     pub limits: wgpu::Limits,
+    /// Timestamp queries around compute passes are available (`Features::TIMESTAMP_QUERY`,
+    /// requested where the adapter has it): `rrpdem bench --stages`.
+    pub timestamps: bool,
     /// Errors wgpu raised outside an error scope (validation, out of memory), drained by
     /// `take_error` after each submission instead of panicking.
     errors: Arc<Mutex<Vec<String>>>,
@@ -137,7 +140,11 @@ impl GpuContext {
                 need: STORAGE_BUFFERS_NEEDED,
             });
         }
-        let features = if need_f64 { wgpu::Features::SHADER_F64 } else { wgpu::Features::empty() };
+        let mut features = if need_f64 { wgpu::Features::SHADER_F64 } else { wgpu::Features::empty() };
+        let timestamps = adapter.features().contains(wgpu::Features::TIMESTAMP_QUERY);
+        if timestamps {
+            features |= wgpu::Features::TIMESTAMP_QUERY;
+        }
         let desc = wgpu::DeviceDescriptor {
             label: Some("rrpdem"),
             required_features: features,
@@ -168,6 +175,7 @@ impl GpuContext {
             adapter_name: info.name,
             backend: format!("{:?}", info.backend),
             limits,
+            timestamps,
             errors,
             lost,
         })

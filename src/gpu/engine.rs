@@ -52,7 +52,7 @@ use super::shader::{
     RSTATUS_EXACT_STEP, RSTATUS_GRID_PARTICLE, RSTATUS_GRID_STEP, RSTATUS_LEN, STATUS_BREAKS, STATUS_LEN,
     STATUS_MAX_NBR, STATUS_NONE, STATUS_OVERFLOW,
 };
-use super::state::{self, DemState};
+use super::state::{self, DemState, Stage};
 use crate::diagnostics::Diagnostics;
 use crate::engine::{BatchEngine, Engine, EngineInfo, EngineState, Precision, wrong_state_kind};
 use crate::error::EngineError;
@@ -75,6 +75,8 @@ pub(crate) const INITIAL_NBR_CAPACITY: u32 = 16;
 /// submitted without waiting. 100 steps spread that wait over ~1000 dispatches, while a
 /// rollback after a tripped guard throws away at most 100 steps.
 const GUARD_INTERVAL: u64 = 100;
+/// Most steps `time_stages` times at once (wgpu's 4096 queries per set, 8 per step).
+pub const MAX_TIMED_STEPS: u32 = 4096 / 8;
 /// Bytes of the origin at the head of a saved state: three little-endian f64 (the frame's
 /// origin; its edge follows from the model).
 const ORIGIN_BYTES: usize = 24;
@@ -143,6 +145,8 @@ pub struct GpuEngine {
     reps: Vec<Replica>,
     /// Binding-size limit the neighbour lists must respect when they grow.
     max_binding: u64,
+    /// While `time_stages` runs: its timestamp queries (8 per step).
+    stage_queries: Option<wgpu::QuerySet>,
     /// The next batch starts with a rebuild (after the neighbour lists were reallocated, or a
     /// failure or a rollback left them stale).
     rebuild_next: bool,
@@ -287,6 +291,7 @@ impl GpuEngine {
             precision,
             reps,
             max_binding: have,
+            stage_queries: None,
             rebuild_next: false,
             step: 0,
             breaks: Vec::new(),
@@ -361,6 +366,67 @@ impl GpuEngine {
     }
 
     /// Capacity of each Verlet neighbour list (grows after an overflow).
+    /// Runs `steps` steps (at most `MAX_TIMED_STEPS`) of a one-replica engine with a timestamp
+    /// before and after each stage, and returns the mean device time per step of each stage
+    /// (`Stage::ALL` order) in seconds; `None` where the adapter has no timestamp queries. The
+    /// steps are real steps of the run; each stage is its own compute pass while timed.
+    pub fn time_stages(&mut self, steps: u32) -> Result<Option<Vec<(&'static str, f64)>>, EngineError> {
+        self.single("time_stages")?;
+        if !self.ctx.timestamps {
+            return Ok(None);
+        }
+        let steps = steps.clamp(1, MAX_TIMED_STEPS);
+        let count = 2 * Stage::ALL.len() as u32 * steps;
+        let set = self.ctx.device.create_query_set(&wgpu::QuerySetDescriptor {
+            label: Some("stages"),
+            ty: wgpu::QueryType::Timestamp,
+            count,
+        });
+        self.stage_queries = Some(set);
+        let ran = self.run(steps as u64);
+        let set = self.stage_queries.take();
+        if let Some((_, err)) = ran?.into_iter().next() {
+            return Err(err);
+        }
+        let set = set.ok_or_else(|| EngineError::Unsupported("the stage queries vanished".into()))?;
+        let bytes = 8 * count as u64;
+        let resolve = self.ctx.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("stages resolve"),
+            size: bytes,
+            usage: wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC,
+            mapped_at_creation: false,
+        });
+        let staging = self.ctx.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("stages readback"),
+            size: bytes,
+            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        let mut encoder = self.ctx.device.create_command_encoder(&Default::default());
+        encoder.resolve_query_set(&set, 0..count, &resolve, 0);
+        encoder.copy_buffer_to_buffer(&resolve, 0, &staging, 0, bytes);
+        self.ctx.queue.submit([encoder.finish()]);
+        let ticks: Vec<u64> = bytemuck::pod_collect_to_vec(&state::map_read(&self.ctx.device, &staging)?);
+        self.ctx.take_error()?;
+        // Nanoseconds per tick; a timestamp pair that went backwards (a reset counter) counts 0.
+        let period = self.ctx.queue.get_timestamp_period() as f64 * 1e-9;
+        Ok(Some(
+            Stage::ALL
+                .iter()
+                .enumerate()
+                .map(|(k, s)| {
+                    let total: u64 = (0..steps as usize)
+                        .map(|t| {
+                            let at = 2 * (t * Stage::ALL.len() + k);
+                            ticks[at + 1].saturating_sub(ticks[at])
+                        })
+                        .sum();
+                    (s.name(), total as f64 * period / steps as f64)
+                })
+                .collect(),
+        ))
+    }
+
     pub fn neighbour_capacity(&self) -> u32 {
         self.state.nbr_capacity
     }
@@ -564,7 +630,11 @@ impl GpuEngine {
                 self.state.record_backup(&mut encoder);
             }
             for k in 0..chunk {
-                self.state.record_step(&self.pipe, &mut encoder, self.integrator, done + k == 0);
+                let queries = self
+                    .stage_queries
+                    .as_ref()
+                    .map(|set| state::StageQueries { set, base: (2 * Stage::ALL.len() as u64 * (done + k)) as u32 });
+                self.state.record_step(&self.pipe, &mut encoder, self.integrator, done + k == 0, queries);
             }
             done += chunk;
             if done == steps as u64 {

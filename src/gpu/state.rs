@@ -172,6 +172,42 @@ impl Plan {
     }
 }
 
+/// The stages of a step, in order: the one description of what a step records
+/// (`DemState::record_stage`), and what `rrpdem bench --stages` times.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stage {
+    /// (rrp-exact check), opening kick, drift, rotation, block moves, rebuild decision.
+    Integrate,
+    /// Contact grid and neighbour lists (the kernels return at once in steps that do not
+    /// rebuild).
+    Grid,
+    /// The per-bond kernel (with rupture, the break test).
+    Bonds,
+    /// The per-particle kernel: bond gather, contacts, walls, fields, closing kick.
+    Particle,
+}
+
+impl Stage {
+    pub const ALL: [Stage; 4] = [Stage::Integrate, Stage::Grid, Stage::Bonds, Stage::Particle];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Stage::Integrate => "integrate",
+            Stage::Grid => "grid",
+            Stage::Bonds => "bonds",
+            Stage::Particle => "particle",
+        }
+    }
+}
+
+/// Timestamp queries for one step of `record_step`: stage k writes its start and end at
+/// `base + 2k` and `base + 2k + 1` of `set`.
+#[derive(Clone, Copy)]
+pub struct StageQueries<'a> {
+    pub set: &'a wgpu::QuerySet,
+    pub base: u32,
+}
+
 /// The state arrays of reals that `save_state` reads and `rollback` restores: with `CELL`,
 /// everything the next step depends on that is not a model constant or recomputed by a force
 /// evaluation. `pos` holds offsets inside the blocks of `CELL` (see `gpu::frame`).
@@ -543,51 +579,79 @@ impl DemState {
         }
     }
 
-    /// Force evaluation at the current positions: grid, bonds, then the particle kernel (which
-    /// also applies the closing kick inside a batch).
-    fn record_evaluate(&self, pipe: &DemPipeline, pass: &mut wgpu::ComputePass<'_>) {
+    /// Records one stage of a step (the dispatches of `Stage`, in order).
+    fn record_stage(&self, pipe: &DemPipeline, pass: &mut wgpu::ComputePass<'_>, stage: Stage, integrator: Integrator) {
         let n = self.n;
-        pipe.dispatch(pass, "grid_count", &self.bind["grid_count"], n, WG);
-        for level in &self.scan {
-            pipe.dispatch(pass, "scan_blocks", &level.blocks, level.len, 2 * SCAN_WG);
-        }
-        for level in self.scan.iter().rev() {
-            if let Some(add) = &level.add {
-                pipe.dispatch(pass, "scan_add", add, level.len, SCAN_WG);
+        match stage {
+            Stage::Integrate => {
+                if integrator == Integrator::RrpExact {
+                    pipe.dispatch(pass, "integrate_check", &self.bind["integrate_check"], n, WG);
+                }
+                pipe.dispatch(pass, "integrate", &self.bind["integrate"], n, WG);
             }
+            Stage::Grid => {
+                pipe.dispatch(pass, "grid_count", &self.bind["grid_count"], n, WG);
+                for level in &self.scan {
+                    pipe.dispatch(pass, "scan_blocks", &level.blocks, level.len, 2 * SCAN_WG);
+                }
+                for level in self.scan.iter().rev() {
+                    if let Some(add) = &level.add {
+                        pipe.dispatch(pass, "scan_add", add, level.len, SCAN_WG);
+                    }
+                }
+                pipe.dispatch(pass, "grid_scatter", &self.bind["grid_scatter"], n, WG);
+                pipe.dispatch(pass, "grid_order", &self.bind["grid_order"], n, WG);
+                pipe.dispatch(pass, "nbr_build", &self.bind["nbr_build"], n, WG);
+            }
+            Stage::Bonds => pipe.dispatch(pass, "bonds", &self.bind["bonds"], self.n_bonds, WG),
+            Stage::Particle => pipe.dispatch(pass, "particle", &self.bind["particle"], n, WG),
         }
-        pipe.dispatch(pass, "grid_scatter", &self.bind["grid_scatter"], n, WG);
-        pipe.dispatch(pass, "grid_order", &self.bind["grid_order"], n, WG);
-        pipe.dispatch(pass, "nbr_build", &self.bind["nbr_build"], n, WG);
-        pipe.dispatch(pass, "bonds", &self.bind["bonds"], self.n_bonds, WG);
-        pipe.dispatch(pass, "particle", &self.bind["particle"], n, WG);
     }
 
-    /// The initial force evaluation (params.batch_len = 0: no kicks).
+    /// The initial force evaluation (params.batch_len = 0: no kicks): the stages after
+    /// `Integrate`.
     pub fn record_initial(&self, pipe: &DemPipeline, encoder: &mut wgpu::CommandEncoder) {
         self.record_step_prologue(encoder, true);
         let mut pass = encoder
             .begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some("evaluate"), timestamp_writes: None });
-        self.record_evaluate(pipe, &mut pass);
+        for stage in &Stage::ALL[1..] {
+            self.record_stage(pipe, &mut pass, *stage, Integrator::RrpNewmark);
+        }
     }
 
-    /// One full step: (rrp-exact check), opening kick + drift + rotation, force evaluation and
-    /// closing kick.
+    /// One full step, `Stage::ALL` in order: (rrp-exact check), opening kick + drift + rotation,
+    /// force evaluation and closing kick. One compute pass; with `queries`, one pass per stage,
+    /// each writing its start and end time (for `rrpdem bench --stages`).
     pub fn record_step(
         &self,
         pipe: &DemPipeline,
         encoder: &mut wgpu::CommandEncoder,
         integrator: Integrator,
         first: bool,
+        queries: Option<StageQueries<'_>>,
     ) {
         self.record_step_prologue(encoder, first);
-        let mut pass =
-            encoder.begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some("step"), timestamp_writes: None });
-        if integrator == Integrator::RrpExact {
-            pipe.dispatch(&mut pass, "integrate_check", &self.bind["integrate_check"], self.n, WG);
+        let Some(q) = queries else {
+            let mut pass = encoder
+                .begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some("step"), timestamp_writes: None });
+            for stage in Stage::ALL {
+                self.record_stage(pipe, &mut pass, stage, integrator);
+            }
+            return;
+        };
+        for (k, stage) in Stage::ALL.into_iter().enumerate() {
+            let at = q.base + 2 * k as u32;
+            let writes = wgpu::ComputePassTimestampWrites {
+                query_set: q.set,
+                beginning_of_pass_write_index: Some(at),
+                end_of_pass_write_index: Some(at + 1),
+            };
+            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                label: Some(stage.name()),
+                timestamp_writes: Some(writes),
+            });
+            self.record_stage(pipe, &mut pass, stage, integrator);
         }
-        pipe.dispatch(&mut pass, "integrate", &self.bind["integrate"], self.n, WG);
-        self.record_evaluate(pipe, &mut pass);
     }
 
     /// Diagnostics reduction and the copy of status + diagnostics into the readback buffer.
