@@ -149,6 +149,11 @@ fn state_of_another_kind_or_size_is_refused() {
     let truncated = EngineState { data: saved32.data[..saved32.data.len() - 4].to_vec(), ..saved32.clone() };
     let e = g32.load_state(&truncated).unwrap_err();
     assert!(matches!(e, EngineError::Unsupported(_)) && e.to_string().contains("bytes"), "{e}");
+    assert!(!e.to_string().contains("no blocks"), "{e}");
+    // A state of the layout before f32 positions had blocks (16 bytes per particle fewer).
+    let older = EngineState { data: saved32.data[..saved32.data.len() - 16 * 80].to_vec(), ..saved32.clone() };
+    let e = g32.load_state(&older).unwrap_err();
+    assert!(e.to_string().contains("f32 positions had no blocks"), "{e}");
 }
 
 #[test]

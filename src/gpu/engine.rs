@@ -993,12 +993,21 @@ impl Engine for GpuEngine {
         let want = self.state_bytes(0);
         let rupture = self.state.layout.rupture[0];
         if saved.data.len() != want {
+            // f32 states written before positions had blocks lack 16 bytes per particle.
+            let blocks = state::CELL_BYTES * self.state.n as usize;
+            let older = uses_blocks(self.precision) && saved.data.len() + blocks == want;
             return Err(EngineError::Unsupported(format!(
-                "the saved state holds {} bytes; {} particles and {} bonds{} need {want}",
+                "the saved state holds {} bytes; {} particles and {} bonds{} need {want}{}",
                 saved.data.len(),
                 self.state.n,
                 self.state.n_bonds,
                 if rupture { " with rupture" } else { " without rupture" },
+                if older {
+                    " (it was written by an rrpdem whose f32 positions had no blocks: resume it with that \
+                     version, or rerun)"
+                } else {
+                    ""
+                },
             )));
         }
         let len = self.state.array_bytes(0);
