@@ -73,12 +73,15 @@ struct BondOutGpu {
 /// Step counter for the next step, copied into status[STATUS_STEP] between steps.
 @group(2) @binding(13) var<storage, read_write> step_next: array<u32>;
 /// Verlet neighbour lists: particle i's candidates (all j within r_i + r_j + skin at the last
-/// rebuild, sorted by particle index as on the CPU) are nbr[i·cap ..][..nbr_count[i]] while
-/// nbr_count[i] ≤ cap = params.nbr_capacity; a longer list falls back to the grid. Sorted, the
+/// rebuild, sorted by particle index as on the CPU) are nbr[nbr_offsets[i] ..][..nbr_count[i]]
+/// while nbr_count[i] ≤ its capacity nbr_offsets[i + 1] − nbr_offsets[i] (planned per particle
+/// by the host from the counts, src/gpu/engine.rs); a longer list falls back to the grid. Sorted, the
 /// contact sum runs in an order that depends on the current partners only, not on when the
 /// list was last rebuilt, so a reloaded or rolled-back state continues bit for bit.
 @group(2) @binding(15) var<storage, read_write> nbr: array<u32>;
 @group(2) @binding(16) var<storage, read_write> nbr_count: array<u32>;
+/// Start of each particle's list in `nbr` (n + 1 entries, the last the total capacity).
+@group(2) @binding(22) var<storage, read_write> nbr_offsets: array<u32>;
 /// Positions at the last rebuild (xyz).
 @group(2) @binding(17) var<storage, read_write> x_ref: array<vec4<real>>;
 /// Rupture (bound only with FLAG_RUPTURE; placeholders otherwise). Per bond: the scale s_b of

@@ -20,11 +20,10 @@ struct SimParams {
     integrator: u32,
     /// Steps of the current `advance` (0 while evaluating the initial forces).
     batch_len: u32,
-    /// Capacity of each neighbour list.
-    nbr_capacity: u32,
     /// Replicas in the batch.
     n_replicas: u32,
     _pad_u0: u32,
+    _pad_u1: u32,
 }
 
 /// Mirrors `ReplicaGpu32` / `ReplicaGpu64` in src/gpu/params.rs: one replica's parameters and

@@ -118,7 +118,8 @@ fn nbr_build(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg
     let xr = pos[i];
     x_ref[i] = xr;
     let c = grid_cell(i);
-    let cap = params.nbr_capacity;
+    let base = nbr_offsets[i];
+    let cap = nbr_offsets[i + 1u] - base;
     let r = replica_of(i);
     let skin = reps[r].skin;
     let edge = reps[r].cell_edge;
@@ -135,7 +136,7 @@ fn nbr_build(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg
                 let rc = xr.w + xj.w + skin;
                 if dot3(d, d) < rc * rc {
                     if count < cap {
-                        nbr[i * cap + count] = j;
+                        nbr[base + count] = j;
                     }
                     count++;
                 }
@@ -146,7 +147,6 @@ fn nbr_build(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg
     // Insertion sort of the grid-ordered list: a few dozen entries, nearly sorted already
     // (particles inside a cell come in index order).
     if count <= cap {
-        let base = i * cap;
         for (var a = 1u; a < count; a++) {
             let key = nbr[base + a];
             var b = a;

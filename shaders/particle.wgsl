@@ -77,9 +77,9 @@ fn particle(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg:
     let c = cell[i].xyz;
     var u_contact: real = 0.0;
     let cnt = nbr_count[i];
-    if cnt <= params.nbr_capacity {
+    let base = nbr_offsets[i];
+    if cnt <= nbr_offsets[i + 1u] - base {
         // Verlet list: the candidates of the last rebuild, by index.
-        let base = i * params.nbr_capacity;
         for (var k = 0u; k < cnt; k++) {
             let j = nbr[base + k];
             let xj = pos[j];

@@ -80,12 +80,12 @@ fn fallback_steps_count_the_steps_whose_lists_could_not_grow() {
     // Lists of capacity 1 overflow at once; a budget of exactly the engine's bytes leaves no
     // room to grow them, so every batch falls back to the grid (with the same bits).
     // The budget is the engine's bytes with lists of capacity 1: those of an engine whose lists
-    // grew during `new`, less the growth (4 bytes per particle and unit of capacity).
+    // grew during `new`, less the growth (4 bytes per list slot beyond one per particle).
     let tiny = GpuOptions { nbr_capacity: Some(1), ..Default::default() };
     let grown = open(&m, s.dt, Precision::F64, tiny);
     let n = m.particles.len() as u64;
     assert!(grown.neighbour_capacity() > 1, "the torus must overflow lists of capacity 1");
-    let budget = grown.device_bytes() - 4 * n * (grown.neighbour_capacity() as u64 - 1);
+    let budget = grown.device_bytes() - 4 * (grown.neighbour_entries() - n);
     drop(grown);
     let stuck = GpuOptions { nbr_capacity: Some(1), memory_budget: Some(budget), ..Default::default() };
     let mut t = open(&m, s.dt, Precision::F64, stuck);

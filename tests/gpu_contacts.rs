@@ -131,21 +131,48 @@ fn polydisperse_cloud_with_crowded_cells_matches_cpu() {
     // f64 round-off over 200 steps of a contact-dominated gas: ~1e-14 ≪ 1e-10.
     assert!(dx <= 1e-10 * 12.0 && de <= 1e-10 * e0, "Δx = {dx:e}, ΔE = {de:e}");
 
-    // Neighbour lists of capacity 1 overflow at once. With room to grow, they are reallocated;
-    // without (binding capped at 100 kB, the particle arrays need 96 kB), every step falls back
-    // to the grid. Both must give the same bits as the default engine.
+    // Neighbour lists of capacity 1 overflow at once. With room to grow, each list is given
+    // room for its own count (`plan_nbr_offsets`), even where one capacity for all would not
+    // fit (binding capped at 100 kB: the particle arrays need 96 kB); with a memory budget of the
+    // engine's bytes at capacity 1 they cannot grow and every step falls back to the grid. All
+    // must give the same bits as the default engine.
     use rrpdem::gpu::{AdapterChoice, GpuEngine, GpuOptions};
     let sref = g.snapshot().unwrap();
     let dref = g.diagnostics().unwrap();
-    for (binding, grows) in [(None, true), (Some(100_000), false)] {
-        let options = GpuOptions { nbr_capacity: Some(1), max_binding_size: binding, ..Default::default() };
-        let mut t =
-            GpuEngine::with_options(&m, Integrator::RrpNewmark, dt, Precision::F64, AdapterChoice::Any, options)
-                .unwrap_or_else(|e| panic!("{e}"));
+    let n = m.particles.len() as u64;
+    let open = |options: GpuOptions| {
+        GpuEngine::with_options(&m, Integrator::RrpNewmark, dt, Precision::F64, AdapterChoice::Any, options)
+            .unwrap_or_else(|e| panic!("{e}"))
+    };
+    let tiny = GpuOptions { nbr_capacity: Some(1), ..Default::default() };
+    let fresh = open(tiny);
+    let stuck_budget = fresh.device_bytes() - 4 * (fresh.neighbour_entries() - n);
+    drop(fresh);
+    let cases = [
+        (GpuOptions { max_binding_size: None, ..tiny }, true),
+        (GpuOptions { max_binding_size: Some(100_000), ..tiny }, true),
+        (GpuOptions { memory_budget: Some(stuck_budget), ..tiny }, false),
+    ];
+    for (options, grows) in cases {
+        let mut t = open(options);
         t.advance(120).unwrap();
+        let fell_back = t.fallback_steps();
         t.advance(80).unwrap();
-        eprintln!("capacity 1, binding {binding:?}: capacity now {}", t.neighbour_capacity());
-        assert_eq!(t.neighbour_capacity() > 1, grows);
+        let (cap, entries) = (t.neighbour_capacity(), t.neighbour_entries());
+        let (binding, budget) = (options.max_binding_size, options.memory_budget);
+        eprintln!(
+            "capacity 1, binding {binding:?}, budget {budget:?}: longest list {cap}, {entries} slots for {n} lists"
+        );
+        assert_eq!(cap > 1, grows, "{options:?}");
+        if grows {
+            // Per particle: fewer slots than the longest list for every particle, and past the
+            // first overflow (during `new`) no more fallback.
+            assert!(entries < cap as u64 * n, "{options:?}: {entries} slots, capacity {cap}");
+            assert_eq!(t.fallback_steps(), fell_back, "{options:?}: fell back again after growing");
+        }
+        if options.max_binding_size == Some(100_000) {
+            assert!(4 * cap as u64 * n > 100_000, "one capacity for all would not have fitted");
+        }
         let s = t.snapshot().unwrap();
         assert_eq!(max_position_diff(&s, &sref), 0.0);
         assert_eq!(max_motion_diff(&s, &sref), 0.0);

@@ -65,8 +65,8 @@ macro_rules! rust_offsets {
 macro_rules! sim_params_offsets {
     ($ty:ty, $real:ty) => {
         rust_offsets!($ty, $real;
-            h, n_particles, n_bonds, mask, integrator, batch_len, nbr_capacity, n_replicas;
-            _pad_r: 3, $real, _pad_u: 1, u32)
+            h, n_particles, n_bonds, mask, integrator, batch_len, n_replicas;
+            _pad_r: 3, $real, _pad_u: 2, u32)
     };
 }
 

@@ -158,6 +158,7 @@ pub fn binding_sizes(t: &BatchTotals, precision: Precision, nbr_capacity: u32) -
         ("bond reference attitudes", 8 * rs * b),
         ("diagnostics partial sums", NQ as u64 * rs * t.level_records.first().copied().unwrap_or(1)),
         ("neighbour lists", 4 * nbr_capacity as u64 * n),
+        ("neighbour list offsets", 4 * (n + 1)),
         ("replica parameters", super::params::replica_gpu_size(precision) as u64 * t.replicas),
     ];
     if t.rupture {
@@ -194,7 +195,8 @@ pub fn planned_sizes(t: &BatchTotals, precision: Precision, nbr_capacity: u32) -
         4 * rs * nb,
         8 * rs * nb, // bond_ends, bond_ref, bond_q0
         4 * (n + 1),
-        8 * nb, // incidence
+        8 * nb,      // incidence
+        4 * (n + 1), // neighbour list offsets
         4 * (buckets + 1),
         status,
         v4,                                  // x_ref

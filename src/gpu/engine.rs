@@ -145,6 +145,12 @@ pub struct GpuEngine {
     reps: Vec<Replica>,
     /// Binding-size limit the neighbour lists must respect when they grow.
     max_binding: u64,
+    /// Neighbour-list layouts set since the engine was built (`plan_nbr_offsets`).
+    nbr_layouts: u64,
+    /// Longest neighbour list an overflowing rebuild found, and whether the lists could not be
+    /// given room for it (for the fallback warning).
+    longest_list: u32,
+    lists_stuck: bool,
     /// While `time_stages` runs: its timestamp queries (8 per step).
     stage_queries: Option<wgpu::QuerySet>,
     /// The next batch starts with a rebuild (after the neighbour lists were reallocated, or a
@@ -267,7 +273,6 @@ impl GpuEngine {
             n_particles: layout.n,
             n_bonds: layout.nb,
             mask: ((2 * (layout.n as usize).max(1)).next_power_of_two() - 1) as u32,
-            nbr_capacity,
             n_replicas: models.len() as u32,
         };
         let state = DemState::new(
@@ -292,6 +297,9 @@ impl GpuEngine {
             reps,
             max_binding: have,
             stage_queries: None,
+            nbr_layouts: 0,
+            longest_list: 0,
+            lists_stuck: false,
             rebuild_next: false,
             step: 0,
             breaks: Vec::new(),
@@ -330,7 +338,7 @@ impl GpuEngine {
     /// built again. Returns the replicas whose state fails.
     fn evaluate_current(&mut self) -> Result<Vec<(usize, EngineError)>, EngineError> {
         loop {
-            let capacity = self.state.nbr_capacity;
+            let layout = self.nbr_layouts;
             self.ctx.queue.write_buffer(self.state.buffer("params"), 0, &self.params_bytes(0));
             self.state.reset_status(&self.ctx.queue, true);
             let mut encoder = self.ctx.device.create_command_encoder(&Default::default());
@@ -338,7 +346,7 @@ impl GpuEngine {
             self.state.record_readback(&self.pipe, &mut encoder);
             self.ctx.queue.submit([encoder.finish()]);
             let failures = self.finish_batch(0)?;
-            if !self.rebuild_next || self.state.nbr_capacity == capacity || !failures.is_empty() {
+            if !self.rebuild_next || self.nbr_layouts == layout || !failures.is_empty() {
                 return Ok(failures);
             }
         }
@@ -427,8 +435,15 @@ impl GpuEngine {
         ))
     }
 
+    /// The largest capacity of one neighbour list (all equal until some list overflowed; then
+    /// each list's capacity follows its own count, see `plan_nbr_offsets`).
     pub fn neighbour_capacity(&self) -> u32 {
-        self.state.nbr_capacity
+        self.state.nbr_max_capacity
+    }
+
+    /// Slots of all neighbour lists together.
+    pub fn neighbour_entries(&self) -> u64 {
+        self.state.nbr_entries
     }
 
     /// Bytes of a saved state of replica r (see `save_state`).
@@ -446,7 +461,6 @@ impl GpuEngine {
             n_particles: self.state.n,
             n_bonds: self.state.n_bonds,
             mask: self.state.buckets - 1,
-            nbr_capacity: self.state.nbr_capacity,
             n_replicas: self.reps.len() as u32,
         };
         params_bytes(&inputs, self.precision, batch_len)
@@ -517,12 +531,20 @@ impl GpuEngine {
         self.rebuild_next = overflow || !failures.is_empty();
         if overflow {
             self.fallback_steps += steps;
-            let cap = status[STATUS_MAX_NBR].saturating_add(status[STATUS_MAX_NBR] / 4 + 4);
-            let need = 4 * cap as u64 * self.state.n as u64;
-            if need <= self.max_binding {
-                self.state.set_nbr_capacity(&self.ctx.device, &self.pipe, cap)?;
+            self.longest_list = self.longest_list.max(status[STATUS_MAX_NBR]);
+            // Each list gets room for its own count (a one-off read of one u32 per particle):
+            // a few long lists no longer cost every particle their length.
+            let counts = self.state.read_nbr_counts(&self.ctx.device, &self.ctx.queue)?;
+            let planned = plan_nbr_offsets(&counts, &self.state.nbr_offsets)
+                .filter(|o| 4 * *o.last().unwrap_or(&0) as u64 <= self.max_binding);
+            if let Some(offsets) = planned
+                && self.state.set_nbr_offsets(&self.ctx.device, &self.ctx.queue, &self.pipe, offsets)?
+            {
+                self.nbr_layouts += 1;
+            } else {
+                self.lists_stuck = true;
             }
-            // (If it cannot grow, the lists keep falling back to the grid: same results.)
+            // (If they cannot grow, the lists keep falling back to the grid: same results.)
         }
         Ok(failures)
     }
@@ -826,12 +848,34 @@ impl GpuEngine {
         if self.fallback_steps == 0 {
             return Vec::new();
         }
+        let why = if self.lists_stuck {
+            "they could not grow (binding limit or device memory)"
+        } else {
+            "each list was then given room for its own count"
+        };
         vec![format!(
-            "the contact neighbour lists could not grow (binding limit or device memory): {} steps used the \
-             slower grid search instead (same results, lower throughput)",
-            self.fallback_steps
+            "{} steps ran in batches in which a contact neighbour list overflowed (longest {} entries) and used \
+             the slower grid search from that step on (same results, lower throughput); {why}",
+            self.fallback_steps, self.longest_list
         )]
     }
+}
+
+/// Offsets of per-particle neighbour lists (n + 1) for the neighbour counts of the last rebuild
+/// and the current `offsets` (empty: none yet): each list keeps its capacity or gets its count
+/// and a quarter more, plus 4, whichever is larger, so that contacts forming after the rebuild
+/// rarely overflow it and capacities only grow (a moving particle's list does not overflow
+/// twice at the same length). `None` past u32 slots.
+pub fn plan_nbr_offsets(counts: &[u32], offsets: &[u32]) -> Option<Vec<u32>> {
+    let mut planned = Vec::with_capacity(counts.len() + 1);
+    let mut at = 0u64;
+    planned.push(0);
+    for (i, &c) in counts.iter().enumerate() {
+        let old = offsets.get(i + 1).zip(offsets.get(i)).map_or(0, |(b, a)| b.saturating_sub(*a));
+        at += (c as u64 + c as u64 / 4 + 4).max(old as u64);
+        planned.push(u32::try_from(at).ok()?);
+    }
+    Some(planned)
 }
 
 /// The per-replica parameter buffer (`ReplicaGpu` per replica).

@@ -23,7 +23,6 @@ pub struct ParamInputs {
     pub n_particles: u32,
     pub n_bonds: u32,
     pub mask: u32,
-    pub nbr_capacity: u32,
     pub n_replicas: u32,
 }
 
@@ -56,9 +55,8 @@ macro_rules! sim_params {
             pub mask: u32,
             pub integrator: u32,
             pub batch_len: u32,
-            pub nbr_capacity: u32,
             pub n_replicas: u32,
-            pub _pad_u: [u32; 1],
+            pub _pad_u: [u32; 2],
         }
 
         const _: () = assert!(std::mem::size_of::<$name>() == $size);
@@ -73,9 +71,8 @@ macro_rules! sim_params {
                     mask: p.mask,
                     integrator: p.integrator.code(),
                     batch_len: 0,
-                    nbr_capacity: p.nbr_capacity,
                     n_replicas: p.n_replicas,
-                    _pad_u: [0; 1],
+                    _pad_u: [0; 2],
                 }
             }
         }

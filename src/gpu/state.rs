@@ -71,8 +71,13 @@ pub struct DemState {
     pub layout: BatchLayout,
     /// Contact-grid bucket count (power of two ≥ 2N).
     pub buckets: u32,
-    /// Capacity of each Verlet neighbour list.
-    pub nbr_capacity: u32,
+    /// Slots of all Verlet neighbour lists together (`nbr_offsets[n]`), and the largest
+    /// capacity of one list.
+    pub nbr_entries: u64,
+    pub nbr_max_capacity: u32,
+    /// The host's copy of `nbr_offsets` once the lists are laid out per particle (empty while
+    /// every list has the initial capacity: no host memory per particle for them).
+    pub nbr_offsets: Vec<u32>,
     /// Bonds of some replica may break: the rupture buffers are real (placeholders otherwise).
     pub rupture: bool,
     /// Bytes of device memory held by the buffers (the neighbour lists' growth included).
@@ -330,6 +335,10 @@ impl DemState {
         data(&mut plan, "bond_q0", r(&bond_q0), storage);
         data(&mut plan, "inc_offsets", u(&inc_offsets), storage);
         data(&mut plan, "inc_entries", u(&inc_entries), storage);
+        // Every list starts with the same capacity; the engine plans them per particle once
+        // some overflow (`set_nbr_offsets`).
+        let offsets: Vec<u32> = (0..=n as u32).map(|i| i * nbr_capacity).collect();
+        data(&mut plan, "nbr_offsets", u(&offsets), storage);
         data(&mut plan, "bucket_start", u(&bucket_start), storage);
         data(&mut plan, "status", u(&status), storage);
         data(&mut plan, "x_ref", r(&pos), storage);
@@ -469,7 +478,9 @@ impl DemState {
             n_bonds: nb as u32,
             layout,
             buckets: buckets as u32,
-            nbr_capacity,
+            nbr_entries: nbr_capacity as u64 * n as u64,
+            nbr_max_capacity: nbr_capacity,
+            nbr_offsets: Vec::new(),
             rupture: any_rupture,
             bytes,
             memory_budget,
@@ -493,9 +504,20 @@ impl DemState {
     /// optimisation only (an overflowing list falls back to the grid, with the same result), so
     /// a new buffer that would exceed the memory budget or that the device has no room for
     /// leaves the capacity as it is: returns whether it grew.
-    pub fn set_nbr_capacity(&mut self, device: &wgpu::Device, pipe: &DemPipeline, cap: u32) -> Result<bool, GpuError> {
+    /// Lays the neighbour lists out anew: list i gets the slots `offsets[i] .. offsets[i + 1]`
+    /// (n + 1 offsets, from `plan_nbr_offsets`). Reallocates `nbr`; false (nothing changed) if
+    /// the memory budget or the device refuses it. The lists must be rebuilt before use.
+    pub fn set_nbr_offsets(
+        &mut self,
+        device: &wgpu::Device,
+        queue: &wgpu::Queue,
+        pipe: &DemPipeline,
+        offsets: Vec<u32>,
+    ) -> Result<bool, GpuError> {
+        debug_assert_eq!(offsets.len(), self.n as usize + 1);
+        let entries = offsets.last().copied().unwrap_or(0) as u64;
         let old = self.buffers["nbr"].size();
-        let bytes = (4 * cap as usize * self.n as usize).max(MIN_BUFFER) as u64;
+        let bytes = (4 * entries).max(MIN_BUFFER as u64).next_multiple_of(wgpu::COPY_BUFFER_ALIGNMENT);
         if self.memory_budget.is_some_and(|b| self.bytes - old + bytes > b) {
             return Ok(false);
         }
@@ -508,8 +530,11 @@ impl DemState {
             }
         };
         self.buffers.insert("nbr", buffer);
+        queue.write_buffer(&self.buffers["nbr_offsets"], 0, bytemuck::cast_slice(&offsets));
         self.bytes = self.bytes - old + bytes;
-        self.nbr_capacity = cap;
+        self.nbr_entries = entries;
+        self.nbr_max_capacity = offsets.windows(2).map(|w| w[1] - w[0]).max().unwrap_or(0);
+        self.nbr_offsets = offsets;
         let buffers = &self.buffers;
         let lookup = |name: &str| {
             let key = if name == "bucket_count" { "bucket_start" } else { name };
@@ -699,6 +724,13 @@ impl DemState {
         let at = 4 * real_size(self.precision) as u64 * self.layout.p_start[r] as u64;
         let parts: Vec<(&str, u64, u64)> = names.iter().map(|&name| (name, at, len)).collect();
         self.read_buffers_raw(device, queue, &parts)
+    }
+
+    /// The neighbour count of every particle at the last rebuild (also of lists that
+    /// overflowed: their full length).
+    pub fn read_nbr_counts(&self, device: &wgpu::Device, queue: &wgpu::Queue) -> Result<Vec<u32>, GpuError> {
+        let raw = self.read_buffers_raw(device, queue, &[("nbr_count", 0, 4 * self.n as u64)])?.swap_remove(0);
+        Ok(bytemuck::pod_collect_to_vec(&raw))
     }
 
     /// Replica r's blocks, raw (`CELL_BYTES` per particle: i32 x, y, z, 0, little-endian).
