@@ -686,6 +686,7 @@ fn print_summary(s: &Summary, out: &Path) {
     println!("outputs         {}/{{series.csv, final_state.csv, summary.json{extra}}}", out.display());
 }
 
+#[allow(clippy::too_many_arguments)]
 fn cmd_bench(
     cases: &[String],
     engines: &[String],
