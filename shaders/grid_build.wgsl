@@ -1,17 +1,20 @@
-// Contact grid, rebuilt on the GPU every step with the CPU's layout (src/grid.rs): cell and
-// bucket of each particle (`grid_count`, which also counts bucket sizes with integer atomics),
+// Contact grid, rebuilt on the GPU with the CPU's layout (src/grid.rs): the bucket counts
+// cleared (`grid_clear`), cell and bucket of each particle (`grid_count`, which also counts bucket sizes with integer atomics),
 // an exclusive prefix scan of the counts (scan.wgsl), `grid_scatter` into arrival order, and
 // `grid_order`, which rewrites each bucket sorted by particle index, as (cell, index) and
 // (position, radius) records that the particle kernel reads consecutively. The atomic arrival
 // order never reaches the result, so the neighbour order (and every sum) is deterministic.
 // `nbr_build` then fills the Verlet neighbour lists from the grid, each sorted by particle index.
-// All of it runs only in steps that rebuild (`rebuilding()`), for the replicas that are not
-// frozen and did not fail before (the same decision for every grid kernel of a step, whatever
-// `grid_count` reports in it); other steps keep the lists of the last rebuild.
+// All of it runs only in steps that rebuild (`rebuilding()`): `grid_args_set` gives the other
+// kernels their workgroup counts (indirect dispatch), zero in the other steps, which keep the
+// lists of the last rebuild. Within a rebuild, only the replicas that are not frozen and did
+// not fail before take part (the same decision for every grid kernel of a step, whatever
+// `grid_count` reports in it).
 //
-// Batches: every replica's cells are its own (its cell edge, its blocks: a particle's cell is
-// its position's block `cell[i]`, see bindings.wgsl) and are hashed with the replica (`cell_hash_replica`); a neighbour must be in the same
-// cell of the same replica, so replicas never touch even where they overlap in space.
+// Batches: every replica's cells are its own (its cell edge, its blocks: in f32 a particle's
+// cell is its position's block `cell[i]`, see bindings.wgsl) and are hashed with the replica
+// (`cell_hash_replica`); a neighbour must be in the same cell of the same replica, so replicas
+// never touch even where they overlap in space.
 
 /// Whether this step rebuilds replica r's part of the grid: the same answer for every grid
 /// kernel of a step.
@@ -45,8 +48,33 @@ fn grid_cell(i: u32) -> vec3<i32> {
     return vec3<i32>(floor(pos[i].xyz * reps[replica_of(i)].inv_cell));
 }
 
+/// Indirect dispatch arguments of the grid stage, (x, y, z) of dispatch k at 3k: those the host
+/// planned (`grid_full`) in steps that rebuild, zeros otherwise, so that the grid kernels cost
+/// no launch at all in the steps between rebuilds (src/gpu/state.rs, `GridDispatch`).
+@group(2) @binding(23) var<storage, read_write> grid_args: array<u32>;
+@group(2) @binding(24) var<storage, read_write> grid_full: array<u32>;
+
+@compute @workgroup_size(WG)
+fn grid_args_set(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                 @builtin(local_invocation_index) lid: u32) {
+    let k = linear_id(wid, nwg, lid, WG);
+    if k < arrayLength(&grid_full) {
+        grid_args[k] = select(0u, grid_full[k], rebuilding());
+    }
+}
+
 /// `bucket_start` seen as atomic counters while counting.
 @group(2) @binding(9) var<storage, read_write> bucket_count: array<atomic<u32>>;
+
+/// Zeroes the bucket counts (table size + 1 entries) before `grid_count`.
+@compute @workgroup_size(WG)
+fn grid_clear(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+              @builtin(local_invocation_index) lid: u32) {
+    let b = linear_id(wid, nwg, lid, WG);
+    if b <= params.mask + 1u {
+        atomicStore(&bucket_count[b], 0u);
+    }
+}
 
 @compute @workgroup_size(WG)
 fn grid_count(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,

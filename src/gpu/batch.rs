@@ -214,6 +214,9 @@ pub fn planned_sizes(t: &BatchTotals, precision: Precision, nbr_capacity: u32) -
         let l = lens.last().copied().unwrap_or(1).div_ceil(block);
         lens.push(l);
     }
+    // The grid stage's indirect arguments and their full sizes.
+    let grid = super::state::grid_args_bytes(lens.len()) as u64;
+    v.extend([grid, grid]);
     v.extend(lens.iter().skip(1).map(|&len| 4 * len));
     v.push(16);
     v.extend(lens.iter().map(|_| 16));

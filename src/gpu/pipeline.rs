@@ -91,6 +91,24 @@ impl DemPipeline {
             .collect()
     }
 
+    /// Dispatches `kernel` with the workgroup counts (x, y, z) at byte `offset` of `args`,
+    /// written on the device (zeros: no work at all).
+    pub fn dispatch_indirect(
+        &self,
+        pass: &mut wgpu::ComputePass<'_>,
+        kernel: &str,
+        groups: &[wgpu::BindGroup],
+        args: &wgpu::Buffer,
+        offset: u64,
+    ) {
+        let k = self.kernel(kernel);
+        pass.set_pipeline(&k.pipeline);
+        for (i, g) in groups.iter().enumerate() {
+            pass.set_bind_group(i as u32, g, &[]);
+        }
+        pass.dispatch_workgroups_indirect(args, offset);
+    }
+
     /// Workgroup grid covering `groups` workgroups: x up to the adapter's per-dimension limit,
     /// the rest folded into y (kernels compute a linear id and bounds-check it).
     pub fn grid(&self, groups: u32) -> (u32, u32) {

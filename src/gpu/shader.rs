@@ -95,7 +95,7 @@ pub const KERNEL_FILES: &[KernelFile] = &[
     KernelFile {
         name: "grid_build",
         source: include_str!("../../shaders/grid_build.wgsl"),
-        entry_points: &["grid_count", "grid_scatter", "grid_order", "nbr_build"],
+        entry_points: &["grid_args_set", "grid_clear", "grid_count", "grid_scatter", "grid_order", "nbr_build"],
     },
     KernelFile {
         name: "scan",

@@ -49,7 +49,6 @@ pub fn bytes_to_reals(b: &[u8], p: Precision) -> Vec<f64> {
 
 /// One level of the multi-level prefix scan.
 struct ScanLevel {
-    len: u32,
     blocks: Vec<wgpu::BindGroup>,
     /// Adds the scanned block totals of the level above (absent at the top level).
     add: Option<Vec<wgpu::BindGroup>>,
@@ -71,6 +70,8 @@ pub struct DemState {
     pub layout: BatchLayout,
     /// Contact-grid bucket count (power of two ≥ 2N).
     pub buckets: u32,
+    /// The dispatches of the grid stage, in order (`grid_dispatches`).
+    grid: Vec<GridDispatch>,
     /// Slots of all Verlet neighbour lists together (`nbr_offsets[n]`), and the largest
     /// capacity of one list.
     pub nbr_entries: u64,
@@ -97,8 +98,63 @@ pub struct DemState {
 }
 
 /// Kernels bound to the main state buffers (the scan and reduction levels bind their own).
-const MAIN_KERNELS: [&str; 8] =
-    ["integrate_check", "integrate", "grid_count", "grid_scatter", "grid_order", "nbr_build", "bonds", "particle"];
+const MAIN_KERNELS: [&str; 10] = [
+    "integrate_check",
+    "integrate",
+    "grid_args_set",
+    "grid_clear",
+    "grid_count",
+    "grid_scatter",
+    "grid_order",
+    "nbr_build",
+    "bonds",
+    "particle",
+];
+
+/// Which bind groups a dispatch of the grid stage uses.
+#[derive(Clone, Copy, Debug)]
+enum GridBind {
+    Main,
+    /// `scan_blocks` of scan level l.
+    ScanBlocks(usize),
+    /// `scan_add` of scan level l.
+    ScanAdd(usize),
+}
+
+/// One dispatch of the grid stage, in order: its kernel, bind groups and full size. Its
+/// workgroup counts are the k-th entry of the indirect arguments (`grid_args`), which
+/// `grid_args_set` fills from these sizes in steps that rebuild and with zeros otherwise.
+#[derive(Clone, Copy, Debug)]
+struct GridDispatch {
+    kernel: &'static str,
+    bind: GridBind,
+    items: u32,
+    per_group: u32,
+}
+
+/// The grid stage for `n` particles, a table of `buckets` buckets and scan levels of lengths
+/// `scan_lens` (the one description of its dispatches, used to plan and to record them).
+fn grid_dispatches(n: u32, buckets: u32, scan_lens: &[u32]) -> Vec<GridDispatch> {
+    let d = |kernel, bind, items, per_group| GridDispatch { kernel, bind, items, per_group };
+    let mut v = vec![d("grid_clear", GridBind::Main, buckets + 1, WG), d("grid_count", GridBind::Main, n, WG)];
+    for (l, &len) in scan_lens.iter().enumerate() {
+        v.push(d("scan_blocks", GridBind::ScanBlocks(l), len, 2 * SCAN_WG));
+    }
+    // Every level but the top one adds the scanned totals of the level above, top down.
+    for (l, &len) in scan_lens.iter().enumerate().rev().skip(1) {
+        v.push(d("scan_add", GridBind::ScanAdd(l), len, SCAN_WG));
+    }
+    for k in ["grid_scatter", "grid_order", "nbr_build"] {
+        v.push(d(k, GridBind::Main, n, WG));
+    }
+    v
+}
+
+/// Bytes of the indirect arguments of the grid stage for scan levels `levels` deep (three u32
+/// per dispatch), for the memory plan.
+pub fn grid_args_bytes(levels: usize) -> usize {
+    12 * (2 * levels + 4)
+}
 
 /// Per-buffer size needs of one model alone, checked against the adapter's limits before
 /// anything is allocated (`batch::binding_sizes` for a batch).
@@ -385,6 +441,19 @@ impl DemState {
             let l = lens.last().copied().unwrap_or(1).div_ceil(block);
             lens.push(l);
         }
+        let scan_lens: Vec<u32> = lens.iter().map(|&l| l as u32).collect();
+        let grid = grid_dispatches(n as u32, buckets as u32, &scan_lens);
+        debug_assert_eq!(12 * grid.len(), grid_args_bytes(lens.len()));
+        let full: Vec<u32> = grid
+            .iter()
+            .flat_map(|g| {
+                let (x, y) = pipe.grid(g.items.div_ceil(g.per_group));
+                [x, y, 1]
+            })
+            .collect();
+        main.push(("grid_full", plan.add("grid_full", 4 * full.len(), Some(u(&full)), storage)));
+        let indirect = storage | wgpu::BufferUsages::INDIRECT;
+        main.push(("grid_args", plan.add("grid_args", 4 * full.len(), None, indirect)));
         let aux: Vec<usize> = lens.iter().skip(1).map(|&len| plan.add("scan_aux", 4 * len, None, storage)).collect();
         let scan_dummy = plan.add("scan_top_sum", 16, None, storage);
         let scan_len: Vec<usize> = lens
@@ -427,7 +496,7 @@ impl DemState {
         let readback = take(readback_at)?;
 
         let mut scan = Vec::new();
-        for (l, &len) in lens.iter().enumerate() {
+        for l in 0..lens.len() {
             let data = if l == 0 { &buffers["bucket_start"] } else { &aux[l - 1] };
             let sums = if l + 1 < lens.len() { &aux[l] } else { &scan_dummy };
             let lookup = |name: &str| match name {
@@ -439,7 +508,7 @@ impl DemState {
             };
             let blocks = pipe.bind(device, "scan_blocks", &lookup)?;
             let add = if l + 1 < lens.len() { Some(pipe.bind(device, "scan_add", &lookup)?) } else { None };
-            scan.push(ScanLevel { len: len as u32, blocks, add });
+            scan.push(ScanLevel { blocks, add });
         }
 
         let lookup_main = |name: &str| {
@@ -478,6 +547,7 @@ impl DemState {
             n_bonds: nb as u32,
             layout,
             buckets: buckets as u32,
+            grid,
             nbr_entries: nbr_capacity as u64 * n as u64,
             nbr_max_capacity: nbr_capacity,
             nbr_offsets: Vec::new(),
@@ -592,11 +662,10 @@ impl DemState {
         queue.write_buffer(&self.buffers["step_next"], 0, bytemuck::cast_slice(&[0u32; 4]));
     }
 
-    /// Clears the bucket counts, publishes the step counter and (except at the first step of a
-    /// batch, whose flag the host sets) clears the rebuild flag, which `integrate` then raises
+    /// Publishes the step counter and (except at the first step of a batch, whose flag the host
+    /// sets) clears the rebuild flag, which `integrate` then raises
     /// where needed. Must be outside a compute pass.
     fn record_step_prologue(&self, encoder: &mut wgpu::CommandEncoder, first: bool) {
-        encoder.clear_buffer(&self.buffers["bucket_start"], 0, Some(4 * (self.buckets as u64 + 1)));
         encoder.copy_buffer_to_buffer(&self.buffers["step_next"], 0, &self.buffers["status"], 0, 4);
         if !first {
             let at = 4 * STATUS_REBUILD as u64;
@@ -615,18 +684,21 @@ impl DemState {
                 pipe.dispatch(pass, "integrate", &self.bind["integrate"], n, WG);
             }
             Stage::Grid => {
-                pipe.dispatch(pass, "grid_count", &self.bind["grid_count"], n, WG);
-                for level in &self.scan {
-                    pipe.dispatch(pass, "scan_blocks", &level.blocks, level.len, 2 * SCAN_WG);
+                // Workgroup counts for this step (zeros unless it rebuilds), then every grid
+                // dispatch from them.
+                let args = self.grid.len() as u32 * 3;
+                pipe.dispatch(pass, "grid_args_set", &self.bind["grid_args_set"], args, WG);
+                for (k, g) in self.grid.iter().enumerate() {
+                    let groups = match g.bind {
+                        GridBind::Main => &self.bind[g.kernel],
+                        GridBind::ScanBlocks(l) => &self.scan[l].blocks,
+                        GridBind::ScanAdd(l) => match &self.scan[l].add {
+                            Some(add) => add,
+                            None => continue,
+                        },
+                    };
+                    pipe.dispatch_indirect(pass, g.kernel, groups, &self.buffers["grid_args"], 12 * k as u64);
                 }
-                for level in self.scan.iter().rev() {
-                    if let Some(add) = &level.add {
-                        pipe.dispatch(pass, "scan_add", add, level.len, SCAN_WG);
-                    }
-                }
-                pipe.dispatch(pass, "grid_scatter", &self.bind["grid_scatter"], n, WG);
-                pipe.dispatch(pass, "grid_order", &self.bind["grid_order"], n, WG);
-                pipe.dispatch(pass, "nbr_build", &self.bind["nbr_build"], n, WG);
             }
             Stage::Bonds => pipe.dispatch(pass, "bonds", &self.bind["bonds"], self.n_bonds, WG),
             Stage::Particle => pipe.dispatch(pass, "particle", &self.bind["particle"], n, WG),
