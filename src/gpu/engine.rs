@@ -1366,3 +1366,18 @@ pub fn rupture_on_device(cases: &[RuptureCase], precision: Precision) -> Result<
     let r = state::bytes_to_reals(&bytes[..out], precision);
     Ok(r.chunks_exact(5).map(|c| ([c[0], c[1], c[2], c[3]], (c[4] >= 0.0).then_some(c[4] as usize))).collect())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::plan_nbr_offsets;
+
+    #[test]
+    fn each_list_gets_its_count_with_room_and_never_shrinks() {
+        // Without a layout yet: count + count/4 + 4 each.
+        assert_eq!(plan_nbr_offsets(&[0, 3, 40], &[]), Some(vec![0, 4, 11, 65]));
+        // With one: the larger of that and the list's current capacity (16, 4, 10).
+        assert_eq!(plan_nbr_offsets(&[0, 3, 40], &[0, 16, 20, 30]), Some(vec![0, 16, 23, 77]));
+        // Past u32 slots: no layout (the lists keep falling back to the grid).
+        assert_eq!(plan_nbr_offsets(&[u32::MAX / 2, u32::MAX / 2], &[]), None);
+    }
+}
