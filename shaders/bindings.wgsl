@@ -117,6 +117,25 @@ fn position_from_origin(i: u32, edge: real) -> vec3<real> {
     return block_vector(cell[i].xyz, pos[i].xyz, vec3<i32>(0), edge);
 }
 
+/// Mirrors `ChunkGpu` in src/gpu/chunks.rs: the part of the batch one dispatch of a chunked
+/// kernel covers, and where the windows of the arrays bound in parts start (the per-bond
+/// arrays, the incidence entries and the neighbour lists may exceed one binding): element x of
+/// such an array is element x − *_win of its binding.
+struct ChunkGpu {
+    /// Particles p_first .. p_end (particle kernel, nbr_build).
+    p_first: u32,
+    p_end: u32,
+    /// Bonds b_first .. b_end (bond kernel).
+    b_first: u32,
+    b_end: u32,
+    bond_win: u32,
+    inc_win: u32,
+    nbr_win: u32,
+    /// First level-0 workgroup of reduce_state.
+    group_base: u32,
+}
+@group(3) @binding(4) var<uniform> chunk: ChunkGpu;
+
 fn current_step() -> u32 {
     return atomicLoad(&status[STATUS_STEP]);
 }

@@ -6,12 +6,14 @@
 @compute @workgroup_size(WG)
 fn bonds(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
          @builtin(local_invocation_index) lid: u32) {
-    let k = linear_id(wid, nwg, lid, WG);
+    // Bond k of the batch; kw its element in this chunk's windows of the per-bond arrays.
+    let k = chunk.b_first + linear_id(wid, nwg, lid, WG);
     let step = current_step();
-    if k >= params.n_bonds {
+    if k >= chunk.b_end {
         return;
     }
-    let e = bond_ends[k];
+    let kw = k - chunk.bond_win;
+    let e = bond_ends[kw];
     // A bond belongs to the replica of its ends.
     let rep = replica_of(e.x);
     if frozen(rep, step) {
@@ -21,28 +23,30 @@ fn bonds(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: ve
     // A broken bond exerts nothing and has no energy (zeros, so the gather and the reduction
     // need not know about rupture).
     let zero = vec4<real>(0.0);
-    if rupture_on && bond_broken[k] != 0u {
-        bond_out[k] = BondOutGpu(zero, zero, zero);
+    if rupture_on && bond_broken[kw] != 0u {
+        bond_out[kw] = BondOutGpu(zero, zero, zero);
         return;
     }
-    let dq_i = quat_mul(quat[e.x], quat_conj(bond_q0[2u * k]));
-    let dq_j = quat_mul(quat[e.y], quat_conj(bond_q0[2u * k + 1u]));
+    let dq_i = quat_mul(quat[e.x], quat_conj(bond_q0[2u * kw]));
+    let dq_j = quat_mul(quat[e.y], quat_conj(bond_q0[2u * kw + 1u]));
     let edge = reps[rep].cell_edge;
     let d = pair_vector(e.x, e.y, edge);
-    let r = bond_ref[k];
+    let r = bond_ref[kw];
     let bend = bending(dq_i, dq_j, reps[rep].k_bend);
     let ax = axial(d, r.w, reps[rep].k_axial);
     let sh = shear(reps[rep].shear_variant, d, r.xyz, dq_i, dq_j, reps[rep].k_shear);
     if rupture_on {
         let m = rupture_measures(reps[rep].shear_variant, d, r.w, r.xyz, dq_i, dq_j);
-        let mode = rupture(m, reps[rep].rupture_inv, bond_scale[k], reps[rep].rupture_sum != 0u);
+        let mode = rupture(m, reps[rep].rupture_inv, bond_scale[kw], reps[rep].rupture_sum != 0u);
         if mode >= 0 {
             // Broken from this evaluation on: it exerts nothing from F_k on (MODEL §6). Its
             // energy at this state is released; the host books it (in step, then bond order).
-            bond_broken[k] = 1u;
-            bond_out[k] = BondOutGpu(zero, zero, zero);
+            bond_broken[kw] = 1u;
+            bond_out[kw] = BondOutGpu(zero, zero, zero);
+            // The host sizes the records for every bond, or for what one binding holds, and
+            // fails the batch with a clear error if more broke than that.
             let slot = atomicAdd(&status[STATUS_BREAKS], 1u);
-            if slot < params.n_bonds {
+            if slot < arrayLength(&break_id) {
                 let mid = 0.5 * (position_from_origin(e.x, edge) + position_from_origin(e.y, edge));
                 break_at[slot] = vec4<real>(mid, bend.energy + ax.energy + sh.energy);
                 break_id[slot] = vec4<u32>(k, step, u32(mode), 0u);
@@ -50,7 +54,7 @@ fn bonds(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: ve
             return;
         }
     }
-    bond_out[k] = BondOutGpu(
+    bond_out[kw] = BondOutGpu(
         vec4<real>(ax.force + sh.f_i, bend.energy),
         vec4<real>(bend.moment + sh.m_i, ax.energy),
         vec4<real>(sh.m_j - bend.moment, sh.energy),

@@ -139,15 +139,17 @@ fn grid_order(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nw
 @compute @workgroup_size(WG)
 fn nbr_build(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
              @builtin(local_invocation_index) lid: u32) {
-    let i = linear_id(wid, nwg, lid, WG);
-    if i >= params.n_particles || !grid_step(replica_of(i)) {
+    // Particle i of the batch, in this dispatch's chunk (see ChunkGpu).
+    let i = chunk.p_first + linear_id(wid, nwg, lid, WG);
+    if i >= chunk.p_end || !grid_step(replica_of(i)) {
         return;
     }
     let xr = pos[i];
     x_ref[i] = xr;
     let c = grid_cell(i);
-    let base = nbr_offsets[i];
-    let cap = nbr_offsets[i + 1u] - base;
+    // This list's slots in the chunk's window of `nbr`.
+    let base = nbr_offsets[i] - chunk.nbr_win;
+    let cap = nbr_offsets[i + 1u] - nbr_offsets[i];
     let r = replica_of(i);
     let skin = reps[r].skin;
     let edge = reps[r].cell_edge;

@@ -42,8 +42,9 @@ fn member_index(p: u32, e: u32) -> u32 {
 @compute @workgroup_size(WG)
 fn particle(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
             @builtin(local_invocation_index) lid: u32) {
-    let i = linear_id(wid, nwg, lid, WG);
-    if i >= params.n_particles {
+    // Particle i of the batch, in this dispatch's chunk (see ChunkGpu).
+    let i = chunk.p_first + linear_id(wid, nwg, lid, WG);
+    if i >= chunk.p_end {
         return;
     }
     let step = current_step();
@@ -61,8 +62,8 @@ fn particle(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg:
     var fi = vec3<real>(0.0);
     var mi = vec3<real>(0.0);
     for (var p = inc_offsets[i]; p < inc_offsets[i + 1u]; p++) {
-        let e = inc_entries[p];
-        let o = bond_out[e >> 1u];
+        let e = inc_entries[p - chunk.inc_win];
+        let o = bond_out[(e >> 1u) - chunk.bond_win];
         if (e & 1u) == 0u {
             fi = fi + o.f_i.xyz;
             mi = mi + o.m_i.xyz;
@@ -81,7 +82,7 @@ fn particle(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg:
     if cnt <= nbr_offsets[i + 1u] - base {
         // Verlet list: the candidates of the last rebuild, by index.
         for (var k = 0u; k < cnt; k++) {
-            let j = nbr[base + k];
+            let j = nbr[base - chunk.nbr_win + k];
             let xj = pos[j];
             let ct = contact(block_vector(c, xi - xj.xyz, cell[j].xyz, edge), xr.w + xj.w, k_contact);
             fi = fi + ct.force;

@@ -50,7 +50,8 @@ fn table_entry(group: u32) -> vec4<u32> {
 @compute @workgroup_size(WG)
 fn reduce_state(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                 @builtin(local_invocation_index) lid: u32) {
-    let group = wid.y * nwg.x + wid.x;
+    // Workgroups are dispatched in chunks whose bonds fit one window of bond_out (ChunkGpu).
+    let group = chunk.group_base + wid.y * nwg.x + wid.x;
     let entry = table_entry(group);
     // Replica-relative item of this lane; past the level's end, no item (n = 0 below).
     let t = entry.y + lid;
@@ -106,7 +107,7 @@ fn reduce_state(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) 
         }
     }
     if t < rb_n {
-        let o = bond_out[b0 + t];
+        let o = bond_out[b0 + t - chunk.bond_win];
         red_sh[REC_U_BEND * WG + lid] = o.f_i.w;
         red_sh[REC_U_AXIAL * WG + lid] = o.m_i.w;
         red_sh[REC_U_SHEAR * WG + lid] = o.m_j.w;

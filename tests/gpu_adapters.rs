@@ -59,29 +59,30 @@ fn an_unstable_run_is_reported_like_on_the_cpu() {
 }
 
 #[test]
-fn too_large_error_counted_particles_from_the_first_failing_buffer_not_the_tightest() {
+fn too_large_error_names_the_tightest_buffer_that_must_be_bound_whole() {
     use rrpdem::gpu::GpuOptions;
     let (s, m) = scenario_model("torus_impact.json");
     let (n, bonds) = (m.particles.len() as u64, m.bonds.len() as u64);
     assert_eq!((n, bonds), (80, 80), "the figures below assume the paper's ring");
     // Cap bindings at 1024 B. In f64 a particle array (vec4) takes 32 B per particle: 2560 B,
-    // so 1024/32 = 32 particles would fit it; the neighbour lists (16 u32 per particle) take
-    // 5120 B → 16; the bond results (12 f64 = 96 B per bond, one bond per particle on a ring)
-    // take 7680 B → 80 · 1024 / 7680 = 10.67. The tightest buffer decides: 10 (regression:
-    // the first failing buffer, the particle arrays, used to give 32).
+    // so 1024/32 = 32 particles would fit it; the bucket table (4 · 257 B) 79. The bond results
+    // (96 B per bond) and the neighbour lists no longer count: they are bound in parts
+    // (`gpu::chunks`; tests/gpu_split.rs). (Regression, from before those were split: the
+    // tightest buffer decides the count, not the first that fails.)
     let have = 1024;
-    let expected = [32 * n, 64 * n, 96 * bonds].iter().map(|&need| n * have / need).min().unwrap();
-    assert_eq!(expected, 10);
     let options = GpuOptions { max_binding_size: Some(have), ..Default::default() };
     let e = GpuEngine::with_options(&m, Integrator::RrpNewmark, s.dt, Precision::F64, AdapterChoice::Any, options)
         .err()
         .expect("the size check must refuse the model");
     let msg = e.to_string();
     assert!(
-        matches!(e, GpuError::TooLarge { max_particles, what: "bond results", need: 7680, .. } if max_particles == expected),
+        matches!(
+            e,
+            GpuError::TooLarge { max_particles: 32, what: "particle arrays (vec4 per particle)", need: 2560, .. }
+        ),
         "{msg}"
     );
-    assert!(msg.contains("at most 10 particles"), "{msg}");
+    assert!(msg.contains("at most 32 particles"), "{msg}");
 }
 
 #[test]

@@ -9,7 +9,7 @@ mod common;
 use common::gpu::{bits, scenario_model, state_bits};
 use rrpdem::engine::{BatchEngine, Engine, Precision};
 use rrpdem::error::EngineError;
-use rrpdem::gpu::batch::{BatchTotals, binding_sizes};
+use rrpdem::gpu::batch::{BatchTotals, binding_sizes, chunked_sizes};
 use rrpdem::gpu::{AdapterChoice, GpuEngine, GpuOptions, batch_bytes, split_batches};
 use rrpdem::integrator::Integrator;
 use rrpdem::interactions::BreakEvent;
@@ -276,6 +276,12 @@ fn a_replicas_saved_state_continues_in_a_one_replica_engine() {
     }
 }
 
+/// What `split_batches` keeps within one binding: the arrays bound whole and, for a study's
+/// batches, those that could be bound in parts too.
+fn all_sizes(t: &BatchTotals, p: Precision, cap: u32) -> Vec<(&'static str, u64)> {
+    binding_sizes(t, p).into_iter().chain(chunked_sizes(t, p, cap)).collect()
+}
+
 #[test]
 fn split_batches_respects_the_binding_limit_and_the_budget() {
     let models = variants();
@@ -286,18 +292,18 @@ fn split_batches_respects_the_binding_limit_and_the_budget() {
     assert_eq!(split_batches(&refs, p, (u64::MAX, None)), vec![0..refs.len()]);
     // A binding limit that two tori fit but not three (nor a torus with the solid one).
     let two = BatchTotals::of(&refs[..2]);
-    let limit = binding_sizes(&two, p, cap).iter().map(|s| s.1).max().unwrap();
+    let limit = all_sizes(&two, p, cap).iter().map(|s| s.1).max().unwrap();
     let ranges = split_batches(&refs, p, (limit, None));
     let mut next = 0;
     for r in &ranges {
         assert_eq!(r.start, next);
         next = r.end;
         assert!(!r.is_empty());
-        let sizes = binding_sizes(&BatchTotals::of(&refs[r.clone()]), p, cap);
+        let sizes = all_sizes(&BatchTotals::of(&refs[r.clone()]), p, cap);
         assert!(r.len() == 1 || sizes.iter().all(|s| s.1 <= limit), "{r:?}: {sizes:?}");
         // Greedy: the next replica would not have fitted.
         if r.end < refs.len() {
-            let more = binding_sizes(&BatchTotals::of(&refs[r.start..r.end + 1]), p, cap);
+            let more = all_sizes(&BatchTotals::of(&refs[r.start..r.end + 1]), p, cap);
             assert!(more.iter().any(|s| s.1 > limit), "{r:?} could have taken one more");
         }
     }

@@ -148,24 +148,30 @@ impl BatchTotals {
 }
 
 /// The largest buffers of a batch, one of each kind (what the binding-size checks look at).
-pub fn binding_sizes(t: &BatchTotals, precision: Precision, nbr_capacity: u32) -> Vec<(&'static str, u64)> {
-    let (n, b) = (t.n, t.nb);
+/// Arrays bound in parts (`chunked_sizes`) are not among them.
+pub fn binding_sizes(t: &BatchTotals, precision: Precision) -> Vec<(&'static str, u64)> {
+    let n = t.n;
     let rs = real_size(precision) as u64;
-    let mut sizes = vec![
+    let sizes = vec![
         ("particle arrays (vec4 per particle)", 4 * rs * n),
         ("bucket table", 4 * (t.buckets() + 1)),
-        ("bond results", 12 * rs * b),
-        ("bond reference attitudes", 8 * rs * b),
         ("diagnostics partial sums", NQ as u64 * rs * t.level_records.first().copied().unwrap_or(1)),
-        ("neighbour lists", 4 * nbr_capacity as u64 * n),
         ("neighbour list offsets", 4 * (n + 1)),
         ("replica parameters", super::params::replica_gpu_size(precision) as u64 * t.replicas),
     ];
-    if t.rupture {
-        sizes.push(("break records", 4 * rs * b));
-        sizes.push(("break record ids", 16 * b));
-    }
     sizes
+}
+
+/// The buffers bound in parts (`gpu::chunks`: per-bond arrays, incidence, neighbour lists):
+/// no binding limit, but each must fit one buffer (`max_buffer_size`).
+pub fn chunked_sizes(t: &BatchTotals, precision: Precision, nbr_capacity: u32) -> Vec<(&'static str, u64)> {
+    let rs = real_size(precision) as u64;
+    vec![
+        ("bond results", 12 * rs * t.nb),
+        ("bond reference attitudes", 8 * rs * t.nb),
+        ("incidence entries", 8 * t.nb),
+        ("neighbour lists", 4 * nbr_capacity as u64 * t.n),
+    ]
 }
 
 /// Every buffer the state of a batch allocates, with its size as allocated (padded as
@@ -214,9 +220,6 @@ pub fn planned_sizes(t: &BatchTotals, precision: Precision, nbr_capacity: u32) -
         let l = lens.last().copied().unwrap_or(1).div_ceil(block);
         lens.push(l);
     }
-    // The grid stage's indirect arguments and their full sizes.
-    let grid = super::state::grid_args_bytes(lens.len()) as u64;
-    v.extend([grid, grid]);
     v.extend(lens.iter().skip(1).map(|&len| 4 * len));
     v.push(16);
     v.extend(lens.iter().map(|_| 16));
@@ -246,7 +249,8 @@ pub fn split_batches(
     let (max_binding, budget) = limits;
     let cap = super::engine::INITIAL_NBR_CAPACITY;
     let fits = |t: &BatchTotals| {
-        binding_sizes(t, precision, cap).iter().all(|&(_, s)| s <= max_binding)
+        // A study's batches stay within one binding per array (no chunks needed for them).
+        binding_sizes(t, precision).iter().chain(&chunked_sizes(t, precision, cap)).all(|&(_, s)| s <= max_binding)
             && budget.is_none_or(|b| planned_sizes(t, precision, cap).iter().sum::<u64>() <= b)
     };
     let mut out = Vec::new();

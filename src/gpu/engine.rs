@@ -37,7 +37,7 @@
 //! Only the origin-dependent diagnostics see it: the host adds it back in snapshots, in `L`
 //! (`o × P`) and in the gravity energy (`−M g·o`).
 
-use super::batch::{BatchLayout, BatchTotals, binding_sizes};
+use super::batch::{BatchLayout, BatchTotals, binding_sizes, chunked_sizes};
 use super::cache::{self, CacheKey, Lease};
 use super::context::{AdapterChoice, GpuContext};
 use super::error::GpuError;
@@ -143,8 +143,6 @@ pub struct GpuEngine {
     dt: f64,
     precision: Precision,
     reps: Vec<Replica>,
-    /// Binding-size limit the neighbour lists must respect when they grow.
-    max_binding: u64,
     /// Neighbour-list layouts set since the engine was built (`plan_nbr_offsets`).
     nbr_layouts: u64,
     /// Longest neighbour list an overflowing rebuild found, and whether the lists could not be
@@ -218,23 +216,29 @@ impl GpuEngine {
         let have = ctx.limits.max_storage_buffer_binding_size.min(ctx.limits.max_buffer_size);
         let have = options.max_binding_size.map_or(have, |m| m.min(have));
         let nbr_capacity = options.nbr_capacity.unwrap_or(INITIAL_NBR_CAPACITY).max(1);
-        let sizes = binding_sizes(&BatchTotals::of(models), precision, nbr_capacity);
-        if sizes.iter().any(|&(_, need)| need > have) {
-            // How many particles fit is set by the tightest buffer, not the first that fails.
-            let fits = |need: u64| (n as u128 * have as u128 / need as u128) as u64;
-            let (what, need) = sizes
-                .iter()
-                .copied()
-                .filter(|&(_, need)| need > 0)
-                .min_by_key(|&(_, need)| fits(need))
-                .unwrap_or(("particle arrays", 0));
-            return Err(GpuError::TooLarge {
-                adapter: ctx.adapter_name.clone(),
-                what,
-                need,
-                have,
-                max_particles: fits(need.max(1)),
-            });
+        let totals = BatchTotals::of(models);
+        // Arrays bound whole must fit a binding; those bound in parts (`gpu::chunks`), a buffer.
+        for (sizes, have) in [
+            (binding_sizes(&totals, precision), have),
+            (chunked_sizes(&totals, precision, nbr_capacity), ctx.limits.max_buffer_size),
+        ] {
+            if sizes.iter().any(|&(_, need)| need > have) {
+                // How many particles fit is set by the tightest buffer, not the first that fails.
+                let fits = |need: u64| (n as u128 * have as u128 / need as u128) as u64;
+                let (what, need) = sizes
+                    .iter()
+                    .copied()
+                    .filter(|&(_, need)| need > 0)
+                    .min_by_key(|&(_, need)| fits(need))
+                    .unwrap_or(("particle arrays", 0));
+                return Err(GpuError::TooLarge {
+                    adapter: ctx.adapter_name.clone(),
+                    what,
+                    need,
+                    have,
+                    max_particles: fits(need.max(1)),
+                });
+            }
         }
         let reps: Vec<Replica> = models
             .iter()
@@ -286,6 +290,7 @@ impl GpuEngine {
             &walls,
             nbr_capacity,
             options.memory_budget,
+            have,
         )?;
         let mut e = GpuEngine {
             ctx,
@@ -295,7 +300,6 @@ impl GpuEngine {
             dt,
             precision,
             reps,
-            max_binding: have,
             stage_queries: None,
             nbr_layouts: 0,
             longest_list: 0,
@@ -441,6 +445,12 @@ impl GpuEngine {
         self.state.nbr_max_capacity
     }
 
+    /// Chunks of the kernels dispatched in parts (`gpu::chunks`): particle ranges, bond ranges
+    /// and reduction-workgroup ranges (1, 1, 1 when every array fits one binding).
+    pub fn chunk_counts(&self) -> (usize, usize, usize) {
+        self.state.chunk_counts()
+    }
+
     /// Slots of all neighbour lists together.
     pub fn neighbour_entries(&self) -> u64 {
         self.state.nbr_entries
@@ -493,6 +503,13 @@ impl GpuEngine {
         let (status, rec) = self.state.read_status(&self.ctx.device)?;
         // Breaks first: a failing replica keeps those it made (the kernels freeze after a
         // failure), and `rollback` drops the ones after the step it returns to, as on the CPU.
+        if status[STATUS_BREAKS] as u64 > self.state.break_capacity {
+            return Err(EngineError::Unsupported(format!(
+                "{} bonds broke in one batch of {steps} steps, more than the {} break records one storage binding \
+                 holds on this adapter; advance in shorter batches",
+                status[STATUS_BREAKS], self.state.break_capacity
+            )));
+        }
         if status[STATUS_BREAKS] != 0 {
             self.collect_breaks(steps, status[STATUS_BREAKS])?;
         }
@@ -536,7 +553,7 @@ impl GpuEngine {
             // a few long lists no longer cost every particle their length.
             let counts = self.state.read_nbr_counts(&self.ctx.device, &self.ctx.queue)?;
             let planned = plan_nbr_offsets(&counts, &self.state.nbr_offsets)
-                .filter(|o| 4 * *o.last().unwrap_or(&0) as u64 <= self.max_binding);
+                .filter(|o| 4 * *o.last().unwrap_or(&0) as u64 <= self.ctx.limits.max_buffer_size);
             if let Some(offsets) = planned
                 && self.state.set_nbr_offsets(&self.ctx.device, &self.ctx.queue, &self.pipe, offsets)?
             {

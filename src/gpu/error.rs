@@ -34,6 +34,14 @@ pub enum GpuError {
          particles (with this many bonds per particle) fit"
     )]
     TooLarge { adapter: String, what: &'static str, need: u64, have: u64, max_particles: u64 },
+    /// The arrays bound in parts (`gpu::chunks`) cannot be split so that particle `particle`'s
+    /// own part fits one binding.
+    #[error(
+        "particle {particle}'s bonds span, or its neighbour list holds, more than one storage binding of {max_binding} \
+         bytes allows (its bonds join particles far apart in index order, or the binding limit is tiny); number the \
+         particles so that bonded ones are close in index, or use an adapter with larger bindings"
+    )]
+    ChunkTooLarge { particle: usize, max_binding: u64 },
     /// Device memory ran out (or the engine's `memory_budget` would be exceeded) while the state
     /// was being allocated.
     #[error(

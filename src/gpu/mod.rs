@@ -19,6 +19,7 @@
 
 pub mod batch;
 pub mod cache;
+pub mod chunks;
 pub mod context;
 pub mod engine;
 pub mod error;

@@ -5,6 +5,7 @@
 //! command encoder. Nothing here waits on the GPU except the `read_*` functions.
 
 use super::batch::BatchLayout;
+use super::chunks::ChunkPlan;
 use super::context::{BufferFailure, create_buffer};
 use super::error::GpuError;
 use super::frame::Frame;
@@ -60,6 +61,20 @@ struct ReduceLevel {
     groups: Vec<wgpu::BindGroup>,
 }
 
+/// The first reduction level (`reduce_state`), dispatched in chunks (`chunk_bind`).
+struct ReduceFirst {
+    n_groups: u32,
+    red_len: wgpu::Buffer,
+}
+
+/// What the host keeps to plan chunks again (`DemState::replan`): 12 bytes per particle.
+struct ChunkHost {
+    inc_offsets: Vec<u32>,
+    bond_lo: Vec<u32>,
+    bond_hi: Vec<u32>,
+    reduce_bonds: Vec<std::ops::Range<u64>>,
+}
+
 /// Buffers and bind groups of a batch of replicas on one device.
 pub struct DemState {
     pub precision: Precision,
@@ -87,7 +102,19 @@ pub struct DemState {
     buffers: HashMap<&'static str, wgpu::Buffer>,
     bind: HashMap<&'static str, Vec<wgpu::BindGroup>>,
     scan: Vec<ScanLevel>,
-    reduce_first: ReduceLevel,
+    reduce_first: ReduceFirst,
+    /// Lengths of the scan levels.
+    scan_lens: Vec<u32>,
+    /// The grid stage's indirect arguments: full sizes and this step's (`grid_args_set`).
+    grid_args: Option<(wgpu::Buffer, wgpu::Buffer)>,
+    chunk_host: ChunkHost,
+    /// Most bytes one storage binding may hold.
+    max_binding: u64,
+    /// The chunks of the chunked kernels and their bind groups, chunk by chunk.
+    chunks: ChunkPlan,
+    chunk_bind: HashMap<&'static str, Vec<Vec<wgpu::BindGroup>>>,
+    /// Break records one batch can hold (every bond, or what one binding holds).
+    pub break_capacity: u64,
     reduce: Vec<ReduceLevel>,
     /// Buffer holding the final diagnostics record.
     reduce_result: &'static str,
@@ -98,23 +125,18 @@ pub struct DemState {
 }
 
 /// Kernels bound to the main state buffers (the scan and reduction levels bind their own).
-const MAIN_KERNELS: [&str; 10] = [
-    "integrate_check",
-    "integrate",
-    "grid_args_set",
-    "grid_clear",
-    "grid_count",
-    "grid_scatter",
-    "grid_order",
-    "nbr_build",
-    "bonds",
-    "particle",
-];
+const MAIN_KERNELS: [&str; 6] =
+    ["integrate_check", "integrate", "grid_clear", "grid_count", "grid_scatter", "grid_order"];
+
+/// Kernels dispatched in chunks (`gpu::chunks`), each chunk with bind groups of its own.
+const CHUNKED_KERNELS: [&str; 4] = ["particle", "nbr_build", "bonds", "reduce_state"];
 
 /// Which bind groups a dispatch of the grid stage uses.
 #[derive(Clone, Copy, Debug)]
 enum GridBind {
     Main,
+    /// `nbr_build` of particle chunk c.
+    Nbr(usize),
     /// `scan_blocks` of scan level l.
     ScanBlocks(usize),
     /// `scan_add` of scan level l.
@@ -134,7 +156,7 @@ struct GridDispatch {
 
 /// The grid stage for `n` particles, a table of `buckets` buckets and scan levels of lengths
 /// `scan_lens` (the one description of its dispatches, used to plan and to record them).
-fn grid_dispatches(n: u32, buckets: u32, scan_lens: &[u32]) -> Vec<GridDispatch> {
+fn grid_dispatches(n: u32, buckets: u32, scan_lens: &[u32], chunks: &[super::chunks::Chunk]) -> Vec<GridDispatch> {
     let d = |kernel, bind, items, per_group| GridDispatch { kernel, bind, items, per_group };
     let mut v = vec![d("grid_clear", GridBind::Main, buckets + 1, WG), d("grid_count", GridBind::Main, n, WG)];
     for (l, &len) in scan_lens.iter().enumerate() {
@@ -144,22 +166,22 @@ fn grid_dispatches(n: u32, buckets: u32, scan_lens: &[u32]) -> Vec<GridDispatch>
     for (l, &len) in scan_lens.iter().enumerate().rev().skip(1) {
         v.push(d("scan_add", GridBind::ScanAdd(l), len, SCAN_WG));
     }
-    for k in ["grid_scatter", "grid_order", "nbr_build"] {
+    for k in ["grid_scatter", "grid_order"] {
         v.push(d(k, GridBind::Main, n, WG));
     }
+    for (c, ch) in chunks.iter().enumerate() {
+        v.push(d("nbr_build", GridBind::Nbr(c), ch.gpu.p_end - ch.gpu.p_first, WG));
+    }
     v
-}
-
-/// Bytes of the indirect arguments of the grid stage for scan levels `levels` deep (three u32
-/// per dispatch), for the memory plan.
-pub fn grid_args_bytes(levels: usize) -> usize {
-    12 * (2 * levels + 4)
 }
 
 /// Per-buffer size needs of one model alone, checked against the adapter's limits before
 /// anything is allocated (`batch::binding_sizes` for a batch).
 pub fn buffer_sizes(model: &Model, precision: Precision, nbr_capacity: u32) -> Vec<(&'static str, u64)> {
-    super::batch::binding_sizes(&super::batch::BatchTotals::of(&[model]), precision, nbr_capacity)
+    let t = super::batch::BatchTotals::of(&[model]);
+    let mut v = super::batch::binding_sizes(&t, precision);
+    v.extend(super::batch::chunked_sizes(&t, precision, nbr_capacity));
+    v
 }
 
 /// Buffers of the state, listed with their sizes and contents before any is allocated, so that
@@ -301,6 +323,7 @@ impl DemState {
         walls_bytes: &[u8],
         nbr_capacity: u32,
         memory_budget: Option<u64>,
+        max_binding: u64,
     ) -> Result<DemState, GpuError> {
         let precision = pipe.precision;
         let rs = real_size(precision);
@@ -404,6 +427,8 @@ impl DemState {
         data(&mut plan, "bond_scale", r(&scales), storage);
         data(&mut plan, "red_table", u(&table), storage);
         let nr = if any_rupture { nb } else { 0 };
+        // Break records: one per bond, or what one binding holds (32 bytes a record in f64).
+        let nr_records = (nr as u64).min(max_binding / (4 * rs as u64).max(16)) as usize;
         let v4_bytes = 4 * rs * n;
         for (name, len) in [
             ("force", v4_bytes),
@@ -428,8 +453,8 @@ impl DemState {
             (CELL.1, if super::frame::uses_blocks(precision) { CELL_BYTES * n } else { 0 }),
             ("bond_broken", 4 * nr),
             ("bond_broken_backup", 4 * nr),
-            ("break_at", 4 * rs * nr),
-            ("break_id", 16 * nr),
+            ("break_at", 4 * rs * nr_records),
+            ("break_id", 16 * nr_records),
         ] {
             main.push((name, plan.add(name, len, None, storage)));
         }
@@ -442,18 +467,6 @@ impl DemState {
             lens.push(l);
         }
         let scan_lens: Vec<u32> = lens.iter().map(|&l| l as u32).collect();
-        let grid = grid_dispatches(n as u32, buckets as u32, &scan_lens);
-        debug_assert_eq!(12 * grid.len(), grid_args_bytes(lens.len()));
-        let full: Vec<u32> = grid
-            .iter()
-            .flat_map(|g| {
-                let (x, y) = pipe.grid(g.items.div_ceil(g.per_group));
-                [x, y, 1]
-            })
-            .collect();
-        main.push(("grid_full", plan.add("grid_full", 4 * full.len(), Some(u(&full)), storage)));
-        let indirect = storage | wgpu::BufferUsages::INDIRECT;
-        main.push(("grid_args", plan.add("grid_args", 4 * full.len(), None, indirect)));
         let aux: Vec<usize> = lens.iter().skip(1).map(|&len| plan.add("scan_aux", 4 * len, None, storage)).collect();
         let scan_dummy = plan.add("scan_top_sum", 16, None, storage);
         let scan_len: Vec<usize> = lens
@@ -519,18 +532,13 @@ impl DemState {
         for k in MAIN_KERNELS {
             bind.insert(k, pipe.bind(device, k, &lookup_main)?);
         }
-        let (len0, len0_buf) = &red_lens[0];
-        let reduce_first = ReduceLevel {
-            n_groups: *len0 as u32,
-            groups: pipe.bind(device, "reduce_state", &|name: &str| match name {
-                "red_len" => Some(len0_buf.as_entire_binding()),
-                "red_out" => Some(buffers["red_a"].as_entire_binding()),
-                other => lookup_main(other),
-            })?,
-        };
+        let mut red_lens = red_lens.into_iter();
+        let (len0, len0_buf) = red_lens.next().ok_or_else(|| GpuError::Wgpu("no reduction level".into()))?;
+        let red_lens: Vec<(usize, wgpu::Buffer)> = red_lens.collect();
+        let reduce_first = ReduceFirst { n_groups: len0 as u32, red_len: len0_buf };
         let mut reduce = Vec::new();
         let (mut cur, mut other) = ("red_a", "red_b");
-        for (count, len_buf) in &red_lens[1..] {
+        for (count, len_buf) in &red_lens {
             let groups = pipe.bind(device, "reduce_partials", &|name: &str| match name {
                 "red_len" => Some(len_buf.as_entire_binding()),
                 "red_in" => Some(buffers[cur].as_entire_binding()),
@@ -541,13 +549,38 @@ impl DemState {
             reduce.push(ReduceLevel { n_groups: *count as u32, groups });
             std::mem::swap(&mut cur, &mut other);
         }
-        Ok(DemState {
+        // What the chunk plan needs (`gpu::chunks`): each particle's lowest and highest bond,
+        // and each level-0 reduction workgroup's bonds.
+        let (mut bond_lo, mut bond_hi) = (vec![u32::MAX; n], vec![0u32; n]);
+        for (k, e) in bond_ends.chunks_exact(2).enumerate() {
+            for &i in e {
+                bond_lo[i as usize] = bond_lo[i as usize].min(k as u32);
+                bond_hi[i as usize] = bond_hi[i as usize].max(k as u32);
+            }
+        }
+        let reduce_bonds = table0
+            .iter()
+            .map(|&[r, t0, _, _]| {
+                let (b0, nb_r) = (layout.b_start[r as usize] as u64, layout.n_bonds[r as usize] as u64);
+                let t0 = t0 as u64;
+                (b0 + t0.min(nb_r))..(b0 + (t0 + WG as u64).min(nb_r))
+            })
+            .collect();
+        let break_capacity = nr_records as u64;
+        let mut state = DemState {
             precision,
             n: n as u32,
             n_bonds: nb as u32,
             layout,
             buckets: buckets as u32,
-            grid,
+            scan_lens,
+            grid: Vec::new(),
+            grid_args: None,
+            chunk_host: ChunkHost { inc_offsets, bond_lo, bond_hi, reduce_bonds },
+            max_binding,
+            chunks: ChunkPlan::default(),
+            chunk_bind: HashMap::new(),
+            break_capacity,
             nbr_entries: nbr_capacity as u64 * n as u64,
             nbr_max_capacity: nbr_capacity,
             nbr_offsets: Vec::new(),
@@ -562,7 +595,134 @@ impl DemState {
             reduce_result: cur,
             readback,
             status_bytes,
+        };
+        state.replan(device, queue, pipe)?;
+        Ok(state)
+    }
+
+    /// The chunks for neighbour-list offsets `nbr_offsets` (`gpu::chunks::plan`).
+    fn plan_for(&self, nbr_offsets: &[u32]) -> Result<ChunkPlan, usize> {
+        let h = &self.chunk_host;
+        super::chunks::plan(&super::chunks::ChunkInputs {
+            n: self.n as u64,
+            n_bonds: self.n_bonds as u64,
+            inc_offsets: &h.inc_offsets,
+            bond_lo: &h.bond_lo,
+            bond_hi: &h.bond_hi,
+            nbr_offsets,
+            reduce_bonds: &h.reduce_bonds,
+            bond_bytes: 12 * real_size(self.precision) as u64,
+            max_binding: self.max_binding,
         })
+    }
+
+    /// Particle, bond and reduction chunks.
+    pub fn chunk_counts(&self) -> (usize, usize, usize) {
+        (self.chunks.particles.len(), self.chunks.bonds.len(), self.chunks.reduce.len())
+    }
+
+    /// The neighbour-list offsets in use (n + 1).
+    fn nbr_offsets_in_use(&self) -> Vec<u32> {
+        if self.nbr_offsets.is_empty() {
+            (0..=self.n).map(|i| i * self.nbr_max_capacity).collect()
+        } else {
+            self.nbr_offsets.clone()
+        }
+    }
+
+    /// Plans the chunks of the chunked kernels (after construction and after the neighbour lists
+    /// are laid out anew) and makes their uniforms, bind groups and the grid stage's dispatch
+    /// list and indirect arguments.
+    fn replan(&mut self, device: &wgpu::Device, queue: &wgpu::Queue, pipe: &DemPipeline) -> Result<(), GpuError> {
+        let rs = real_size(self.precision) as u64;
+        let plan = self
+            .plan_for(&self.nbr_offsets_in_use())
+            .map_err(|particle| GpuError::ChunkTooLarge { particle, max_binding: self.max_binding })?;
+        let uniform = wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST;
+        let storage = wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST | wgpu::BufferUsages::COPY_SRC;
+        let mut chunk_bind: HashMap<&'static str, Vec<Vec<wgpu::BindGroup>>> = HashMap::new();
+        // Per-bond arrays by bytes per bond; a placeholder (rupture off) is bound whole.
+        let per_bond = |name: &str| -> Option<u64> {
+            match name {
+                "bond_ends" => Some(8),
+                "bond_ref" => Some(4 * rs),
+                "bond_q0" => Some(8 * rs),
+                "bond_out" => Some(12 * rs),
+                "bond_scale" => Some(rs),
+                "bond_broken" => Some(4),
+                _ => None,
+            }
+        };
+        for (kernel, chunks) in CHUNKED_KERNELS.iter().map(|&k| {
+            (
+                k,
+                match k {
+                    "bonds" => &plan.bonds,
+                    "reduce_state" => &plan.reduce,
+                    _ => &plan.particles,
+                },
+            )
+        }) {
+            let mut groups = Vec::with_capacity(chunks.len());
+            for c in chunks {
+                let u = create_buffer(device, "chunk", 32, uniform)
+                    .map_err(|e| GpuError::Wgpu(format!("creating a chunk uniform: {e:?}")))?;
+                queue.write_buffer(&u, 0, bytemuck::bytes_of(&c.gpu));
+                let window = |name: &str| -> Option<wgpu::BindingResource<'_>> {
+                    let buffer = self.buffers.get(if name == "bucket_count" { "bucket_start" } else { name })?;
+                    let (range, elem) = match (name, per_bond(name)) {
+                        (_, Some(e)) => (&c.bonds, e),
+                        ("inc_entries", _) => (&c.inc, 4),
+                        ("nbr", _) => (&c.nbr, 4),
+                        _ => return Some(buffer.as_entire_binding()),
+                    };
+                    let (offset, size) = (range.start * elem, (range.end - range.start) * elem);
+                    if offset + size > buffer.size() || size == 0 {
+                        // A placeholder, or a chunk with nothing in this window: never read.
+                        return Some(buffer.as_entire_binding());
+                    }
+                    Some(wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                        buffer,
+                        offset,
+                        size: std::num::NonZeroU64::new(size),
+                    }))
+                };
+                let lookup = |name: &str| match name {
+                    "chunk" => Some(u.as_entire_binding()),
+                    "red_len" => Some(self.reduce_first.red_len.as_entire_binding()),
+                    "red_out" => Some(self.buffers["red_a"].as_entire_binding()),
+                    other => window(other),
+                };
+                groups.push(pipe.bind(device, kernel, &lookup)?);
+            }
+            chunk_bind.insert(kernel, groups);
+        }
+        let grid = grid_dispatches(self.n, self.buckets, &self.scan_lens, &plan.particles);
+        let full: Vec<u32> = grid
+            .iter()
+            .flat_map(|g| {
+                let (x, y) = pipe.grid(g.items.div_ceil(g.per_group));
+                [x, y, 1]
+            })
+            .collect();
+        let bytes = 4 * full.len() as u64;
+        let make = |name: &str, usage| {
+            create_buffer(device, name, bytes, usage).map_err(|e| GpuError::Wgpu(format!("creating `{name}`: {e:?}")))
+        };
+        let grid_full = make("grid_full", storage)?;
+        let grid_args = make("grid_args", storage | wgpu::BufferUsages::INDIRECT)?;
+        queue.write_buffer(&grid_full, 0, bytemuck::cast_slice(&full));
+        let set = pipe.bind(device, "grid_args_set", &|name: &str| match name {
+            "grid_full" => Some(grid_full.as_entire_binding()),
+            "grid_args" => Some(grid_args.as_entire_binding()),
+            other => self.buffers.get(other).map(|b| b.as_entire_binding()),
+        })?;
+        self.bind.insert("grid_args_set", set);
+        self.grid = grid;
+        self.grid_args = Some((grid_full, grid_args));
+        self.chunks = plan;
+        self.chunk_bind = chunk_bind;
+        Ok(())
     }
 
     pub fn buffer(&self, name: &str) -> &wgpu::Buffer {
@@ -586,6 +746,9 @@ impl DemState {
     ) -> Result<bool, GpuError> {
         debug_assert_eq!(offsets.len(), self.n as usize + 1);
         let entries = offsets.last().copied().unwrap_or(0) as u64;
+        if self.plan_for(&offsets).is_err() {
+            return Ok(false); // some list alone would exceed a binding
+        }
         let old = self.buffers["nbr"].size();
         let bytes = (4 * entries).max(MIN_BUFFER as u64).next_multiple_of(wgpu::COPY_BUFFER_ALIGNMENT);
         if self.memory_budget.is_some_and(|b| self.bytes - old + bytes > b) {
@@ -605,16 +768,7 @@ impl DemState {
         self.nbr_entries = entries;
         self.nbr_max_capacity = offsets.windows(2).map(|w| w[1] - w[0]).max().unwrap_or(0);
         self.nbr_offsets = offsets;
-        let buffers = &self.buffers;
-        let lookup = |name: &str| {
-            let key = if name == "bucket_count" { "bucket_start" } else { name };
-            buffers.get(key).map(|b| b.as_entire_binding())
-        };
-        let mut bind = HashMap::new();
-        for k in MAIN_KERNELS {
-            bind.insert(k, pipe.bind(device, k, &lookup)?);
-        }
-        self.bind = bind;
+        self.replan(device, queue, pipe)?;
         Ok(true)
     }
 
@@ -688,20 +842,30 @@ impl DemState {
                 // dispatch from them.
                 let args = self.grid.len() as u32 * 3;
                 pipe.dispatch(pass, "grid_args_set", &self.bind["grid_args_set"], args, WG);
+                let Some((_, grid_args)) = &self.grid_args else { return };
                 for (k, g) in self.grid.iter().enumerate() {
                     let groups = match g.bind {
                         GridBind::Main => &self.bind[g.kernel],
+                        GridBind::Nbr(c) => &self.chunk_bind["nbr_build"][c],
                         GridBind::ScanBlocks(l) => &self.scan[l].blocks,
                         GridBind::ScanAdd(l) => match &self.scan[l].add {
                             Some(add) => add,
                             None => continue,
                         },
                     };
-                    pipe.dispatch_indirect(pass, g.kernel, groups, &self.buffers["grid_args"], 12 * k as u64);
+                    pipe.dispatch_indirect(pass, g.kernel, groups, grid_args, 12 * k as u64);
                 }
             }
-            Stage::Bonds => pipe.dispatch(pass, "bonds", &self.bind["bonds"], self.n_bonds, WG),
-            Stage::Particle => pipe.dispatch(pass, "particle", &self.bind["particle"], n, WG),
+            Stage::Bonds => {
+                for (c, groups) in self.chunks.bonds.iter().zip(&self.chunk_bind["bonds"]) {
+                    pipe.dispatch(pass, "bonds", groups, c.gpu.b_end - c.gpu.b_first, WG);
+                }
+            }
+            Stage::Particle => {
+                for (c, groups) in self.chunks.particles.iter().zip(&self.chunk_bind["particle"]) {
+                    pipe.dispatch(pass, "particle", groups, c.gpu.p_end - c.gpu.p_first, WG);
+                }
+            }
         }
     }
 
@@ -756,8 +920,10 @@ impl DemState {
         {
             let mut pass = encoder
                 .begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some("reduce"), timestamp_writes: None });
-            let first = &self.reduce_first;
-            pipe.dispatch(&mut pass, "reduce_state", &first.groups, first.n_groups * WG, WG);
+            debug_assert_eq!(self.chunks.reduce.iter().map(|c| c.groups).sum::<u32>(), self.reduce_first.n_groups);
+            for (c, groups) in self.chunks.reduce.iter().zip(&self.chunk_bind["reduce_state"]) {
+                pipe.dispatch(&mut pass, "reduce_state", groups, c.groups * WG, WG);
+            }
             for level in &self.reduce {
                 pipe.dispatch(&mut pass, "reduce_partials", &level.groups, level.n_groups * WG, WG);
             }

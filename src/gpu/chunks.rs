@@ -1,0 +1,265 @@
+//! Arrays larger than one storage binding: the per-bond arrays, the incidence entries and the
+//! neighbour lists are bound as windows (offset + size) of their buffers, and the kernels that
+//! index them run as several dispatches ("chunks"), each over a range of particles, bonds or
+//! reduction workgroups whose windows fit the binding limit. This module plans the chunks on
+//! the host; a kernel reads element x of a whole array as element x − `*_win` of its window
+//! (`ChunkGpu`, shaders/bindings.wgsl). With everything within one binding there is one chunk
+//! of each kind with windows at 0, so the arithmetic is the unsplit one and results are bit
+//! for bit the same either way (tested). Per-particle arrays stay single bindings: at 16 B
+//! (f32) or 32 B (f64) per particle, a 4 GiB binding holds 2.7·10⁸ or 1.3·10⁸ particles.
+
+use std::ops::Range;
+
+/// Window starts are multiples of this many elements, so that their byte offsets are multiples
+/// of 256 (wgpu's `min_storage_buffer_offset_alignment` is at most 256) for every element size
+/// here (a multiple of 4 bytes).
+pub const ALIGN: u64 = 64;
+
+/// Mirrors WGSL `ChunkGpu` (shaders/bindings.wgsl), one uniform per chunk.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, bytemuck::Pod, bytemuck::Zeroable)]
+pub struct ChunkGpu {
+    /// Particles `p_first .. p_end` (particle kernel, `nbr_build`).
+    pub p_first: u32,
+    pub p_end: u32,
+    /// Bonds `b_first .. b_end` (bond kernel).
+    pub b_first: u32,
+    pub b_end: u32,
+    /// First bond of the per-bond windows.
+    pub bond_win: u32,
+    /// First entry of the incidence window.
+    pub inc_win: u32,
+    /// First slot of the neighbour-list window.
+    pub nbr_win: u32,
+    /// First level-0 workgroup of `reduce_state`.
+    pub group_base: u32,
+}
+
+/// One chunk: its uniform, the element ranges of its windows, and (reduction chunks) how many
+/// workgroups it dispatches.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Chunk {
+    pub gpu: ChunkGpu,
+    /// Window of the per-bond arrays, in bonds.
+    pub bonds: Range<u64>,
+    /// Window of the incidence entries.
+    pub inc: Range<u64>,
+    /// Window of the neighbour-list slots.
+    pub nbr: Range<u64>,
+    /// Workgroups of a reduction chunk.
+    pub groups: u32,
+}
+
+/// The chunks of a state: particle ranges (particle kernel and `nbr_build`), bond ranges (bond
+/// kernel) and reduction-workgroup ranges (`reduce_state`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ChunkPlan {
+    pub particles: Vec<Chunk>,
+    pub bonds: Vec<Chunk>,
+    pub reduce: Vec<Chunk>,
+}
+
+/// What a plan needs to know of the state.
+pub struct ChunkInputs<'a> {
+    pub n: u64,
+    pub n_bonds: u64,
+    /// Incidence offsets (n + 1) and, per particle, the lowest and highest bond it is an end of
+    /// (`u32::MAX`, 0 for none).
+    pub inc_offsets: &'a [u32],
+    pub bond_lo: &'a [u32],
+    pub bond_hi: &'a [u32],
+    /// Neighbour-list offsets (n + 1).
+    pub nbr_offsets: &'a [u32],
+    /// Bond range of each level-0 reduction workgroup (empty ranges for none).
+    pub reduce_bonds: &'a [Range<u64>],
+    /// Bytes per bond of the widest per-bond array (the results, 12 reals).
+    pub bond_bytes: u64,
+    /// Most bytes one binding may hold.
+    pub max_binding: u64,
+}
+
+fn align_down(x: u64) -> u64 {
+    x / ALIGN * ALIGN
+}
+
+/// A window [align_down(lo), hi) of `elem`-byte elements fits the binding.
+fn fits(lo: u64, hi: u64, elem: u64, max_binding: u64) -> bool {
+    hi <= lo || (hi - align_down(lo)) * elem <= max_binding
+}
+
+/// Plans the chunks, greedily (each as long as its windows fit). Fails with the particle whose
+/// own windows do not fit one binding (its bonds span too many others, or its list is longer
+/// than a binding holds).
+pub fn plan(c: &ChunkInputs<'_>) -> Result<ChunkPlan, usize> {
+    let max = c.max_binding;
+    let mut plan = ChunkPlan::default();
+    // Particles.
+    let n = c.n as usize;
+    let mut p0 = 0usize;
+    while p0 < n || (n == 0 && plan.particles.is_empty()) {
+        let (mut lo, mut hi) = (u64::MAX, 0u64);
+        let mut p = p0;
+        while p < n {
+            let (l, h) = if c.bond_lo[p] <= c.bond_hi[p] {
+                (lo.min(c.bond_lo[p] as u64), hi.max(c.bond_hi[p] as u64 + 1))
+            } else {
+                (lo, hi)
+            };
+            let ok = fits(l, h, c.bond_bytes, max)
+                && fits(c.inc_offsets[p0] as u64, c.inc_offsets[p + 1] as u64, 4, max)
+                && fits(c.nbr_offsets[p0] as u64, c.nbr_offsets[p + 1] as u64, 4, max);
+            if !ok {
+                break;
+            }
+            (lo, hi) = (l, h);
+            p += 1;
+        }
+        if p == p0 && n > 0 {
+            return Err(p0);
+        }
+        let bonds = if hi > lo { align_down(lo)..hi } else { 0..0 };
+        let inc = align_down(c.inc_offsets[p0] as u64)..c.inc_offsets[p] as u64;
+        let nbr = align_down(c.nbr_offsets[p0] as u64)..c.nbr_offsets[p] as u64;
+        let gpu = ChunkGpu {
+            p_first: p0 as u32,
+            p_end: p as u32,
+            bond_win: bonds.start as u32,
+            inc_win: inc.start as u32,
+            nbr_win: nbr.start as u32,
+            ..Default::default()
+        };
+        plan.particles.push(Chunk { gpu, bonds, inc, nbr, groups: 0 });
+        p0 = p;
+        if n == 0 {
+            break;
+        }
+    }
+    // Bonds: as many as fit, in multiples of ALIGN so that each window starts where its chunk does.
+    let per = (max / c.bond_bytes.max(1)).max(1);
+    let per = if per >= ALIGN { align_down(per) } else { per };
+    let mut b0 = 0u64;
+    loop {
+        let b1 = (b0 + per).min(c.n_bonds);
+        let start = align_down(b0);
+        if !fits(b0, b1, c.bond_bytes, max) {
+            return Err(0);
+        }
+        let gpu = ChunkGpu { b_first: b0 as u32, b_end: b1 as u32, bond_win: start as u32, ..Default::default() };
+        plan.bonds.push(Chunk { gpu, bonds: start..b1, inc: 0..0, nbr: 0..0, groups: 0 });
+        b0 = b1;
+        if b0 >= c.n_bonds {
+            break;
+        }
+    }
+    // Reduction workgroups: consecutive ones whose bonds fit one window.
+    let groups = c.reduce_bonds;
+    let mut g0 = 0usize;
+    while g0 < groups.len() {
+        let (mut lo, mut hi) = (u64::MAX, 0u64);
+        let mut g = g0;
+        while g < groups.len() {
+            let r = &groups[g];
+            let (l, h) = if r.end > r.start { (lo.min(r.start), hi.max(r.end)) } else { (lo, hi) };
+            if !fits(l, h, c.bond_bytes, max) {
+                break;
+            }
+            (lo, hi) = (l, h);
+            g += 1;
+        }
+        if g == g0 {
+            return Err(0);
+        }
+        let bonds = if hi > lo { align_down(lo)..hi } else { 0..0 };
+        let gpu = ChunkGpu { bond_win: bonds.start as u32, group_base: g0 as u32, ..Default::default() };
+        plan.reduce.push(Chunk { gpu, bonds, inc: 0..0, nbr: 0..0, groups: (g - g0) as u32 });
+        g0 = g;
+    }
+    Ok(plan)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A chain: particle i bonded to i + 1 (bond i), incidence in bond order.
+    fn chain(n: usize, cap: u32, max_binding: u64) -> Result<ChunkPlan, usize> {
+        let nb = n - 1;
+        let mut inc_offsets = vec![0u32];
+        let (mut lo, mut hi) = (vec![u32::MAX; n], vec![0u32; n]);
+        for i in 0..n {
+            let mut k = 0;
+            if i > 0 {
+                k += 1;
+                lo[i] = lo[i].min(i as u32 - 1);
+                hi[i] = hi[i].max(i as u32 - 1);
+            }
+            if i < nb {
+                k += 1;
+                lo[i] = lo[i].min(i as u32);
+                hi[i] = hi[i].max(i as u32);
+            }
+            inc_offsets.push(inc_offsets[i] + k);
+        }
+        let nbr: Vec<u32> = (0..=n as u32).map(|i| i * cap).collect();
+        let groups: Vec<Range<u64>> =
+            (0..nb.div_ceil(64)).map(|g| 64 * g as u64..(64 * g as u64 + 64).min(nb as u64)).collect();
+        plan(&ChunkInputs {
+            n: n as u64,
+            n_bonds: nb as u64,
+            inc_offsets: &inc_offsets,
+            bond_lo: &lo,
+            bond_hi: &hi,
+            nbr_offsets: &nbr,
+            reduce_bonds: &groups,
+            bond_bytes: 48,
+            max_binding,
+        })
+    }
+
+    #[test]
+    fn one_chunk_of_each_kind_when_everything_fits() {
+        let p = chain(1000, 16, 1 << 30).unwrap();
+        assert_eq!((p.particles.len(), p.bonds.len(), p.reduce.len()), (1, 1, 1));
+        let c = &p.particles[0];
+        assert_eq!((c.gpu.p_first, c.gpu.p_end, c.gpu.bond_win, c.gpu.inc_win, c.gpu.nbr_win), (0, 1000, 0, 0, 0));
+        assert_eq!((p.bonds[0].gpu.b_first, p.bonds[0].gpu.b_end), (0, 999));
+        assert_eq!(p.reduce[0].groups, 16);
+    }
+
+    #[test]
+    fn chunks_cover_everything_once_with_aligned_windows_that_fit() {
+        let max = 8 << 10;
+        let p = chain(5000, 16, max).unwrap();
+        assert!(p.particles.len() >= 8 && p.bonds.len() >= 20 && p.reduce.len() >= 20, "{:?}", p.particles.len());
+        // Particles: consecutive, covering 0..n; windows aligned and within the binding.
+        let mut at = 0;
+        for c in &p.particles {
+            assert_eq!(c.gpu.p_first, at);
+            at = c.gpu.p_end;
+            for (w, elem) in [(&c.bonds, 48), (&c.inc, 4), (&c.nbr, 4)] {
+                assert_eq!(w.start % ALIGN, 0);
+                assert!((w.end - w.start) * elem <= max, "{w:?}");
+            }
+            // Every incident bond of the chunk's particles lies in its window.
+            assert!(
+                c.bonds.start <= (c.gpu.p_first as u64).saturating_sub(1)
+                    && c.bonds.end >= (c.gpu.p_end as u64).min(4999)
+            );
+        }
+        assert_eq!(at, 5000);
+        let mut b = 0;
+        for c in &p.bonds {
+            assert_eq!((c.gpu.b_first, c.gpu.bond_win), (b, b));
+            assert!((c.bonds.end - c.bonds.start) * 48 <= max);
+            b = c.gpu.b_end;
+        }
+        assert_eq!(b, 4999);
+        assert_eq!(p.reduce.iter().map(|c| c.groups).sum::<u32>(), 4999u32.div_ceil(64));
+    }
+
+    #[test]
+    fn a_particle_whose_own_windows_do_not_fit_is_named() {
+        // Lists of 100 slots (400 bytes) in a 256-byte binding.
+        assert_eq!(chain(10, 100, 256), Err(0));
+    }
+}
