@@ -133,7 +133,19 @@ struct ChunkGpu {
     nbr_win: u32,
     /// First level-0 workgroup of reduce_state.
     group_base: u32,
+    /// Entries fill_first .. fill_end of halo_fill (bond chunks).
+    fill_first: u32,
+    fill_end: u32,
+    _pad0: u32,
+    _pad1: u32,
 }
+/// The halo (src/gpu/chunks.rs): copies of the results of bonds below a particle chunk's window
+/// of bond_out; particle i's far bonds, in its incidence order, are halo[halo_off[i] ..]. Entry
+/// s copies bond halo_src[s]; halo_fill lists the entries in bond order, for `halo_fill`.
+@group(2) @binding(25) var<storage, read_write> halo: array<BondOutGpu>;
+@group(2) @binding(26) var<storage, read_write> halo_off: array<u32>;
+@group(2) @binding(27) var<storage, read_write> halo_src: array<u32>;
+@group(2) @binding(28) var<storage, read_write> halo_fill: array<u32>;
 @group(3) @binding(4) var<uniform> chunk: ChunkGpu;
 
 fn current_step() -> u32 {

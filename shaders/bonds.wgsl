@@ -60,3 +60,17 @@ fn bonds(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: ve
         vec4<real>(sh.m_j - bend.moment, sh.energy),
     );
 }
+
+/// Copies the results of this bond chunk's bonds that particle chunks read from the halo
+/// (entries fill_first .. fill_end of halo_fill; see src/gpu/chunks.rs). Each halo entry is
+/// written by one thread, and holds exactly what bond_out holds.
+@compute @workgroup_size(WG)
+fn halo_copy(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+             @builtin(local_invocation_index) lid: u32) {
+    let t = chunk.fill_first + linear_id(wid, nwg, lid, WG);
+    if t >= chunk.fill_end {
+        return;
+    }
+    let s = halo_fill[t];
+    halo[s] = bond_out[halo_src[s] - chunk.bond_win];
+}

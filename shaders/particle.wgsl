@@ -61,9 +61,17 @@ fn particle(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg:
     let edge = reps[r].cell_edge;
     var fi = vec3<real>(0.0);
     var mi = vec3<real>(0.0);
+    // Bonds below this chunk's window of bond_out come from the halo, in incidence order.
+    var far = halo_off[i];
     for (var p = inc_offsets[i]; p < inc_offsets[i + 1u]; p++) {
         let e = inc_entries[p - chunk.inc_win];
-        let o = bond_out[(e >> 1u) - chunk.bond_win];
+        var o: BondOutGpu;
+        if (e >> 1u) < chunk.bond_win {
+            o = halo[far];
+            far++;
+        } else {
+            o = bond_out[(e >> 1u) - chunk.bond_win];
+        }
         if (e & 1u) == 0u {
             fi = fi + o.f_i.xyz;
             mi = mi + o.m_i.xyz;

@@ -103,6 +103,12 @@ fn every_struct_field_has_the_offset_of_its_rust_mirror() {
         assert_eq!(struct_offsets(&c.module, "SimParams").unwrap(), sim, "{p:?}: SimParams");
         assert_eq!(struct_offsets(&c.module, "ReplicaGpu").unwrap(), rep, "{p:?}: ReplicaGpu");
         assert_eq!(struct_offsets(&c.module, "WallGpu").unwrap(), wall, "{p:?}: WallGpu");
+        use rrpdem::gpu::chunks::ChunkGpu;
+        let chunk = rust_offsets!(ChunkGpu, u32;
+            p_first, p_end, b_first, b_end, bond_win, inc_win, nbr_win, group_base, fill_first, fill_end;
+            _pad: 2, u32);
+        assert_eq!(struct_offsets(&c.module, "ChunkGpu").unwrap(), chunk, "{p:?}: ChunkGpu");
+        assert_eq!(struct_size(&c.module, "ChunkGpu"), Some(size_of::<ChunkGpu>() as u32));
         // BondOutGpu has no Rust struct: the host reads nothing of it but sizes it as three
         // vec4 of reals (f_i, m_i, m_j) per bond.
         let v4 = 4 * rrpdem::gpu::state::real_size(p) as u32;

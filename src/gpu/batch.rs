@@ -203,6 +203,7 @@ pub fn planned_sizes(t: &BatchTotals, precision: Precision, nbr_capacity: u32) -
         4 * (n + 1),
         8 * nb,      // incidence
         4 * (n + 1), // neighbour list offsets
+        4 * (n + 1), // halo offsets
         4 * (buckets + 1),
         status,
         v4,                                  // x_ref

@@ -7,6 +7,14 @@
 //! of each kind with windows at 0, so the arithmetic is the unsplit one and results are bit
 //! for bit the same either way (tested). Per-particle arrays stay single bindings: at 16 B
 //! (f32) or 32 B (f64) per particle, a 4 GiB binding holds 2.7·10⁸ or 1.3·10⁸ particles.
+//!
+//! The **halo**: a particle chunk's window of bond results ends at its highest incident bond
+//! and reaches back as far as a binding allows; an incident bond below it (a partner far away
+//! in index order, as across the faces of a Morton order) is read from the halo instead, a
+//! copy of those results made after the bond kernel (`halo_fill`, dispatched per bond chunk):
+//! particle i's far bonds, in its incidence order, are halo entries `halo_off[i] ..`. The
+//! values are copies, so results do not change. The halo must fit one binding: far bonds are
+//! the surface of the chunks, not their volume.
 
 use std::ops::Range;
 
@@ -33,6 +41,10 @@ pub struct ChunkGpu {
     pub nbr_win: u32,
     /// First level-0 workgroup of `reduce_state`.
     pub group_base: u32,
+    /// Entries `fill_first .. fill_end` of `halo_fill` (bond chunks).
+    pub fill_first: u32,
+    pub fill_end: u32,
+    pub _pad: [u32; 2],
 }
 
 /// One chunk: its uniform, the element ranges of its windows, and (reduction chunks) how many
@@ -51,21 +63,29 @@ pub struct Chunk {
 }
 
 /// The chunks of a state: particle ranges (particle kernel and `nbr_build`), bond ranges (bond
-/// kernel) and reduction-workgroup ranges (`reduce_state`).
+/// kernel) and reduction-workgroup ranges (`reduce_state`), and the halo.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ChunkPlan {
     pub particles: Vec<Chunk>,
     pub bonds: Vec<Chunk>,
     pub reduce: Vec<Chunk>,
+    /// Particle i's far bonds are halo entries `halo_off[i] .. halo_off[i + 1]` (n + 1).
+    pub halo_off: Vec<u32>,
+    /// The bond each halo entry copies.
+    pub halo_src: Vec<u32>,
+    /// Halo entries in the order of their bonds (each bond chunk fills a range of it).
+    pub halo_fill: Vec<u32>,
 }
 
 /// What a plan needs to know of the state.
 pub struct ChunkInputs<'a> {
     pub n: u64,
     pub n_bonds: u64,
-    /// Incidence offsets (n + 1) and, per particle, the lowest and highest bond it is an end of
-    /// (`u32::MAX`, 0 for none).
+    /// Incidence offsets (n + 1) and entries (2·bond + end) and, per particle, the lowest and
+    /// highest bond it is an end of (`u32::MAX`, 0 for none).
     pub inc_offsets: &'a [u32],
+    /// May be empty when every bond fits one window (no halo then).
+    pub inc_entries: &'a [u32],
     pub bond_lo: &'a [u32],
     pub bond_hi: &'a [u32],
     /// Neighbour-list offsets (n + 1).
@@ -93,31 +113,59 @@ fn fits(lo: u64, hi: u64, elem: u64, max_binding: u64) -> bool {
 pub fn plan(c: &ChunkInputs<'_>) -> Result<ChunkPlan, usize> {
     let max = c.max_binding;
     let mut plan = ChunkPlan::default();
-    // Particles.
+    // Particles: a chunk grows while its incidence and list windows fit and the highest bonds
+    // of its particles lie within one window; bonds below the window go to the halo.
+    let capb = (max / c.bond_bytes.max(1)).saturating_sub(ALIGN);
     let n = c.n as usize;
+    let mut halo_off = vec![0u32; n + 1];
+    let mut halo_src: Vec<u32> = Vec::new();
     let mut p0 = 0usize;
     while p0 < n || (n == 0 && plan.particles.is_empty()) {
-        let (mut lo, mut hi) = (u64::MAX, 0u64);
+        let (mut top_lo, mut top_hi, mut all_lo) = (u64::MAX, 0u64, u64::MAX);
         let mut p = p0;
         while p < n {
             let (l, h) = if c.bond_lo[p] <= c.bond_hi[p] {
-                (lo.min(c.bond_lo[p] as u64), hi.max(c.bond_hi[p] as u64 + 1))
+                let top = c.bond_hi[p] as u64;
+                (top_lo.min(top), top_hi.max(top + 1))
             } else {
-                (lo, hi)
+                (top_lo, top_hi)
             };
-            let ok = fits(l, h, c.bond_bytes, max)
+            let ok = (h <= l || h - l <= capb)
                 && fits(c.inc_offsets[p0] as u64, c.inc_offsets[p + 1] as u64, 4, max)
                 && fits(c.nbr_offsets[p0] as u64, c.nbr_offsets[p + 1] as u64, 4, max);
             if !ok {
                 break;
             }
-            (lo, hi) = (l, h);
+            (top_lo, top_hi) = (l, h);
+            all_lo = all_lo.min(c.bond_lo[p] as u64);
             p += 1;
         }
         if p == p0 && n > 0 {
             return Err(p0);
         }
-        let bonds = if hi > lo { align_down(lo)..hi } else { 0..0 };
+        // The window: down to the lowest incident bond where a binding allows, else as far back
+        // as it does (aligned), up to the highest bond.
+        let bonds = if top_hi == 0 {
+            0..0
+        } else if fits(all_lo, top_hi, c.bond_bytes, max) {
+            align_down(all_lo)..top_hi
+        } else {
+            let lo = top_hi.saturating_sub(capb).div_ceil(ALIGN) * ALIGN;
+            lo.min(align_down(top_lo))..top_hi
+        };
+        for q in p0..p {
+            if bonds.start == 0 {
+                // Nothing lies below the window (and `inc_entries` may be left out then).
+                halo_off[q + 1] = halo_src.len() as u32;
+                continue;
+            }
+            for &e in &c.inc_entries[c.inc_offsets[q] as usize..c.inc_offsets[q + 1] as usize] {
+                if ((e >> 1) as u64) < bonds.start {
+                    halo_src.push(e >> 1);
+                }
+            }
+            halo_off[q + 1] = halo_src.len() as u32;
+        }
         let inc = align_down(c.inc_offsets[p0] as u64)..c.inc_offsets[p] as u64;
         let nbr = align_down(c.nbr_offsets[p0] as u64)..c.nbr_offsets[p] as u64;
         let gpu = ChunkGpu {
@@ -134,6 +182,13 @@ pub fn plan(c: &ChunkInputs<'_>) -> Result<ChunkPlan, usize> {
             break;
         }
     }
+    // The halo is bound whole: it must fit one binding.
+    if halo_src.len() as u64 * c.bond_bytes > max {
+        let worst = (0..n).max_by_key(|&i| halo_off[i + 1] - halo_off[i]).unwrap_or(0);
+        return Err(worst);
+    }
+    let mut halo_fill: Vec<u32> = (0..halo_src.len() as u32).collect();
+    halo_fill.sort_by_key(|&s| (halo_src[s as usize], s));
     // Bonds: as many as fit, in multiples of ALIGN so that each window starts where its chunk does.
     let per = (max / c.bond_bytes.max(1)).max(1);
     let per = if per >= ALIGN { align_down(per) } else { per };
@@ -144,7 +199,17 @@ pub fn plan(c: &ChunkInputs<'_>) -> Result<ChunkPlan, usize> {
         if !fits(b0, b1, c.bond_bytes, max) {
             return Err(0);
         }
-        let gpu = ChunkGpu { b_first: b0 as u32, b_end: b1 as u32, bond_win: start as u32, ..Default::default() };
+        // The halo entries whose bonds this chunk computes.
+        let fill_first = halo_fill.partition_point(|&s| (halo_src[s as usize] as u64) < b0) as u32;
+        let fill_end = halo_fill.partition_point(|&s| (halo_src[s as usize] as u64) < b1) as u32;
+        let gpu = ChunkGpu {
+            b_first: b0 as u32,
+            b_end: b1 as u32,
+            bond_win: start as u32,
+            fill_first,
+            fill_end,
+            ..Default::default()
+        };
         plan.bonds.push(Chunk { gpu, bonds: start..b1, inc: 0..0, nbr: 0..0, groups: 0 });
         b0 = b1;
         if b0 >= c.n_bonds {
@@ -174,6 +239,9 @@ pub fn plan(c: &ChunkInputs<'_>) -> Result<ChunkPlan, usize> {
         plan.reduce.push(Chunk { gpu, bonds, inc: 0..0, nbr: 0..0, groups: (g - g0) as u32 });
         g0 = g;
     }
+    plan.halo_off = halo_off;
+    plan.halo_src = halo_src;
+    plan.halo_fill = halo_fill;
     Ok(plan)
 }
 
@@ -183,22 +251,31 @@ mod tests {
 
     /// A chain: particle i bonded to i + 1 (bond i), incidence in bond order.
     fn chain(n: usize, cap: u32, max_binding: u64) -> Result<ChunkPlan, usize> {
-        let nb = n - 1;
+        chain_or_ring(n, cap, max_binding, false)
+    }
+
+    /// A chain, or with `ring` closed by a last bond n − 1 from particle 0 to particle n − 1.
+    fn chain_or_ring(n: usize, cap: u32, max_binding: u64, ring: bool) -> Result<ChunkPlan, usize> {
+        let nb = n - 1 + ring as usize;
         let mut inc_offsets = vec![0u32];
+        let mut inc_entries = Vec::new();
         let (mut lo, mut hi) = (vec![u32::MAX; n], vec![0u32; n]);
+        let mut add = |i: usize, bond: usize, end: u32, inc: &mut Vec<u32>| {
+            inc.push(2 * bond as u32 + end);
+            lo[i] = lo[i].min(bond as u32);
+            hi[i] = hi[i].max(bond as u32);
+        };
         for i in 0..n {
-            let mut k = 0;
             if i > 0 {
-                k += 1;
-                lo[i] = lo[i].min(i as u32 - 1);
-                hi[i] = hi[i].max(i as u32 - 1);
+                add(i, i - 1, 1, &mut inc_entries);
             }
-            if i < nb {
-                k += 1;
-                lo[i] = lo[i].min(i as u32);
-                hi[i] = hi[i].max(i as u32);
+            if i + 1 < n {
+                add(i, i, 0, &mut inc_entries);
             }
-            inc_offsets.push(inc_offsets[i] + k);
+            if ring && (i == 0 || i == n - 1) {
+                add(i, n - 1, (i == n - 1) as u32, &mut inc_entries);
+            }
+            inc_offsets.push(inc_entries.len() as u32);
         }
         let nbr: Vec<u32> = (0..=n as u32).map(|i| i * cap).collect();
         let groups: Vec<Range<u64>> =
@@ -207,6 +284,7 @@ mod tests {
             n: n as u64,
             n_bonds: nb as u64,
             inc_offsets: &inc_offsets,
+            inc_entries: &inc_entries,
             bond_lo: &lo,
             bond_hi: &hi,
             nbr_offsets: &nbr,
@@ -255,6 +333,25 @@ mod tests {
         }
         assert_eq!(b, 4999);
         assert_eq!(p.reduce.iter().map(|c| c.groups).sum::<u32>(), 4999u32.div_ceil(64));
+    }
+
+    #[test]
+    fn bonds_below_a_chunks_window_go_to_the_halo() {
+        // A chain has no far bonds.
+        let p = chain(5000, 16, 8 << 10).unwrap();
+        assert!(p.halo_src.is_empty() && p.halo_off.iter().all(|&o| o == 0));
+        assert!(p.bonds.iter().all(|c| c.gpu.fill_first == c.gpu.fill_end));
+        // Closed into a ring: particle 0's highest bond is the closing one (4999), so its window
+        // ends there and its chain bond 0 is read from the halo, which the first bond chunk
+        // (the one computing bond 0) fills.
+        let p = chain_or_ring(5000, 16, 8 << 10, true).unwrap();
+        assert_eq!(p.halo_src, vec![0]);
+        assert_eq!(&p.halo_off[..3], &[0, 1, 1]);
+        assert_eq!(*p.halo_off.last().unwrap(), 1);
+        let first = &p.particles[0];
+        assert!(first.bonds.contains(&4999) && !first.bonds.contains(&0), "{:?}", first.bonds);
+        assert_eq!((p.bonds[0].gpu.fill_first, p.bonds[0].gpu.fill_end), (0, 1));
+        assert!(p.bonds[1..].iter().all(|c| c.gpu.fill_first == c.gpu.fill_end));
     }
 
     #[test]

@@ -105,7 +105,7 @@ pub struct GpuContext {
 }
 
 /// Storage buffers the widest kernel (`particle`) binds.
-pub const STORAGE_BUFFERS_NEEDED: u32 = 23;
+pub const STORAGE_BUFFERS_NEEDED: u32 = 25;
 
 impl GpuContext {
     /// Picks an adapter and opens a device with the adapter's own limits (wgpu's defaults cap

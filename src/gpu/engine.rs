@@ -451,6 +451,11 @@ impl GpuEngine {
         self.state.chunk_counts()
     }
 
+    /// Results of far bonds that particle chunks read from the halo (`gpu::chunks`).
+    pub fn halo_entries(&self) -> usize {
+        self.state.halo_entries()
+    }
+
     /// Slots of all neighbour lists together.
     pub fn neighbour_entries(&self) -> u64 {
         self.state.nbr_entries

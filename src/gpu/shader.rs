@@ -102,7 +102,11 @@ pub const KERNEL_FILES: &[KernelFile] = &[
         source: include_str!("../../shaders/scan.wgsl"),
         entry_points: &["scan_blocks", "scan_add"],
     },
-    KernelFile { name: "bonds", source: include_str!("../../shaders/bonds.wgsl"), entry_points: &["bonds"] },
+    KernelFile {
+        name: "bonds",
+        source: include_str!("../../shaders/bonds.wgsl"),
+        entry_points: &["bonds", "halo_copy"],
+    },
     KernelFile { name: "particle", source: include_str!("../../shaders/particle.wgsl"), entry_points: &["particle"] },
     KernelFile {
         name: "reduce",

@@ -5,7 +5,7 @@
 //! command encoder. Nothing here waits on the GPU except the `read_*` functions.
 
 use super::batch::BatchLayout;
-use super::chunks::ChunkPlan;
+use super::chunks::{ChunkGpu, ChunkPlan};
 use super::context::{BufferFailure, create_buffer};
 use super::error::GpuError;
 use super::frame::Frame;
@@ -129,7 +129,7 @@ const MAIN_KERNELS: [&str; 6] =
     ["integrate_check", "integrate", "grid_clear", "grid_count", "grid_scatter", "grid_order"];
 
 /// Kernels dispatched in chunks (`gpu::chunks`), each chunk with bind groups of its own.
-const CHUNKED_KERNELS: [&str; 4] = ["particle", "nbr_build", "bonds", "reduce_state"];
+const CHUNKED_KERNELS: [&str; 5] = ["particle", "nbr_build", "bonds", "halo_copy", "reduce_state"];
 
 /// Which bind groups a dispatch of the grid stage uses.
 #[derive(Clone, Copy, Debug)]
@@ -418,6 +418,8 @@ impl DemState {
         // some overflow (`set_nbr_offsets`).
         let offsets: Vec<u32> = (0..=n as u32).map(|i| i * nbr_capacity).collect();
         data(&mut plan, "nbr_offsets", u(&offsets), storage);
+        // Written by `replan` (gpu::chunks: which far bonds each particle reads from the halo).
+        data(&mut plan, "halo_off", vec![0u8; 4 * (n + 1)], storage);
         data(&mut plan, "bucket_start", u(&bucket_start), storage);
         data(&mut plan, "status", u(&status), storage);
         data(&mut plan, "x_ref", r(&pos), storage);
@@ -600,20 +602,39 @@ impl DemState {
         Ok(state)
     }
 
-    /// The chunks for neighbour-list offsets `nbr_offsets` (`gpu::chunks::plan`).
-    fn plan_for(&self, nbr_offsets: &[u32]) -> Result<ChunkPlan, usize> {
+    /// The chunks for neighbour-list offsets `nbr_offsets` (`gpu::chunks::plan`). Reads the
+    /// incidence entries back when some bonds may need the halo (a one-off host wait).
+    fn plan_for(
+        &self,
+        device: &wgpu::Device,
+        queue: &wgpu::Queue,
+        nbr_offsets: &[u32],
+    ) -> Result<Result<ChunkPlan, usize>, GpuError> {
         let h = &self.chunk_host;
-        super::chunks::plan(&super::chunks::ChunkInputs {
+        let bond_bytes = 12 * real_size(self.precision) as u64;
+        let entries: Vec<u32> = if (self.n_bonds as u64 + super::chunks::ALIGN) * bond_bytes <= self.max_binding {
+            Vec::new()
+        } else {
+            let raw = self.read_buffers_raw(device, queue, &[("inc_entries", 0, 8 * self.n_bonds as u64)])?;
+            bytemuck::pod_collect_to_vec(&raw[0])
+        };
+        Ok(super::chunks::plan(&super::chunks::ChunkInputs {
             n: self.n as u64,
             n_bonds: self.n_bonds as u64,
             inc_offsets: &h.inc_offsets,
+            inc_entries: &entries,
             bond_lo: &h.bond_lo,
             bond_hi: &h.bond_hi,
             nbr_offsets,
             reduce_bonds: &h.reduce_bonds,
-            bond_bytes: 12 * real_size(self.precision) as u64,
+            bond_bytes,
             max_binding: self.max_binding,
-        })
+        }))
+    }
+
+    /// Entries of the halo.
+    pub fn halo_entries(&self) -> usize {
+        self.chunks.halo_src.len()
     }
 
     /// Particle, bond and reduction chunks.
@@ -636,10 +657,25 @@ impl DemState {
     fn replan(&mut self, device: &wgpu::Device, queue: &wgpu::Queue, pipe: &DemPipeline) -> Result<(), GpuError> {
         let rs = real_size(self.precision) as u64;
         let plan = self
-            .plan_for(&self.nbr_offsets_in_use())
+            .plan_for(device, queue, &self.nbr_offsets_in_use())?
             .map_err(|particle| GpuError::ChunkTooLarge { particle, max_binding: self.max_binding })?;
-        let uniform = wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST;
         let storage = wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST | wgpu::BufferUsages::COPY_SRC;
+        // The halo: its offsets (planned with the state) and the copies and their lists.
+        queue.write_buffer(&self.buffers["halo_off"], 0, bytemuck::cast_slice(&plan.halo_off));
+        let halo_entries = plan.halo_src.len() as u64;
+        for (name, bytes) in
+            [("halo", 12 * rs * halo_entries), ("halo_src", 4 * halo_entries), ("halo_fill", 4 * halo_entries)]
+        {
+            let size = bytes.max(MIN_BUFFER as u64);
+            let b = create_buffer(device, name, size, storage)
+                .map_err(|e| GpuError::Wgpu(format!("creating `{name}` ({size} bytes): {e:?}")))?;
+            self.buffers.insert(name, b);
+        }
+        if halo_entries > 0 {
+            queue.write_buffer(&self.buffers["halo_src"], 0, bytemuck::cast_slice(&plan.halo_src));
+            queue.write_buffer(&self.buffers["halo_fill"], 0, bytemuck::cast_slice(&plan.halo_fill));
+        }
+        let uniform = wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST;
         let mut chunk_bind: HashMap<&'static str, Vec<Vec<wgpu::BindGroup>>> = HashMap::new();
         // Per-bond arrays by bytes per bond; a placeholder (rupture off) is bound whole.
         let per_bond = |name: &str| -> Option<u64> {
@@ -657,7 +693,7 @@ impl DemState {
             (
                 k,
                 match k {
-                    "bonds" => &plan.bonds,
+                    "bonds" | "halo_copy" => &plan.bonds,
                     "reduce_state" => &plan.reduce,
                     _ => &plan.particles,
                 },
@@ -665,7 +701,7 @@ impl DemState {
         }) {
             let mut groups = Vec::with_capacity(chunks.len());
             for c in chunks {
-                let u = create_buffer(device, "chunk", 32, uniform)
+                let u = create_buffer(device, "chunk", std::mem::size_of::<ChunkGpu>() as u64, uniform)
                     .map_err(|e| GpuError::Wgpu(format!("creating a chunk uniform: {e:?}")))?;
                 queue.write_buffer(&u, 0, bytemuck::bytes_of(&c.gpu));
                 let window = |name: &str| -> Option<wgpu::BindingResource<'_>> {
@@ -746,7 +782,7 @@ impl DemState {
     ) -> Result<bool, GpuError> {
         debug_assert_eq!(offsets.len(), self.n as usize + 1);
         let entries = offsets.last().copied().unwrap_or(0) as u64;
-        if self.plan_for(&offsets).is_err() {
+        if self.plan_for(device, queue, &offsets)?.is_err() {
             return Ok(false); // some list alone would exceed a binding
         }
         let old = self.buffers["nbr"].size();
@@ -857,8 +893,10 @@ impl DemState {
                 }
             }
             Stage::Bonds => {
-                for (c, groups) in self.chunks.bonds.iter().zip(&self.chunk_bind["bonds"]) {
+                let halo = self.chunks.bonds.iter().zip(&self.chunk_bind["halo_copy"]);
+                for ((c, groups), (_, copy)) in self.chunks.bonds.iter().zip(&self.chunk_bind["bonds"]).zip(halo) {
                     pipe.dispatch(pass, "bonds", groups, c.gpu.b_end - c.gpu.b_first, WG);
+                    pipe.dispatch(pass, "halo_copy", copy, c.gpu.fill_end - c.gpu.fill_first, WG);
                 }
             }
             Stage::Particle => {
