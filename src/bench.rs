@@ -321,9 +321,8 @@ pub fn measure(
                     stage_seconds =
                         Some(t.map_or_else(Vec::new, |t| t.into_iter().map(|(k, v)| (k.to_string(), v)).collect()));
                 }
-                // The GPU's lists are not read back; count the CPU's (the same contacts).
-                let partners =
-                    CpuEngine::new(&model, Integrator::RrpNewmark, 1e-3).map(|c| c.neighbour_entries()).unwrap_or(0);
+                // The GPU's own list lengths (the same contacts as the CPU's lists).
+                let partners = e.neighbour_entries_in_use().map_err(|e| e.to_string())? as usize;
                 let bytes = e.device_bytes();
                 (Box::new(e), Some(bytes), gpu_bytes_per_step(n, nb, partners, p))
             }

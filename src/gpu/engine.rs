@@ -451,6 +451,13 @@ impl GpuEngine {
         self.state.chunk_counts()
     }
 
+    /// Contact-list entries of the last rebuild, over all particles (reads the counts back: a
+    /// host wait, for reports such as `rrpdem bench`'s traffic estimate).
+    pub fn neighbour_entries_in_use(&mut self) -> Result<u64, EngineError> {
+        let counts = self.state.read_nbr_counts(&self.ctx.device, &self.ctx.queue)?;
+        Ok(counts.iter().map(|&c| c as u64).sum())
+    }
+
     /// Results of far bonds that particle chunks read from the halo (`gpu::chunks`).
     pub fn halo_entries(&self) -> usize {
         self.state.halo_entries()
