@@ -86,6 +86,29 @@ fn a_run_split_over_many_bindings_equals_the_unsplit_run_bit_for_bit() {
 }
 
 #[test]
+fn lists_laid_out_anew_while_split_keep_the_bits() {
+    // Lists of one slot overflow at once; each is then given room for its own count, which
+    // re-plans the chunks (new windows of `nbr`) mid-run. The split run must still equal the
+    // unsplit, default one bit for bit.
+    let m = squeezed_block();
+    let dt = 2e-4;
+    let n = m.particles.len() as u64;
+    let limit = (4 * 8 * n).next_multiple_of(256);
+    let mut whole = open(&m, dt, Precision::F64, GpuOptions::default());
+    let options = GpuOptions { max_binding_size: Some(limit), nbr_capacity: Some(1), ..Default::default() };
+    let mut split = open(&m, dt, Precision::F64, options);
+    let (pc, bc, _) = split.chunk_counts();
+    assert!(pc >= 2 && bc >= 2, "({pc}, {bc}) chunks");
+    assert!(split.neighbour_capacity() > 1, "the lists must have been laid out anew");
+    for _ in 0..3 {
+        whole.advance(100).unwrap();
+        split.advance(100).unwrap();
+        assert!(bits(&mut whole) == bits(&mut split), "differs");
+        assert_eq!(whole.take_breaks(), split.take_breaks());
+    }
+}
+
+#[test]
 fn far_bonds_come_through_the_halo_bit_for_bit() {
     // A solid torus numbered in Morton order: across the faces of the order, bonded particles
     // lie far apart in index, so chunks read some bonds from the halo. It hits a wall and
