@@ -301,7 +301,7 @@ pub fn measure(
     pool.install(|| {
         let setup = Instant::now();
         let (n, nb) = (model.particles.len(), model.bonds.len());
-        let mut engine_parts = Vec::new();
+        let engine_parts: Vec<(String, u64)>;
         let mut stage_seconds = None;
         let (mut e, engine_bytes, bytes_per_step): (Box<dyn Engine>, _, _) = match engine {
             EngineKind::Cpu => {
@@ -323,6 +323,7 @@ pub fn measure(
                 }
                 // The GPU's own list lengths (the same contacts as the CPU's lists).
                 let partners = e.neighbour_entries_in_use().map_err(|e| e.to_string())? as usize;
+                engine_parts = e.buffer_parts().into_iter().take(8).map(|(k, v)| (k.to_string(), v)).collect();
                 let bytes = e.device_bytes();
                 (Box::new(e), Some(bytes), gpu_bytes_per_step(n, nb, partners, p))
             }

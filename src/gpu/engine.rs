@@ -458,6 +458,11 @@ impl GpuEngine {
         Ok(counts.iter().map(|&c| c as u64).sum())
     }
 
+    /// Bytes of each state buffer by name, largest first (`rrpdem bench`'s report).
+    pub fn buffer_parts(&self) -> Vec<(&'static str, u64)> {
+        self.state.buffer_parts()
+    }
+
     /// Results of far bonds that particle chunks read from the halo (`gpu::chunks`).
     pub fn halo_entries(&self) -> usize {
         self.state.halo_entries()

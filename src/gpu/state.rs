@@ -632,6 +632,14 @@ impl DemState {
         }))
     }
 
+    /// Bytes of each named state buffer, largest first (the scan, reduction and chunk
+    /// uniforms and the readback buffer are left out: a few kB).
+    pub fn buffer_parts(&self) -> Vec<(&'static str, u64)> {
+        let mut v: Vec<(&'static str, u64)> = self.buffers.iter().map(|(k, b)| (*k, b.size())).collect();
+        v.sort_by_key(|&(k, s)| (std::cmp::Reverse(s), k));
+        v
+    }
+
     /// Entries of the halo.
     pub fn halo_entries(&self) -> usize {
         self.chunks.halo_src.len()
