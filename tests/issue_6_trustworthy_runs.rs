@@ -155,7 +155,7 @@ fn interrupted_and_resumed(
     }
     let summary = std::fs::read_to_string(b.join("summary.json")).unwrap();
     assert!(summary.contains("\"status\": \"interrupted\""), "{summary}");
-    let out = OutputDir::reopen(&b).unwrap();
+    let out = common::reopen(&b);
     run::resume(&out, None, Some(s), RunOptions::default(), |_| {}).unwrap();
     (tmp, a, b)
 }

@@ -3,6 +3,9 @@
 //! before anything runs, naming the variant and the field; JSON Pointer overrides, grids,
 //! seeded random samples and the impact convenience pointers resolve as documented.
 
+mod common;
+
+use common::reopen;
 use rrpdem::run::{self, EngineChoice};
 use rrpdem::scenario::Backend;
 use rrpdem::study::{self, Study};
@@ -26,20 +29,6 @@ fn small_study(dir: &Path, t_end: f64) -> PathBuf {
     let p = dir.join("mini.json");
     std::fs::write(&p, text).unwrap();
     p
-}
-
-/// Reopens a run's folder. Another test of this process may be spawning a child right now:
-/// between its fork and its exec the child holds a copy of every descriptor, the folder's lock
-/// included, for a moment; the lock is free again once it has exec'd.
-fn reopen(path: &Path) -> rrpdem::output::OutputDir {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-    loop {
-        match rrpdem::output::OutputDir::reopen(path) {
-            Ok(d) => return d,
-            Err(e) if std::time::Instant::now() > deadline => panic!("{e}"),
-            Err(_) => std::thread::sleep(std::time::Duration::from_millis(20)),
-        }
-    }
 }
 
 fn strip_timing(csv: &str) -> String {

@@ -4,9 +4,10 @@
 //! run leaves a valid collection that a resume completes to the files of an uninterrupted run;
 //! a frame that cannot be written stops the run with every other output written.
 
+mod common;
+
 use glam::{DQuat, DVec3};
 use rrpdem::model::Model;
-use rrpdem::output::OutputDir;
 use rrpdem::run::{self, EngineChoice, RunError, RunOptions, VtkOptions};
 use rrpdem::scenario::{Backend, Scenario};
 use serde_json::Value;
@@ -478,7 +479,7 @@ fn interrupted_run_leaves_a_valid_collection_and_resume_completes_it_identically
     let cp_1100 = std::fs::read(out.join("checkpoint.bin")).unwrap();
 
     let resume = |opts| {
-        let dir = OutputDir::reopen(&out).unwrap();
+        let dir = common::reopen(&out);
         run::resume(&dir, None, None, opts, |_| {})
     };
     let same_as_whole = || {
@@ -516,7 +517,7 @@ fn a_frame_that_cannot_be_written_stops_the_run_with_the_other_outputs_written()
     assert!(matches!(r, Err(RunError::Interrupted { .. })));
     // Frame 4 (step 1000) cannot be created: a folder holds its temporary name.
     std::fs::create_dir(out.join("vtk/particles_000004.vtp.tmp")).unwrap();
-    let dir = OutputDir::reopen(&out).unwrap();
+    let dir = common::reopen(&out);
     let err = run::resume(&dir, None, None, vtk_opts(None), |_| {}).unwrap_err();
     drop(dir);
     let RunError::Vtk { step, .. } = err else { panic!("expected a VTK error, got {err}") };

@@ -89,3 +89,18 @@ pub fn free_spheres(omegas: &[DVec3]) -> Model {
     );
     scenario_from(&json).build_model().unwrap_or_else(|e| panic!("{e}"))
 }
+
+/// Reopens a run's folder. Another test of this process may be spawning a child right now:
+/// between its fork and its exec the child holds a copy of every descriptor, the folder's lock
+/// included, for a moment; the lock is free again once it has exec'd. So a `Busy` folder is
+/// retried for up to 5 s.
+pub fn reopen(path: &Path) -> rrpdem::output::OutputDir {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        match rrpdem::output::OutputDir::reopen(path) {
+            Ok(d) => return d,
+            Err(e) if std::time::Instant::now() > deadline => panic!("{e}"),
+            Err(_) => std::thread::sleep(std::time::Duration::from_millis(20)),
+        }
+    }
+}
