@@ -169,14 +169,29 @@ impl NeighbourList {
         x: impl Fn(usize) -> DVec3 + Sync,
         radius: impl Fn(usize) -> f64 + Sync,
     ) -> Result<(), usize> {
+        let n = self.x_at_build.len();
+        let moved = |i: usize| self.moved(i, x(i));
+        let stale = self.built && if n < 2048 { (0..n).any(moved) } else { (0..n).into_par_iter().any(moved) };
+        self.update_moved(stale, x, radius)
+    }
+
+    /// Whether particle `i`, now at `x`, has moved more than `skin/2` since the last rebuild
+    /// (true for a non-finite `x`: NaN distances compare false). Engines that visit every
+    /// particle anyway test it there and pass the answer to `update_moved`, saving a pass.
+    #[inline(always)]
+    pub fn moved(&self, i: usize, x: DVec3) -> bool {
         let half = 0.5 * self.skin;
-        let x0 = &self.x_at_build;
-        let n = x0.len();
-        // NaN distances compare false, so a non-finite position forces a rebuild (and an error).
-        let moved =
-            |i: usize| (x(i) - x0[i]).length_squared().partial_cmp(&(half * half)) != Some(std::cmp::Ordering::Less);
-        let stale = !self.built || if n < 2048 { (0..n).any(moved) } else { (0..n).into_par_iter().any(moved) };
-        if stale {
+        (x - self.x_at_build[i]).length_squared().partial_cmp(&(half * half)) != Some(std::cmp::Ordering::Less)
+    }
+
+    /// `update_with` when the caller already knows whether some particle `moved`.
+    pub fn update_moved(
+        &mut self,
+        moved: bool,
+        x: impl Fn(usize) -> DVec3 + Sync,
+        radius: impl Fn(usize) -> f64 + Sync,
+    ) -> Result<(), usize> {
+        if moved || !self.built {
             self.rebuild(x, radius)?;
         }
         Ok(())

@@ -171,7 +171,7 @@ pub fn bond_terms(bond: &Bond, x_i: DVec3, x_j: DVec3, q_i: DQuat, q_j: DQuat, p
 
 /// `bond_terms` from the bond's reference data given separately (engines that store it in
 /// their own layout).
-#[inline]
+#[inline(always)]
 #[allow(clippy::too_many_arguments)]
 pub fn bond_terms_ref(
     dhat0: DVec3,
@@ -184,8 +184,13 @@ pub fn bond_terms_ref(
     q_j: DQuat,
     p: &Params,
 ) -> BondOut {
-    let dq_i = q_i * q_i0.conjugate();
-    let dq_j = q_j * q_j0.conjugate();
+    bond_terms_rel(dhat0, l0, q_i * q_i0.conjugate(), q_j * q_j0.conjugate(), x_i, x_j, p)
+}
+
+/// `bond_terms_ref` from the rotations since bonding `dq_e = q_e q_e0⁻¹` (engines that know
+/// them without the products, e.g. when every reference attitude is the identity).
+#[inline(always)]
+pub fn bond_terms_rel(dhat0: DVec3, l0: f64, dq_i: DQuat, dq_j: DQuat, x_i: DVec3, x_j: DVec3, p: &Params) -> BondOut {
     let d = x_i - x_j;
     let bend = bending(dq_i, dq_j, p.k_bend);
     let ax = axial(d, l0, p.k_axial);

@@ -38,7 +38,7 @@ pub fn rrp_from_quat(q: DQuat) -> DVec3 {
 }
 
 /// The quaternion with `w ≥ 0` representing the same rotation (output convention).
-#[inline]
+#[inline(always)]
 pub fn canonical(q: DQuat) -> DQuat {
     if q.w < 0.0 { -q } else { q }
 }
@@ -52,7 +52,7 @@ pub fn apply_increment(q: DQuat, dalpha: DVec3) -> DQuat {
 }
 
 /// Rotation vector `θ` (|θ| ≤ π) of a unit quaternion: the logarithm on SO(3).
-#[inline]
+#[inline(always)]
 pub fn rotation_vector(q: DQuat) -> DVec3 {
     let q = canonical(q);
     let u = DVec3::new(q.x, q.y, q.z);
@@ -62,7 +62,7 @@ pub fn rotation_vector(q: DQuat) -> DVec3 {
 
 /// `2 atan2(s, w) / s` for `s = |u| ≥ 0`, `w ≥ 0`, with its series where `s/w` is small so that
 /// the rotation vector is accurate (and finite) near the identity.
-#[inline]
+#[inline(always)]
 pub fn log_factor(s: f64, w: f64) -> f64 {
     if s < 1e-4 * w {
         let t = s / w;

@@ -12,8 +12,9 @@ use crate::diagnostics::Diagnostics;
 use crate::error::EngineError;
 use crate::grid::NeighbourList;
 use crate::integrator::{self, Integrator, Kinematics};
+use crate::interactions::BondOut;
 use crate::interactions::{BreakEvent, contact, gravity, pendulum, rupture, rupture_measures, wall};
-use crate::model::{Bond, Model, Params, bond_terms_ref};
+use crate::model::{Bond, Model, Params, bond_terms_ref, bond_terms_rel};
 use glam::{DQuat, DVec3};
 use rayon::prelude::*;
 
@@ -21,19 +22,16 @@ use rayon::prelude::*;
 /// the work for small systems (the paper's 80-particle torus ran 4× slower in parallel).
 const PAR_MIN: usize = 2048;
 
-/// Runs `f(i, &mut item)` for every item, in parallel for large slices. Each item is written
-/// by one call only, so the result does not depend on the schedule.
-fn for_each_indexed<T: Send>(items: &mut [T], f: impl Fn(usize, &mut T) + Sync + Send) {
-    if items.len() < PAR_MIN {
-        items.iter_mut().enumerate().for_each(|(i, t)| f(i, t));
-    } else {
-        items.par_iter_mut().with_min_len(PAR_MIN / 4).enumerate().for_each(|(i, t)| f(i, t));
-    }
+/// Whether a loop over `n` items runs on the calling thread: small loops, and every loop when
+/// the pool has one thread (rayon's splitting and bookkeeping then only cost time).
+#[inline]
+fn serial(n: usize) -> bool {
+    n < PAR_MIN || rayon::current_num_threads() == 1
 }
 
 /// The lowest index in `0..n` for which `pred` holds.
 fn first_index(n: usize, pred: impl Fn(usize) -> bool + Sync + Send) -> Option<usize> {
-    if n < PAR_MIN {
+    if serial(n) {
         (0..n).find(|&i| pred(i))
     } else {
         (0..n).into_par_iter().with_min_len(PAR_MIN / 4).find_first(|&i| pred(i))
@@ -56,7 +54,7 @@ fn run_pass<A: Send, B: Send, E: Copy + Default + Send + Sync>(
 ) {
     debug_assert_eq!(a.len(), b.len());
     let Some(fold) = fold else {
-        if a.len() < PAR_MIN {
+        if serial(a.len()) {
             a.iter_mut().zip(b.iter_mut()).enumerate().for_each(|(i, (x, y))| {
                 f(i, x, y);
             });
@@ -71,7 +69,7 @@ fn run_pass<A: Send, B: Send, E: Copy + Default + Send + Sync>(
     for (blk, (ca, cb)) in a.chunks_mut(FOLD_BLOCK).zip(b.chunks_mut(FOLD_BLOCK)).enumerate() {
         let base = blk * FOLD_BLOCK;
         let out = &mut buf[..ca.len()];
-        if ca.len() < PAR_MIN {
+        if serial(ca.len()) {
             for (k, ((x, y), o)) in ca.iter_mut().zip(cb.iter_mut()).zip(out.iter_mut()).enumerate() {
                 *o = f(base + k, x, y);
             }
@@ -171,6 +169,13 @@ impl RefAttitudes {
         }
     }
 
+    /// Whether every reference attitude is exactly the identity (then `q q0⁻¹` is `q` up to the
+    /// sign of zero components, which no result depends on: bond results only enter sums that
+    /// start at +0, squares, lengths, and `atan2` of a length).
+    fn is_identity(&self) -> bool {
+        matches!(self, RefAttitudes::Particle(Column::Uniform(q)) if q.same_bits(&DQuat::IDENTITY))
+    }
+
     #[inline(always)]
     fn get(&self, k: usize, b: &BondRef) -> (DQuat, DQuat) {
         match self {
@@ -238,6 +243,9 @@ pub struct CpuEngine {
     kin: Vec<Kinematics>,
     mass: Column<f64>,
     inertia: Column<f64>,
+    /// `inverse(mass, fixed)` and `inverse(inertia, fixed)`, divided once instead of per step.
+    inv_mass: Column<f64>,
+    inv_inertia: Column<f64>,
     radius: Column<f64>,
     fixed: Column<bool>,
     bonds: Vec<BondRef>,
@@ -249,6 +257,8 @@ pub struct CpuEngine {
     /// Per-bond scale of the rupture thresholds (Weibull; 1 without).
     bond_scale: Column<f64>,
     acc: Vec<ParticleAcc>,
+    /// `acc` was zeroed by the integration pass (the serial evaluation adds into it).
+    acc_zeroed: bool,
     /// Energies and wall force of the last evaluation that computed them.
     sums: Sums,
     total_mass: f64,
@@ -286,6 +296,8 @@ impl CpuEngine {
             kin,
             mass: Column::new(&p.mass, 1.0),
             inertia: Column::new(&p.inertia, 1.0),
+            inv_mass: Column::new(&(0..n).map(|i| inverse(p.mass[i], p.fixed[i])).collect::<Vec<_>>(), 1.0),
+            inv_inertia: Column::new(&(0..n).map(|i| inverse(p.inertia[i], p.fixed[i])).collect::<Vec<_>>(), 1.0),
             radius: Column::new(&p.radius, 0.0),
             fixed: Column::new(&p.fixed, false),
             bonds: model.bonds.par_iter().map(|b| BondRef { i: b.i, j: b.j, dhat0: b.dhat0, l0: b.l0 }).collect(),
@@ -299,6 +311,7 @@ impl CpuEngine {
                 .rupture
                 .map_or(Column::Uniform(1.0), |r| Column::new(&r.scales(model.bonds.iter().map(|b| (b.i, b.j))), 1.0)),
             acc: vec![ParticleAcc::default(); n],
+            acc_zeroed: false,
             sums: Sums::default(),
             total_mass: p.mass.iter().sum(),
             e_released: 0.0,
@@ -309,7 +322,7 @@ impl CpuEngine {
             diag: Diagnostics::default(),
             saved: Saved::default(),
         };
-        e.evaluate(true)?;
+        e.evaluate(true, None)?;
         e.diag = e.sum_diagnostics();
         Ok(e)
     }
@@ -322,7 +335,15 @@ impl CpuEngine {
             ("kinematics", cap(self.kin.capacity(), size_of::<Kinematics>())),
             ("saved kinematics (rollback)", cap(self.saved.kin.capacity(), size_of::<Kinematics>())),
             ("forces", cap(self.acc.capacity(), size_of::<ParticleAcc>())),
-            ("particle constants", self.mass.bytes() + self.inertia.bytes() + self.radius.bytes() + self.fixed.bytes()),
+            (
+                "particle constants",
+                self.mass.bytes()
+                    + self.inertia.bytes()
+                    + self.inv_mass.bytes()
+                    + self.inv_inertia.bytes()
+                    + self.radius.bytes()
+                    + self.fixed.bytes(),
+            ),
             ("bond reference data", cap(self.bonds.capacity(), size_of::<BondRef>()) + self.ref_q.bytes()),
             ("bond results", cap(self.bond_force.capacity(), size_of::<BondForce>())),
             ("bond states", self.bond_state.capacity() + self.saved.broken.capacity() + self.bond_scale.bytes()),
@@ -357,13 +378,23 @@ impl CpuEngine {
     }
 
     /// Forces and moments at the current state; with `energies`, also the energies and wall
-    /// force summed into `sums` (needed at the end of an `advance` only).
-    fn evaluate(&mut self, energies: bool) -> Result<(), EngineError> {
+    /// force summed into `sums` (needed at the end of an `advance` only). `moved`: whether some
+    /// particle moved far enough to rebuild the neighbour list, when the caller knows.
+    ///
+    /// On one thread (or for small systems) the bond pass adds each bond's result into its two
+    /// ends' sums directly, in bond order: the same additions in the same order per particle as
+    /// the parallel gather through the incidence list (a broken bond adds +0 there, which
+    /// changes no sum that starts at +0), without storing and re-reading per-bond results.
+    fn evaluate(&mut self, energies: bool, moved: Option<bool>) -> Result<(), EngineError> {
         let step = self.step;
         let t = self.time();
         let kin = &self.kin;
         let radius = &self.radius;
-        self.neighbours.update_with(|i| kin[i].x, |i| radius.get(i)).map_err(|i| {
+        let placed = match moved {
+            Some(m) => self.neighbours.update_moved(m, |i| kin[i].x, |i| radius.get(i)),
+            None => self.neighbours.update_with(|i| kin[i].x, |i| radius.get(i)),
+        };
+        placed.map_err(|i| {
             let x = kin[i].x;
             if x.is_finite() {
                 EngineError::OutOfRange { particle: i, step, position: format!("{x}") }
@@ -374,42 +405,80 @@ impl CpuEngine {
         let prm = &self.params;
         let (bonds, ref_q) = (&self.bonds, &self.ref_q);
         let scale = &self.bond_scale;
-        let mut sums = Sums::default();
-        let mut fold_bond = |u: [f64; 3]| {
-            sums.u_bend += u[0];
-            sums.u_axial += u[1];
-            sums.u_shear += u[2];
-        };
-        run_pass(
-            &mut self.bond_force,
-            &mut self.bond_state,
-            if energies { Some(&mut fold_bond as &mut dyn FnMut([f64; 3])) } else { None },
-            |k, out, state| {
-                if *state != INTACT {
-                    *state = BROKEN;
-                    *out = BondForce::default();
-                    return [0.0; 3];
-                }
-                let b = &bonds[k];
+        let identity = ref_q.is_identity();
+        let (nb, n) = (bonds.len(), kin.len());
+        let scatter = serial(nb) && serial(n);
+        // The result of intact bond `k`, or `None` when it is (or has just been) broken.
+        let bond_eval = |k: usize, state: &mut u8| -> Option<BondOut> {
+            if *state != INTACT {
+                *state = BROKEN;
+                return None;
+            }
+            let b = &bonds[k];
+            let (ki, kj) = (&kin[b.i as usize], &kin[b.j as usize]);
+            let (dq_i, dq_j) = if identity {
+                (ki.q, kj.q)
+            } else {
                 let (q_i0, q_j0) = ref_q.get(k, b);
-                let (ki, kj) = (&kin[b.i as usize], &kin[b.j as usize]);
-                let o = bond_terms_ref(b.dhat0, b.l0, q_i0, q_j0, ki.x, kj.x, ki.q, kj.q, prm);
-                if let Some(r) = &prm.rupture {
-                    let (dq_i, dq_j) = (ki.q * q_i0.conjugate(), kj.q * q_j0.conjugate());
-                    let m = rupture_measures(prm.shear, ki.x - kj.x, b.l0, b.dhat0, dq_i, dq_j);
-                    if let Some(mode) =
-                        rupture(m, r.inv_thresholds, scale.get(k), r.rule == crate::interactions::RuptureRule::Sum)
-                    {
-                        // Broken from this evaluation on: it exerts nothing from F_k on (MODEL §6).
-                        *state = BROKE_NOW + mode as u8;
-                        *out = BondForce::default();
-                        return [0.0; 3];
-                    }
+                (ki.q * q_i0.conjugate(), kj.q * q_j0.conjugate())
+            };
+            let o = bond_terms_rel(b.dhat0, b.l0, dq_i, dq_j, ki.x, kj.x, prm);
+            if let Some(r) = &prm.rupture {
+                let m = rupture_measures(prm.shear, ki.x - kj.x, b.l0, b.dhat0, dq_i, dq_j);
+                if let Some(mode) =
+                    rupture(m, r.inv_thresholds, scale.get(k), r.rule == crate::interactions::RuptureRule::Sum)
+                {
+                    // Broken from this evaluation on: it exerts nothing from F_k on (MODEL §6).
+                    *state = BROKE_NOW + mode as u8;
+                    return None;
                 }
-                *out = BondForce { f_i: o.f_i, m_i: o.m_i, m_j: o.m_j };
-                [o.u_bend, o.u_axial, o.u_shear]
-            },
-        );
+            }
+            Some(o)
+        };
+        let mut sums = Sums::default();
+        if scatter {
+            let acc = &mut self.acc;
+            if !std::mem::take(&mut self.acc_zeroed) {
+                acc.fill(ParticleAcc::default());
+            }
+            for (k, state) in self.bond_state.iter_mut().enumerate() {
+                let Some(o) = bond_eval(k, state) else { continue };
+                let b = &bonds[k];
+                let a = &mut acc[b.i as usize];
+                a.force += o.f_i;
+                a.moment += o.m_i;
+                let a = &mut acc[b.j as usize];
+                a.force -= o.f_i;
+                a.moment += o.m_j;
+                if energies {
+                    sums.u_bend += o.u_bend;
+                    sums.u_axial += o.u_axial;
+                    sums.u_shear += o.u_shear;
+                }
+            }
+        } else {
+            self.acc_zeroed = false;
+            let mut fold_bond = |u: [f64; 3]| {
+                sums.u_bend += u[0];
+                sums.u_axial += u[1];
+                sums.u_shear += u[2];
+            };
+            run_pass(
+                &mut self.bond_force,
+                &mut self.bond_state,
+                if energies { Some(&mut fold_bond as &mut dyn FnMut([f64; 3])) } else { None },
+                |k, out, state| match bond_eval(k, state) {
+                    None => {
+                        *out = BondForce::default();
+                        [0.0; 3]
+                    }
+                    Some(o) => {
+                        *out = BondForce { f_i: o.f_i, m_i: o.m_i, m_j: o.m_j };
+                        [o.u_bend, o.u_axial, o.u_shear]
+                    }
+                },
+            );
+        }
         if self.params.rupture.is_some() {
             self.collect_breaks(t);
         }
@@ -429,15 +498,17 @@ impl CpuEngine {
             &mut none,
             if energies { Some(&mut fold_particle as &mut dyn FnMut([f64; 6])) } else { None },
             |i, acc, _| {
-                let (mut fi, mut mi) = (DVec3::ZERO, DVec3::ZERO);
-                for &e in &ent[off[i] as usize..off[i + 1] as usize] {
-                    let o = &bond_force[(e >> 1) as usize];
-                    if e & 1 == 0 {
-                        fi += o.f_i;
-                        mi += o.m_i;
-                    } else {
-                        fi -= o.f_i;
-                        mi += o.m_j;
+                let (mut fi, mut mi) = if scatter { (acc.force, acc.moment) } else { (DVec3::ZERO, DVec3::ZERO) };
+                if !scatter {
+                    for &e in &ent[off[i] as usize..off[i + 1] as usize] {
+                        let o = &bond_force[(e >> 1) as usize];
+                        if e & 1 == 0 {
+                            fi += o.f_i;
+                            mi += o.m_i;
+                        } else {
+                            fi -= o.f_i;
+                            mi += o.m_j;
+                        }
                     }
                 }
                 let xi = kin[i].x;
@@ -549,42 +620,70 @@ impl CpuEngine {
     fn check_exact_condition(&self) -> Option<(usize, f64)> {
         let h = self.dt;
         let value = |i: usize| {
-            let wh = self.kin[i].w + self.acc[i].moment * (0.5 * h * inverse(self.inertia.get(i), self.fixed.get(i)));
+            let wh = self.kin[i].w + self.acc[i].moment * (0.5 * h * self.inv_inertia.get(i));
             integrator::rotation_increment(Integrator::RrpExact, h, wh).err()
         };
         let i = first_index(self.kin.len(), |i| !self.fixed.get(i) && value(i).is_some())?;
         value(i).map(|v| (i, v))
     }
 
+    /// One pass over the particles: with `post`, the closing half kick of the previous step;
+    /// with `pre`, the first part of the next one (then `acc` is zeroed behind it, and the
+    /// result says whether some particle moved far enough to rebuild the neighbour list).
+    fn integrate(&mut self, post: bool, pre: bool) -> bool {
+        let (h, integ) = (self.dt, self.integrator);
+        let (inv_mass, inv_inertia, fixed, nbr) = (&self.inv_mass, &self.inv_inertia, &self.fixed, &self.neighbours);
+        let body = |i: usize, k: &mut Kinematics, a: &mut ParticleAcc| -> bool {
+            if !fixed.get(i) {
+                let (inv_m, inv_j) = (inv_mass.get(i), inv_inertia.get(i));
+                if post {
+                    integrator::post_force(integ, h, inv_m, inv_j, k, a.force, a.moment);
+                }
+                if pre {
+                    // rrp-exact's condition was checked before, so this cannot fail.
+                    let _ = integrator::pre_force(integ, h, inv_m, inv_j, k, a.force, a.moment);
+                }
+            }
+            if pre {
+                *a = ParticleAcc::default();
+            }
+            pre && nbr.moved(i, k.x)
+        };
+        let (kin, acc) = (&mut self.kin, &mut self.acc);
+        // Every particle is visited (no short circuit), so `acc` is zeroed throughout.
+        let moved = if serial(kin.len()) {
+            kin.iter_mut().zip(acc.iter_mut()).enumerate().fold(false, |m, (i, (k, a))| body(i, k, a) | m)
+        } else {
+            kin.par_iter_mut()
+                .zip(acc.par_iter_mut())
+                .with_min_len(PAR_MIN / 4)
+                .enumerate()
+                .map(|(i, (k, a))| body(i, k, a))
+                .reduce(|| false, |x, y| x | y)
+        };
+        self.acc_zeroed = pre;
+        moved
+    }
+
     /// One step; `last`: the last of an `advance`, whose evaluation also sums the energies.
-    fn one_step(&mut self, last: bool) -> Result<(), EngineError> {
-        let h = self.dt;
+    /// `post_pending`: the previous step's closing half kick is still to be made (it is made
+    /// in this step's first pass). Returns whether this step leaves its own pending.
+    fn one_step(&mut self, post_pending: bool, last: bool) -> Result<bool, EngineError> {
         let integ = self.integrator;
         if integ == Integrator::RrpExact
             && let Some((particle, value)) = self.check_exact_condition()
         {
             return Err(EngineError::RrpExactCondition { particle, step: self.step, t: self.time(), value });
         }
-        let (mass, inertia, fixed, acc) = (&self.mass, &self.inertia, &self.fixed, &self.acc);
-        for_each_indexed(&mut self.kin, |i, k| {
-            let f = fixed.get(i);
-            if !f {
-                let (inv_m, inv_j) = (inverse(mass.get(i), f), inverse(inertia.get(i), f));
-                // The condition was checked above, so this cannot fail.
-                let _ = integrator::pre_force(integ, h, inv_m, inv_j, k, acc[i].force, acc[i].moment);
-            }
-        });
+        let moved = self.integrate(post_pending, true);
         self.step += 1;
-        self.evaluate(last)?;
-        let (mass, inertia, fixed, acc) = (&self.mass, &self.inertia, &self.fixed, &self.acc);
-        for_each_indexed(&mut self.kin, |i, k| {
-            let f = fixed.get(i);
-            if !f {
-                let (inv_m, inv_j) = (inverse(mass.get(i), f), inverse(inertia.get(i), f));
-                integrator::post_force(integ, h, inv_m, inv_j, k, acc[i].force, acc[i].moment);
-            }
-        });
-        Ok(())
+        self.evaluate(last, Some(moved))?;
+        // rrp-exact checks its condition on the closed step, so it closes each step at once.
+        if !last && integ != Integrator::RrpExact {
+            return Ok(true);
+        }
+        self.integrate(true, false);
+        Ok(false)
     }
 
     /// The first particle with a non-finite state or force, if any.
@@ -684,7 +783,7 @@ impl CpuEngine {
         self.n_broken = s.n_broken;
         // Breaks after this step never happened.
         self.breaks.retain(|e| e.step <= s.step);
-        self.evaluate(true)?;
+        self.evaluate(true, None)?;
         self.diag = self.sum_diagnostics();
         Ok(())
     }
@@ -714,8 +813,9 @@ impl Engine for CpuEngine {
         self.saved.broken.extend(self.bond_state.iter().map(|&s| s != INTACT));
         self.saved.e_released = self.e_released;
         self.saved.n_broken = self.n_broken;
+        let mut post_pending = false;
         for s in 0..steps {
-            self.one_step(s + 1 == steps)?;
+            post_pending = self.one_step(post_pending, s + 1 == steps)?;
         }
         self.check_finite()?;
         self.diag = self.sum_diagnostics();

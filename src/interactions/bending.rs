@@ -10,7 +10,7 @@ use glam::DQuat;
 /// `Q_ij = ΔR_j ΔR_iᵀ` and `θ_ij` its rotation vector (`|θ_ij| ≤ π`):
 /// `U^m = ½ K^m |θ_ij|²`, `RM_i = +K^m θ_ij`, `RM_j = −K^m θ_ij`, no force.
 /// Returns the energy and the moment on `i` (the moment on `j` is its negative).
-#[inline]
+#[inline(always)]
 pub fn bending(dq_i: DQuat, dq_j: DQuat, k_bend: f64) -> MomentOut {
     let theta = rrp::rotation_vector(dq_j * dq_i.conjugate());
     MomentOut { energy: 0.5 * k_bend * theta.length_squared(), moment: k_bend * theta }

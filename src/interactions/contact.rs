@@ -6,7 +6,7 @@ use glam::DVec3;
 /// Contact between two spheres with `d = x_i − x_j`, `L = |d|`, radii summing to `r_sum`:
 /// `δ = 1 − L/r_sum`, `U^pp = (2/5) K^pp [δ]_+^{5/2}`, `F_i = (K^pp/r_sum) [δ]_+^{3/2} d̂ = −F_j`.
 /// Returns zero when the spheres do not overlap.
-#[inline]
+#[inline(always)]
 pub fn contact(d: DVec3, r_sum: f64, k_contact: f64) -> ForceOut {
     let l2 = d.length_squared();
     if l2 >= r_sum * r_sum {

@@ -41,7 +41,7 @@ pub struct ShearOut {
 /// * `Objective`: `n_e = ΔR_e d̂0`, `c_e = n_e·d̂` for `e ∈ {i, j}`,
 ///   `U = ¼ K^s [(1 − c_i)² + (1 − c_j)²]`, `F_i = Σ_e ½ K^s (1 − c_e) P n_e / L`,
 ///   `RM_e = ½ K^s (1 − c_e) n_e × d̂` on end `e` only.
-#[inline]
+#[inline(always)]
 pub fn shear(variant: ShearVariant, d: DVec3, dhat0: DVec3, dq_i: DQuat, dq_j: DQuat, k_shear: f64) -> ShearOut {
     let l = d.length();
     let dhat = d / l;

@@ -14,7 +14,7 @@ pub struct Wall {
 
 /// Contact of a sphere (centre `x`, radius `r`) with a wall: `δ = 1 − (x − p)·n / r`,
 /// `U^pw = (2/5) K^pw [δ]_+^{5/2}`, `F = (K^pw/r) [δ]_+^{3/2} n`, no moment.
-#[inline]
+#[inline(always)]
 pub fn wall(x: DVec3, r: f64, point: DVec3, normal: DVec3, k_wall: f64) -> ForceOut {
     let delta = 1.0 - (x - point).dot(normal) / r;
     if delta <= 0.0 {
