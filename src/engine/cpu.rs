@@ -6,6 +6,11 @@
 //! by exactly one task and every sum runs in a fixed order, so results do not depend on the
 //! number of threads. Energies are not stored per item: the last evaluation of an `advance`
 //! folds them in index order, block by block, into the same sequential sums.
+//!
+//! On one thread (and for small systems) the same sums are formed without the per-bond array:
+//! the bond pass adds each bond into its two ends in bond order, which is the gather's order
+//! for every particle. The closing half kick of a step shares a pass with the next step's first
+//! part, and that pass goes by blocks so that the rotation updates' square roots pipeline.
 
 use super::{Engine, EngineInfo, EngineState, Precision, wrong_state_kind};
 use crate::diagnostics::Diagnostics;
