@@ -151,7 +151,8 @@ pub fn report(scenario: &Scenario, geometry: &Geometry) -> Report {
 const PARTNER_SAMPLE: usize = 1 << 16;
 
 /// Mean contact-list partners per particle at t = 0: particles closer than `r_i + r_j + skin`
-/// (the CPU and GPU engines' Verlet lists use the skin 0.3 r_max).
+/// (the GPU engine's Verlet lists use the skin 0.3 r_max, the CPU engine's
+/// `engine::cpu::SKIN_FACTOR` r_max).
 fn contact_partners(p: &Particles, skin: f64) -> f64 {
     let n = p.len();
     if n < 2 {
@@ -211,18 +212,26 @@ pub fn memory_estimate(p: &Particles, bonds: usize) -> MemoryEstimate {
     let b = bonds as u64;
     let r_max = p.radius.iter().copied().fold(0.0, f64::max);
     let per_particle = contact_partners(p, 0.3 * r_max);
-    let partners = (per_particle * n as f64).round() as u64;
+    let cpu_partners = contact_partners(p, crate::engine::cpu::SKIN_FACTOR * r_max);
+    let partners = (cpu_partners * n as f64).round() as u64;
     let (v3, q4, f) = (size_of::<DVec3>() as u64, size_of::<DQuat>() as u64, size_of::<f64>() as u64);
     let model = n * (3 * v3 + q4 + 3 * f + 1) + b * size_of::<Bond>() as u64;
     let buckets = (2 * n.max(1)).next_power_of_two();
     // A column stored once, inline, when every particle has the same value.
     let constant = |v: &[f64]| if v.windows(2).all(|w| w[0] == w[1]) { 0 } else { n * f };
+    // The engine's `1/m`, `1/J` columns (0 for a fixed particle).
+    let inverse = |v: &[f64]| {
+        let inv: Vec<f64> = v.iter().zip(&p.fixed).map(|(&m, &fixed)| if fixed { 0.0 } else { 1.0 / m }).collect();
+        constant(&inv)
+    };
     let flags = if p.fixed.windows(2).all(|w| w[0] == w[1]) { 0 } else { n };
     let attitudes = if p.q.windows(2).all(|w| w[0] == w[1]) { 0 } else { n * q4 };
     let cpu_engine = n * (2 * size_of::<Kinematics>() as u64 + 2 * v3 + 4)
         + attitudes
         + constant(&p.mass)
         + constant(&p.inertia)
+        + inverse(&p.mass)
+        + inverse(&p.inertia)
         + constant(&p.radius)
         + flags
         + n * (12 + 4 + 4 + 4 + v3)

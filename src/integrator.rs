@@ -100,7 +100,7 @@ pub fn rotation_increment(integrator: Integrator, h: f64, w: DVec3) -> Result<DV
 /// Maps 23/25: half kick `v_h = v + h/(2m) F`, `Ω_h = Ω + h/(2J) RM`, then `x += h v_h` and
 /// `q ← q(Δα) ⊗ q`. Map 27: full kick, then drift with the new velocities.
 /// Returns `Err(h²|Ω_h|²)` when `rrp-exact` cannot take the step.
-#[inline]
+#[inline(always)]
 pub fn pre_force(
     integrator: Integrator,
     h: f64,
@@ -110,6 +110,24 @@ pub fn pre_force(
     f: DVec3,
     m: DVec3,
 ) -> Result<(), f64> {
+    let dalpha = pre_force_kick_drift(integrator, h, inv_m, inv_j, k, f, m)?;
+    k.q = rrp::apply_increment(k.q, dalpha);
+    Ok(())
+}
+
+/// `pre_force` up to the rotation update: kick and drift, and the increment `Δα` that
+/// `rrp::apply_increment` then applies to `q` (an engine may apply those of many particles
+/// together). On `Err` nothing but the kick is done, as in `pre_force`.
+#[inline(always)]
+pub fn pre_force_kick_drift(
+    integrator: Integrator,
+    h: f64,
+    inv_m: f64,
+    inv_j: f64,
+    k: &mut Kinematics,
+    f: DVec3,
+    m: DVec3,
+) -> Result<DVec3, f64> {
     let kick = match integrator {
         Integrator::Campello => h,
         _ => 0.5 * h,
@@ -118,12 +136,11 @@ pub fn pre_force(
     k.w += m * (kick * inv_j);
     let dalpha = rotation_increment(integrator, h, k.w)?;
     k.x += k.v * h;
-    k.q = rrp::apply_increment(k.q, dalpha);
-    Ok(())
+    Ok(dalpha)
 }
 
 /// Closing half kick of maps 23/25 with the force and moment at step k+1 (nothing for map 27).
-#[inline]
+#[inline(always)]
 pub fn post_force(integrator: Integrator, h: f64, inv_m: f64, inv_j: f64, k: &mut Kinematics, f: DVec3, m: DVec3) {
     if integrator != Integrator::Campello {
         k.v += f * (0.5 * h * inv_m);

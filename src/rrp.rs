@@ -27,8 +27,22 @@ pub fn compose(a1: DVec3, a2: DVec3) -> DVec3 {
 }
 
 /// Homogeneous form of an RRP vector: `q(α) = (2, α)/sqrt(4 + |α|²)` (unit quaternion, w > 0).
+#[inline(always)]
 pub fn quat_from_rrp(alpha: DVec3) -> DQuat {
-    let inv = 1.0 / (4.0 + alpha.length_squared()).sqrt();
+    quat_from_rrp_inv(alpha, 1.0 / rrp_norm2(alpha).sqrt())
+}
+
+/// `4 + |α|²`, the squared norm of `(2, α)`. `quat_from_rrp` is split in two so that an
+/// engine can take the square roots and reciprocals of many particles in one tight loop
+/// (independent, pipelined) with the same operations.
+#[inline(always)]
+pub fn rrp_norm2(alpha: DVec3) -> f64 {
+    4.0 + alpha.length_squared()
+}
+
+/// `q(α)` given `inv = 1/sqrt(rrp_norm2(α))`.
+#[inline(always)]
+pub fn quat_from_rrp_inv(alpha: DVec3, inv: f64) -> DQuat {
     DQuat::from_xyzw(alpha.x * inv, alpha.y * inv, alpha.z * inv, 2.0 * inv)
 }
 
@@ -45,7 +59,7 @@ pub fn canonical(q: DQuat) -> DQuat {
 
 /// Applies a spatial RRP increment on the left, `q ← q(Δα) ⊗ q`, and renormalises (which only
 /// removes round-off: the product of unit quaternions is a unit quaternion).
-#[inline]
+#[inline(always)]
 pub fn apply_increment(q: DQuat, dalpha: DVec3) -> DQuat {
     let p = quat_from_rrp(dalpha) * q;
     p * (1.0 / p.length())
