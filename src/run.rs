@@ -53,7 +53,7 @@ pub enum RunError {
 
 /// Running record of the energy budget and of the momenta's drift, updated at every step the
 /// guard checks (every step on the CPU, every `guard_interval` steps on the GPU, and the last),
-/// whatever the record cadence.
+/// whatever the record cadence. The guard itself also checks every other stop of the run.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Budget {
     pub e0: f64,
@@ -675,25 +675,30 @@ fn drive<'scope>(
                 continue;
             }
             let d = diags[r];
+            // Every stop is checked, not only the guard's multiples: a record written between
+            // checks could otherwise hold a blown-up state, and `rollback` returns to the
+            // previous stop, which must be one the guard passed. The budget's running maxima
+            // are updated at the guard's multiples and the end only, so that they depend
+            // neither on the record cadence nor on the other replicas of a batch.
+            let dev = rep.budget.deviation(&d);
+            let limit = limit_of(rep);
+            // A NaN energy trips the guard too.
+            if dev.is_nan() || dev > limit {
+                // The particle under the largest force at the last good state is where the
+                // trouble starts (after a blow-up the culprits may already have flown apart).
+                let largest = engine.rollback(r).and_then(|()| engine.largest_force(r)).ok().flatten();
+                engine.freeze(r);
+                rep.failure = Some(Failure::Engine(EngineError::EnergyGuard {
+                    step: next,
+                    t: d.t,
+                    error: dev,
+                    limit,
+                    particle: largest.map(|l| l.0),
+                    force: largest.map_or(f64::NAN, |l| l.1),
+                }));
+                continue;
+            }
             if next.is_multiple_of(guard) || next == rep.total {
-                let dev = rep.budget.deviation(&d);
-                let limit = limit_of(rep);
-                // A NaN energy trips the guard too.
-                if dev.is_nan() || dev > limit {
-                    // The particle under the largest force at the last good state is where the
-                    // trouble starts (after a blow-up the culprits may already have flown apart).
-                    let largest = engine.rollback(r).and_then(|()| engine.largest_force(r)).ok().flatten();
-                    engine.freeze(r);
-                    rep.failure = Some(Failure::Engine(EngineError::EnergyGuard {
-                        step: next,
-                        t: d.t,
-                        error: dev,
-                        limit,
-                        particle: largest.map(|l| l.0),
-                        force: largest.map_or(f64::NAN, |l| l.1),
-                    }));
-                    continue;
-                }
                 rep.budget.update(&d);
             }
             if next.is_multiple_of(rep.record_every) || next == rep.total {

@@ -19,6 +19,9 @@ fn run_writes_the_three_files() {
         "0.5",
         "--record-every",
         "50",
+        // The checks below hold the CPU's f64 (`auto` takes a hardware GPU's f32 where there is one).
+        "--backend",
+        "cpu",
         "--out",
         out.to_str().unwrap(),
     ]);

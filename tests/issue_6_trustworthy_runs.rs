@@ -62,20 +62,31 @@ fn forced_overlap_stops_with_the_energy_guard_and_keeps_the_last_good_state() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("overlap.json");
     std::fs::write(&path, serde_json::to_string(&two_spheres(0.9, 1e7)).unwrap()).unwrap();
-    let out = dir.path().join("o");
-    let o = rrpdem(&["run", path.to_str().unwrap(), "--force", "--out", out.to_str().unwrap()]);
-    assert!(!o.status.success(), "must not exit 0");
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert!(err.contains("energy guard") && err.contains("step 1"), "{err}");
-    let summary: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
-    assert!(summary["status"].as_str().unwrap().starts_with("error: energy guard"), "{summary}");
-    // The last good step is the initial state: steps and t_final say so, final_state holds it.
-    assert_eq!(summary["steps"], 0);
-    assert_eq!(summary["t_final"], 0.0);
-    let fin = std::fs::read_to_string(out.join("final_state.csv")).unwrap();
-    let x1: f64 = fin.lines().nth(2).unwrap().split(',').nth(1).unwrap().parse().unwrap();
-    assert_eq!(x1, 0.9, "final_state.csv is the last good state, not the blown-up one");
+    // On the GPU the guard's own interval is 100 steps, but every record (here every step) is
+    // checked too. Before: the GPU wrote 99 blown-up records, tripped at step 100 and called
+    // step 99 the last good one.
+    for backend in ["cpu", "gpu"] {
+        let out = dir.path().join(backend);
+        let args = ["run", path.to_str().unwrap(), "--force", "--backend", backend, "--out", out.to_str().unwrap()];
+        let o = rrpdem(&args);
+        assert!(!o.status.success(), "{backend}: must not exit 0");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains("energy guard") && err.contains("at step 1 "), "{backend}: {err}");
+        let summary: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+        assert!(summary["status"].as_str().unwrap().starts_with("error: energy guard"), "{summary}");
+        // The last good step is the initial state: steps and t_final say so, final_state holds it.
+        assert_eq!(summary["steps"], 0, "{backend}");
+        assert_eq!(summary["t_final"], 0.0, "{backend}");
+        let fin = std::fs::read_to_string(out.join("final_state.csv")).unwrap();
+        let x1: f64 = fin.lines().nth(2).unwrap().split(',').nth(1).unwrap().parse().unwrap();
+        // Exact on the CPU; the GPU's default precision is f32 (block + offset, each rounded
+        // once: within an f32 ulp of 1, 1.2e-7). The blown-up state has x1 ≈ 16.
+        let tol = if backend == "gpu" { 1.2e-7 } else { 0.0 };
+        assert!((x1 - 0.9).abs() <= tol, "{backend}: final_state.csv holds x1 = {x1}, not the last good state");
+        let series = std::fs::read_to_string(out.join("series.csv")).unwrap();
+        assert_eq!(series.lines().count(), 2, "{backend}: header and step 0 only");
+    }
 }
 
 #[test]
@@ -390,7 +401,9 @@ fn final_state_carries_every_column_a_csv_body_reads() {
     let path = tmp.path().join("mixed.json");
     std::fs::write(&path, scen).unwrap();
     let out = tmp.path().join("o");
-    assert!(rrpdem(&["run", path.to_str().unwrap(), "--out", out.to_str().unwrap()]).status.success());
+    // `--backend cpu`: the f64 bound below (`auto` takes a hardware GPU's f32 where there is one).
+    let args = ["run", path.to_str().unwrap(), "--backend", "cpu", "--out", out.to_str().unwrap()];
+    assert!(rrpdem(&args).status.success());
     let seeded = r#"{"name": "seeded", "dt": 1e-3, "t_end": 0.01, "particle": {"mass": 9, "inertia": 9},
         "bodies": [{"type": "csv", "particles": "o/final_state.csv"}]}"#;
     let path2 = tmp.path().join("seeded.json");

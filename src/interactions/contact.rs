@@ -14,6 +14,12 @@ pub fn contact(d: DVec3, r_sum: f64, k_contact: f64) -> ForceOut {
     }
     let l = l2.sqrt();
     let delta = 1.0 - l / r_sum;
+    // Spheres just touching: l2 < r_sum² yet l/r_sum ≥ 1 where sqrt or the division round up,
+    // as on GPUs whose sqrt and division are not correctly rounded (NVIDIA's Vulkan driver):
+    // without this, sqrt(δ < 0) is NaN. Never taken with IEEE rounding (the CPU, lavapipe).
+    if delta < 0.0 {
+        return ForceOut::default();
+    }
     let s = delta.sqrt();
     ForceOut { energy: 0.4 * k_contact * delta * delta * s, force: d * (k_contact / r_sum * delta * s / l) }
 }
