@@ -1,7 +1,8 @@
 // Probe kernels for tests: the shared WGSL functions on lists of inputs, compared with their
 // Rust twins by tests/gpu_probes.rs (f64 atan2 against f64::atan2, cell_hash against
 // grid::cell_hash, finite_real against is_finite, rupture_measures and rupture against
-// interactions::rupture).
+// interactions::rupture) and the device's own division, square root and a·b + c, compared with
+// IEEE 754 by `gpu::arithmetic_on_device`.
 
 @group(3) @binding(0) var<storage, read_write> atan_in: array<vec2<real>>;
 @group(3) @binding(1) var<storage, read_write> atan_out: array<real>;
@@ -11,6 +12,8 @@
 @group(3) @binding(5) var<storage, read_write> finite_out: array<u32>;
 @group(3) @binding(6) var<storage, read_write> rupture_in: array<vec4<real>>;
 @group(3) @binding(7) var<storage, read_write> rupture_out: array<real>;
+@group(3) @binding(8) var<storage, read_write> arith_in: array<vec4<real>>;
+@group(3) @binding(9) var<storage, read_write> arith_out: array<vec4<real>>;
 
 @compute @workgroup_size(WG)
 fn atan2_probe(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
@@ -59,5 +62,17 @@ fn rupture_probe(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups)
             rupture_out[5u * i + c] = m[c];
         }
         rupture_out[5u * i + 4u] = real(mode);
+    }
+}
+
+/// arith_in[i] = (a, b, c, 0); arith_out[i] = (a / b, sqrt(a), a * b + c, 0), a ≥ 0: what the
+/// device makes of the operations whose rounding IEEE 754 fixes (a driver may fuse a·b + c).
+@compute @workgroup_size(WG)
+fn arith_probe(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+               @builtin(local_invocation_index) lid: u32) {
+    let i = linear_id(wid, nwg, lid, WG);
+    if i < arrayLength(&arith_out) {
+        let v = arith_in[i];
+        arith_out[i] = vec4<real>(v.x / v.y, sqrt(v.x), v.x * v.y + v.z, 0.0);
     }
 }

@@ -822,6 +822,29 @@ fn cmd_info() -> Result<()> {
         "--backend auto  would use {}",
         if rrpdem::gpu::hardware_adapter_available() { "the hardware GPU" } else { "the CPU engine (no hardware GPU)" }
     );
+    // What `--backend gpu` computes with, operation by operation, against IEEE 754 (the CPU).
+    if !adapters.is_empty() {
+        for p in [Precision::F32, Precision::F64] {
+            match rrpdem::gpu::arithmetic_on_device(p) {
+                Ok(r) if r.ieee() => {
+                    println!("GPU {} ops     a/b, sqrt, a*b+c as IEEE 754 on all {} inputs", p.as_str(), r.cases)
+                }
+                Ok(r) => println!(
+                    "GPU {} ops     differ from IEEE 754 on {} inputs: a/b {} (≤ {} ulp), sqrt {} (≤ {} ulp), a*b+c {} (≤ {} ulp; {} as if fused)",
+                    p.as_str(),
+                    r.cases,
+                    r.div_differ,
+                    r.div_max_ulps,
+                    r.sqrt_differ,
+                    r.sqrt_max_ulps,
+                    r.mul_add_differ,
+                    r.mul_add_max_ulps,
+                    r.mul_add_as_fused
+                ),
+                Err(e) => println!("GPU {} ops     not checked: {e}", p.as_str()),
+            }
+        }
+    }
     Ok(())
 }
 

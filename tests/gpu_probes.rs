@@ -196,3 +196,23 @@ fn rupture_measures_and_rule_on_the_device_match_their_rust_twins() {
         assert!(compared > 3000 && broke > 500 && compared - broke > 500, "{p:?}: {compared} {broke}");
     }
 }
+
+#[test]
+fn device_arithmetic_report_is_ieee_on_lavapipe() {
+    // The CPU-parity bounds of the f64 tests (V7, V9) assume a device that rounds as IEEE 754.
+    // Lavapipe does (LLVM on the CPU); a hardware GPU may not (docs/GPU.md, "Real GPU"), and
+    // there the report must say so rather than fail.
+    for p in [Precision::F32, Precision::F64] {
+        let r = rrpdem::gpu::arithmetic_on_device(p).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(r.cases, 4096);
+        let lavapipe = rrpdem::gpu::list_adapters().first().is_some_and(|a| a.name.contains("llvmpipe"));
+        if lavapipe {
+            assert!(r.ieee(), "{p:?}: {r:?}");
+            // The inputs tell fused from unfused: many a·b + c differ between the two, so a
+            // device that fuses cannot pass as IEEE.
+            assert!(r.mul_add_as_fused < r.cases / 2, "{p:?}: {r:?}");
+        } else {
+            eprintln!("{p:?} on a hardware adapter: {r:?}");
+        }
+    }
+}

@@ -1350,6 +1350,103 @@ pub fn finite_on_device(values: &[f64], precision: Precision) -> Result<Vec<bool
     Ok(bytes[..4 * n].chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]) != 0).collect())
 }
 
+/// How far a device's division, square root and a·b + c are from IEEE 754 (correctly rounded,
+/// unfused), over the inputs `arithmetic_on_device` was given: the number of results that differ
+/// from the CPU's and the largest difference in units in the last place.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ArithmeticReport {
+    pub cases: usize,
+    pub div_differ: usize,
+    pub div_max_ulps: u64,
+    pub sqrt_differ: usize,
+    pub sqrt_max_ulps: u64,
+    pub mul_add_differ: usize,
+    pub mul_add_max_ulps: u64,
+    /// Results of a·b + c equal to the fused (single rounding) value: all of them where the
+    /// driver fuses; on an IEEE device, those where both roundings agree.
+    pub mul_add_as_fused: usize,
+}
+
+impl ArithmeticReport {
+    /// Every result equal to IEEE 754's: the device computes as the CPU does, operation by
+    /// operation.
+    pub fn ieee(&self) -> bool {
+        self.div_differ == 0 && self.sqrt_differ == 0 && self.mul_add_differ == 0
+    }
+}
+
+/// Runs `a / b`, `sqrt(a)` and `a * b + c` on the device over random inputs spread over many
+/// binades (a seeded generator: the same inputs every call; half of them with c = −a·b) and
+/// compares each result with the
+/// CPU's IEEE 754 result (f32: inputs and results rounded to f32). Vulkan lets a driver round
+/// f64 division and square root less precisely and fuse a·b + c; where it does, a chaotic run's
+/// CPU–GPU difference grows from a larger start (docs/GPU.md, "Real GPU").
+pub fn arithmetic_on_device(precision: Precision) -> Result<ArithmeticReport, GpuError> {
+    let mut seed = 0x5eed_u64;
+    let mut next = || {
+        seed = seed.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = seed;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        ((z ^ (z >> 31)) >> 11) as f64 / (1u64 << 53) as f64
+    };
+    let n = 4096;
+    let mut rnd = |span: f64| (next() + 0.5) * 2f64.powf((next() - 0.5) * span);
+    let round = |x: f64| match precision {
+        Precision::F32 => x as f32 as f64,
+        Precision::F64 => x,
+    };
+    // Every other c is −(a·b) rounded: unfused, a·b + c is then 0; fused, it is the product's
+    // rounding error, nonzero unless the product is exact. So fusing shows.
+    let cases: Vec<[f64; 3]> = (0..n)
+        .map(|k| {
+            let (a, b) = (round(rnd(40.0)), round(rnd(40.0)));
+            let c = if k % 2 == 0 { -round(a * b) } else { -rnd(40.0) };
+            [a, b, c]
+        })
+        .collect();
+    let flat: Vec<f64> = cases.iter().flat_map(|c| [round(c[0]), round(c[1]), round(c[2]), 0.0]).collect();
+    let out = 4 * n * state::real_size(precision);
+    let bytes = run_probe(precision, "arith_probe", ("arith_in", "arith_out"), &state::reals_to_bytes(&flat, precision), out, n as u32)?;
+    let got = state::bytes_to_reals(&bytes[..out], precision);
+    let ulps = |a: f64, b: f64| -> u64 {
+        match precision {
+            Precision::F32 => ((a as f32).to_bits() as i64 - (b as f32).to_bits() as i64).unsigned_abs(),
+            Precision::F64 => (a.to_bits() as i128 - b.to_bits() as i128).unsigned_abs() as u64,
+        }
+    };
+    let mut r = ArithmeticReport { cases: n, ..Default::default() };
+    for (k, c) in cases.iter().enumerate() {
+        let (a, b, cc) = (round(c[0]), round(c[1]), round(c[2]));
+        let want = match precision {
+            Precision::F32 => {
+                let (a, b, cc) = (a as f32, b as f32, cc as f32);
+                [(a / b) as f64, a.sqrt() as f64, (a * b + cc) as f64]
+            }
+            Precision::F64 => [a / b, a.sqrt(), a * b + cc],
+        };
+        let g = &got[4 * k..4 * k + 3];
+        let fused = match precision {
+            Precision::F32 => (a as f32).mul_add(b as f32, cc as f32) as f64,
+            Precision::F64 => a.mul_add(b, cc),
+        };
+        r.mul_add_as_fused += (g[2] == fused) as usize;
+        for (op, (&w, &v)) in want.iter().zip(g).enumerate() {
+            let u = ulps(w, v);
+            let (count, max) = match op {
+                0 => (&mut r.div_differ, &mut r.div_max_ulps),
+                1 => (&mut r.sqrt_differ, &mut r.sqrt_max_ulps),
+                _ => (&mut r.mul_add_differ, &mut r.mul_add_max_ulps),
+            };
+            if u != 0 {
+                *count += 1;
+                *max = (*max).max(u);
+            }
+        }
+    }
+    Ok(r)
+}
+
 /// What `rupture_on_device` gives per case: the four measures and the breaking channel.
 pub type RuptureResult = ([f64; 4], Option<usize>);
 
