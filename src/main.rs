@@ -707,6 +707,7 @@ fn cmd_bench(
         bail!("--bandwidth must be positive (GB/s)");
     }
     let mut all = Vec::new();
+    let mut failed: Vec<String> = Vec::new();
     println!(
         "{:<16} {:<8} {:>7} {:>10} {:>9} {:>14} {:>14} {:>8} {:>8} {:>9} {:>9}",
         "case",
@@ -745,8 +746,17 @@ fn cmd_bench(
                 } else {
                     let m = model.as_ref().expect("kept for every measurement");
                     bench::measure(&case, std::borrow::Cow::Borrowed(m), e, t, stages, steps, min_seconds, bandwidth)
-                }
-                .map_err(anyhow::Error::msg)?;
+                };
+                // A failing measurement (a device error, a blow-up) is reported and the others
+                // go on; the JSON holds every measurement made, and the exit status says so.
+                let m = match m {
+                    Ok(m) => m,
+                    Err(err) => {
+                        eprintln!("error: {name} on {e:?} with {t} threads: {err}");
+                        failed.push(format!("{name} {e:?} {t}"));
+                        continue;
+                    }
+                };
                 println!(
                     "{:<16} {:<8} {:>7} {:>10} {:>9} {:>14.4e} {:>14.4e} {:>8.0} {:>8} {:>9.2} {:>9.0}",
                     m.case,
@@ -783,11 +793,17 @@ fn cmd_bench(
                     None => {}
                 }
                 all.push(m);
+                // Written after every measurement, so that an interrupted bench keeps what it
+                // measured.
+                if let Some(p) = json {
+                    std::fs::write(p, serde_json::to_string_pretty(&all)?)
+                        .with_context(|| format!("writing {}", p.display()))?;
+                }
             }
         }
     }
-    if let Some(p) = json {
-        std::fs::write(p, serde_json::to_string_pretty(&all)?).with_context(|| format!("writing {}", p.display()))?;
+    if !failed.is_empty() {
+        bail!("{} measurement(s) failed (reported above): {}", failed.len(), failed.join(", "));
     }
     Ok(())
 }

@@ -279,3 +279,23 @@ fn plots_flags_draw_the_figures_of_a_run_and_a_study() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert_eq!(&std::fs::read(sout.join("study.png")).unwrap()[1..4], b"PNG");
 }
+
+#[test]
+fn bench_keeps_the_measurements_made_before_a_failure() {
+    // The JSON is written after every measurement: a later failure (here an unknown case; on a
+    // device, a blow-up or a lost device) neither loses the torus figures nor exits 0.
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("bench.json");
+    let args = ["bench", "--cases", "torus,nope-1", "--engines", "cpu", "--steps", "10", "--min-seconds", "0"];
+    let o = rrpdem(&[&args[..], &["--json", json.to_str().unwrap()]].concat());
+    assert!(!o.status.success());
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("unknown case `nope-1`"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(v.as_array().map(Vec::len), Some(1), "{v}");
+    assert_eq!(v[0]["case"], "torus");
+    assert!(v[0]["particle_steps_per_s"].as_f64().unwrap() > 0.0, "{v}");
+}

@@ -1407,7 +1407,14 @@ pub fn arithmetic_on_device(precision: Precision) -> Result<ArithmeticReport, Gp
         .collect();
     let flat: Vec<f64> = cases.iter().flat_map(|c| [round(c[0]), round(c[1]), round(c[2]), 0.0]).collect();
     let out = 4 * n * state::real_size(precision);
-    let bytes = run_probe(precision, "arith_probe", ("arith_in", "arith_out"), &state::reals_to_bytes(&flat, precision), out, n as u32)?;
+    let bytes = run_probe(
+        precision,
+        "arith_probe",
+        ("arith_in", "arith_out"),
+        &state::reals_to_bytes(&flat, precision),
+        out,
+        n as u32,
+    )?;
     let got = state::bytes_to_reals(&bytes[..out], precision);
     let ulps = |a: f64, b: f64| -> u64 {
         match precision {
