@@ -73,7 +73,7 @@ fn contact(d: vec3<real>, r_sum: real, k_contact: real) -> ForceOut {
     let l = sqrt(l2);
     let delta = 1.0 - l / r_sum;
     // Just touching: sqrt or the division may round up where they are not correctly rounded
-    // (NVIDIA's Vulkan driver), and sqrt(δ < 0) is NaN (the Rust twin explains).
+    // (NVIDIA's Vulkan driver in f32), and sqrt(δ < 0) is NaN (the Rust twin explains).
     if delta < 0.0 {
         return ForceOut(0.0, vec3<real>(0.0));
     }

@@ -845,18 +845,28 @@ fn cmd_info() -> Result<()> {
                 Ok(r) if r.ieee() => {
                     println!("GPU {} ops     a/b, sqrt, a*b+c as IEEE 754 on all {} inputs", p.as_str(), r.cases)
                 }
-                Ok(r) => println!(
-                    "GPU {} ops     differ from IEEE 754 on {} inputs: a/b {} (≤ {} ulp), sqrt {} (≤ {} ulp), a*b+c {} (≤ {} ulp; {} as if fused)",
-                    p.as_str(),
-                    r.cases,
-                    r.div_differ,
-                    r.div_max_ulps,
-                    r.sqrt_differ,
-                    r.sqrt_max_ulps,
-                    r.mul_add_differ,
-                    r.mul_add_max_ulps,
-                    r.mul_add_as_fused
-                ),
+                Ok(r) => {
+                    let op = |name: &str, differ: usize, ulps: u64| {
+                        if differ == 0 {
+                            format!("{name} as IEEE")
+                        } else {
+                            format!("{name} {differ} (≤ {ulps} ulp)")
+                        }
+                    };
+                    let mul_add = if r.mul_add_as_fused == r.cases {
+                        "a*b+c fused".to_string()
+                    } else {
+                        op("a*b+c", r.mul_add_differ, r.mul_add_max_ulps)
+                    };
+                    println!(
+                        "GPU {} ops     differ from IEEE 754 on {} inputs: {}, {}, {}",
+                        p.as_str(),
+                        r.cases,
+                        op("a/b", r.div_differ, r.div_max_ulps),
+                        op("sqrt", r.sqrt_differ, r.sqrt_max_ulps),
+                        mul_add
+                    )
+                }
                 Err(e) => println!("GPU {} ops     not checked: {e}", p.as_str()),
             }
         }

@@ -250,8 +250,8 @@ fn cpu_and_gpu_f64_break_the_same_bonds_at_the_same_steps() {
     assert_eq!(key(&all[0].1), key(&all[1].1), "{} vs {}", all[0].0, all[1].0);
     // Midpoints and energies to the V7 f64 bound: same operations up to summation order, which
     // holds where the device rounds division, square root and a·b + c as IEEE 754 (lavapipe).
-    // Elsewhere (NVIDIA's Vulkan driver: f64 division and sqrt off by an ulp, a·b + c fused)
-    // every operation differs, the impact amplifies it (measured on an H100: 3e-9 in the
+    // Elsewhere (NVIDIA's Vulkan driver fuses a·b + c; its f64 division and sqrt are IEEE)
+    // many operations differ, the impact amplifies it (measured on an H100: 3e-9 in the
     // midpoint at step 1760, against 5e-12 on lavapipe) and only the discrete outcome above is
     // device-independent.
     let ops = rrpdem::gpu::arithmetic_on_device(rrpdem::engine::Precision::F64).unwrap();

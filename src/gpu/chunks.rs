@@ -6,7 +6,8 @@
 //! (`ChunkGpu`, shaders/bindings.wgsl). With everything within one binding there is one chunk
 //! of each kind with windows at 0, so the arithmetic is the unsplit one and results are bit
 //! for bit the same either way (tested). Per-particle arrays stay single bindings: at 16 B
-//! (f32) or 32 B (f64) per particle, a 4 GiB binding holds 2.7·10⁸ or 1.3·10⁸ particles.
+//! (f32) or 32 B (f64) per particle, a 2 GiB binding (the H100's) holds 1.3·10⁸ or 6.7·10⁷
+//! particles. Each chunked array must still fit one buffer (4 GiB there).
 //!
 //! The **halo**: a particle chunk's window of bond results ends at its highest incident bond
 //! and reaches back as far as a binding allows; an incident bond below it (a partner far away

@@ -15,8 +15,9 @@ pub fn contact(d: DVec3, r_sum: f64, k_contact: f64) -> ForceOut {
     let l = l2.sqrt();
     let delta = 1.0 - l / r_sum;
     // Spheres just touching: l2 < r_sum² yet l/r_sum ≥ 1 where sqrt or the division round up,
-    // as on GPUs whose sqrt and division are not correctly rounded (NVIDIA's Vulkan driver):
-    // without this, sqrt(δ < 0) is NaN. Never taken with IEEE rounding (the CPU, lavapipe).
+    // as on GPUs whose sqrt and division are not correctly rounded (NVIDIA's Vulkan driver in
+    // f32: FCC solids stopped at step 0 with F = NaN). Never taken with IEEE rounding (the
+    // CPU, lavapipe), where l2 < fl(r_sum²) implies l ≤ r_sum.
     if delta < 0.0 {
         return ForceOut::default();
     }
