@@ -193,7 +193,8 @@ fn contact_partners(p: &Particles, skin: f64) -> f64 {
 ///   `2^⌈log2 2N⌉ + 1` bucket starts (4 each) and 4 per list entry. Per bond: ends, reference
 ///   direction and length (40), force and moments of the last evaluation (72), broken flag and
 ///   its rollback copy (2), two incidence entries (8); with Weibull rupture also its threshold
-///   scale (8, not counted here).
+///   scale (8, not counted here). This is a run on several threads: on one, the results and
+///   the incidence (80 per bond) are never allocated.
 /// - GPU (`src/gpu/state.rs`, `DemState::new`), with `rs` the size of a real: per particle ten
 ///   vec4 arrays (pos, vel, quat, omega, inertial, force, moment, pot, sorted_pos, x_ref:
 ///   `40·rs`) and the rollback copies of pos, vel, quat, omega (`16·rs`); with rupture, per bond

@@ -137,24 +137,7 @@ impl Model {
     /// `entries[offsets[p]..offsets[p+1]]`, each `2·bond + end` (end 0 = `i`, 1 = `j`), in
     /// increasing bond order. Engines gather bond results through it in this fixed order.
     pub fn incidence(&self) -> (Vec<u32>, Vec<u32>) {
-        let n = self.particles.len();
-        let mut offsets = vec![0u32; n + 1];
-        for b in &self.bonds {
-            offsets[b.i as usize + 1] += 1;
-            offsets[b.j as usize + 1] += 1;
-        }
-        for p in 0..n {
-            offsets[p + 1] += offsets[p];
-        }
-        let mut fill = offsets.clone();
-        let mut entries = vec![0u32; 2 * self.bonds.len()];
-        for (k, b) in self.bonds.iter().enumerate() {
-            for (end, p) in [(0u32, b.i), (1, b.j)] {
-                entries[fill[p as usize] as usize] = 2 * k as u32 + end;
-                fill[p as usize] += 1;
-            }
-        }
-        (offsets, entries)
+        incidence(self.particles.len(), self.bonds.len(), || self.bonds.iter().map(|b| (b.i, b.j)))
     }
 
     /// Largest particle radius (sets the contact-search cell size).
@@ -203,4 +186,30 @@ pub fn bond_terms_rel(dhat0: DVec3, l0: f64, dq_i: DQuat, dq_j: DQuat, x_i: DVec
         u_axial: ax.energy,
         u_shear: sh.energy,
     }
+}
+
+/// Incidence (CSR) of `n_bonds` bonds with ends `ends()` among `n` particles: offsets (n + 1)
+/// and entries `2·bond + end` (end 0 for i, 1 for j), each particle's in bond order.
+pub fn incidence<I: Iterator<Item = (u32, u32)>>(
+    n: usize,
+    n_bonds: usize,
+    ends: impl Fn() -> I,
+) -> (Vec<u32>, Vec<u32>) {
+    let mut offsets = vec![0u32; n + 1];
+    for (i, j) in ends() {
+        offsets[i as usize + 1] += 1;
+        offsets[j as usize + 1] += 1;
+    }
+    for p in 0..n {
+        offsets[p + 1] += offsets[p];
+    }
+    let mut fill = offsets.clone();
+    let mut entries = vec![0u32; 2 * n_bonds];
+    for (k, (i, j)) in ends().enumerate() {
+        for (end, p) in [(0u32, i), (1, j)] {
+            entries[fill[p as usize] as usize] = 2 * k as u32 + end;
+            fill[p as usize] += 1;
+        }
+    }
+    (offsets, entries)
 }

@@ -87,6 +87,20 @@ fn cpu_results_do_not_depend_on_thread_count() {
     assert_eq!(s1, s3);
     assert_eq!(d1, d2);
     assert_eq!(d1, d3);
+    // One engine, first on one thread (no per-bond results or incidence list allocated), then
+    // on two (allocated at the first parallel evaluation, mid-run): the same bits.
+    let part = |e: &CpuEngine, name: &str| e.memory().iter().find(|p| p.0 == name).map(|p| p.1).unwrap();
+    let one = rayon::ThreadPoolBuilder::new().num_threads(1).build().unwrap();
+    let two = rayon::ThreadPoolBuilder::new().num_threads(2).build().unwrap();
+    let mut e = one.install(|| {
+        let mut e = CpuEngine::new(&model, Integrator::RrpNewmark, 2e-3).unwrap();
+        e.advance(20).unwrap();
+        e
+    });
+    assert_eq!((part(&e, "bond results"), part(&e, "incidence")), (0, 0));
+    two.install(|| e.advance(20).unwrap());
+    assert_eq!(part(&e, "bond results"), 72 * model.bonds.len());
+    assert_eq!((e.snapshot().unwrap(), e.diagnostics().unwrap()), (s1, d1));
 }
 
 #[test]

@@ -9,7 +9,8 @@
 //!
 //! On one thread (and for small systems) the same sums are formed without the per-bond array:
 //! the bond pass adds each bond into its two ends in bond order, which is the gather's order
-//! for every particle. The closing half kick of a step shares a pass with the next step's first
+//! for every particle. The per-bond results (72 B per bond) and the incidence list (8 B per
+//! bond) are then never allocated: they are made at the first parallel evaluation. The closing half kick of a step shares a pass with the next step's first
 //! part, and that pass goes by blocks so that the rotation updates' square roots pipeline.
 
 use super::{Engine, EngineInfo, EngineState, Precision, wrong_state_kind};
@@ -301,7 +302,6 @@ impl CpuEngine {
         let p = &model.particles;
         let n = p.len();
         let kin = (0..n).into_par_iter().map(|i| Kinematics { x: p.x[i], v: p.v[i], q: p.q[i], w: p.w[i] }).collect();
-        let (inc_offsets, inc_entries) = model.incidence();
         let r_max = model.max_radius();
         let nb = model.bonds.len();
         let mut e = CpuEngine {
@@ -317,9 +317,9 @@ impl CpuEngine {
             fixed: Column::new(&p.fixed, false),
             bonds: model.bonds.par_iter().map(|b| BondRef { i: b.i, j: b.j, dhat0: b.dhat0, l0: b.l0 }).collect(),
             ref_q: RefAttitudes::new(model),
-            inc_offsets,
-            inc_entries,
-            bond_force: vec![BondForce::default(); nb],
+            inc_offsets: Vec::new(),
+            inc_entries: Vec::new(),
+            bond_force: Vec::new(),
             bond_state: vec![INTACT; nb],
             bond_scale: model
                 .params
@@ -401,6 +401,14 @@ impl CpuEngine {
     /// the parallel gather through the incidence list (a broken bond adds +0 there, which
     /// changes no sum that starts at +0), without storing and re-reading per-bond results.
     fn evaluate(&mut self, energies: bool, moved: Option<bool>) -> Result<(), EngineError> {
+        let (nb, n) = (self.bonds.len(), self.kin.len());
+        let scatter = serial(nb) && serial(n);
+        if !scatter && self.inc_offsets.len() != n + 1 {
+            // The gather's arrays, at the first evaluation that runs in parallel.
+            self.bond_force = vec![BondForce::default(); nb];
+            let bonds = &self.bonds;
+            (self.inc_offsets, self.inc_entries) = crate::model::incidence(n, nb, || bonds.iter().map(|b| (b.i, b.j)));
+        }
         let step = self.step;
         let t = self.time();
         let kin = &self.kin;
@@ -421,8 +429,6 @@ impl CpuEngine {
         let (bonds, ref_q) = (&self.bonds, &self.ref_q);
         let scale = &self.bond_scale;
         let identity = ref_q.is_identity();
-        let (nb, n) = (bonds.len(), kin.len());
-        let scatter = serial(nb) && serial(n);
         // The result of intact bond `k`, or `None` when it is (or has just been) broken.
         let bond_eval = |k: usize, state: &mut u8| -> Option<BondOut> {
             if *state != INTACT {
