@@ -17,23 +17,14 @@ use rrpdem::model::Model;
 /// body slab by slab does), with random velocities and spins, and rupture thresholds that the
 /// squeeze exceeds within a few hundred steps.
 fn squeezed_block() -> Model {
-    use rrpdem::interactions::{Rupture, RuptureRule, ShearVariant, Wall};
-    use rrpdem::model::Params;
-    let params = Params {
-        k_bend: 10.0,
-        k_axial: 200.0,
-        k_shear: 200.0,
-        k_contact: 2100.0,
-        k_wall: 2100.0,
-        shear: ShearVariant::Objective,
-        walls: vec![Wall { point: glam::DVec3::ZERO, normal: glam::DVec3::Z }],
-        gravity: glam::DVec3::new(0.0, 0.0, -1.0),
-        pendulum: None,
+    use rrpdem::interactions::{Rupture, RuptureRule};
+    let params = rrpdem::model::Params {
         rupture: Some(Rupture {
             inv_thresholds: [1.0 / 0.02, 1.0 / 0.2, 0.0, 0.0],
             rule: RuptureRule::Any,
             weibull: None,
         }),
+        ..lattice_params()
     };
     lattice_model_with(20, 20, 6, 0.97, true, 13, params)
 }

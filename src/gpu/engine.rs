@@ -1386,30 +1386,29 @@ impl ArithmeticReport {
 /// f64 division and square root less precisely and fuse a·b + c; where it does, a chaotic run's
 /// CPU–GPU difference grows from a larger start (docs/GPU.md, "Real GPU").
 pub fn arithmetic_on_device(precision: Precision) -> Result<ArithmeticReport, GpuError> {
-    let mut seed = 0x5eed_u64;
-    let mut next = || {
-        seed = seed.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = seed;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        ((z ^ (z >> 31)) >> 11) as f64 / (1u64 << 53) as f64
-    };
     let n = 4096;
+    // Counter-based draws (crate::rng): draw d of the probe is a function of d alone.
+    let mut d = 0u64;
+    let mut next = || {
+        d += 1;
+        crate::rng::unit(crate::rng::splitmix64(0x5eed ^ (d << 20)))
+    };
     let mut rnd = |span: f64| (next() + 0.5) * 2f64.powf((next() - 0.5) * span);
     let round = |x: f64| match precision {
         Precision::F32 => x as f32 as f64,
         Precision::F64 => x,
     };
-    // Every other c is −(a·b) rounded: unfused, a·b + c is then 0; fused, it is the product's
-    // rounding error, nonzero unless the product is exact. So fusing shows.
+    // Inputs rounded to the precision once. Every other c is −(a·b) rounded: unfused, a·b + c
+    // is then 0; fused, it is the product's rounding error, nonzero unless the product is exact.
+    // So fusing shows.
     let cases: Vec<[f64; 3]> = (0..n)
         .map(|k| {
             let (a, b) = (round(rnd(40.0)), round(rnd(40.0)));
-            let c = if k % 2 == 0 { -round(a * b) } else { -rnd(40.0) };
+            let c = if k % 2 == 0 { -round(a * b) } else { -round(rnd(40.0)) };
             [a, b, c]
         })
         .collect();
-    let flat: Vec<f64> = cases.iter().flat_map(|c| [round(c[0]), round(c[1]), round(c[2]), 0.0]).collect();
+    let flat: Vec<f64> = cases.iter().flat_map(|c| [c[0], c[1], c[2], 0.0]).collect();
     let out = 4 * n * state::real_size(precision);
     let bytes = run_probe(
         precision,
@@ -1427,8 +1426,7 @@ pub fn arithmetic_on_device(precision: Precision) -> Result<ArithmeticReport, Gp
         }
     };
     let mut r = ArithmeticReport { cases: n, ..Default::default() };
-    for (k, c) in cases.iter().enumerate() {
-        let (a, b, cc) = (round(c[0]), round(c[1]), round(c[2]));
+    for (k, &[a, b, cc]) in cases.iter().enumerate() {
         let want = match precision {
             Precision::F32 => {
                 let (a, b, cc) = (a as f32, b as f32, cc as f32);

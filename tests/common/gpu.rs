@@ -71,10 +71,15 @@ pub fn compare(gpu: &mut dyn Engine, cpu: &mut dyn Engine, steps: u64) -> (f64, 
 /// is fixed; with `bonds`, each particle is bonded to its +x neighbour. Objective shear, a floor
 /// wall and gravity.
 pub fn lattice_model(nx: usize, ny: usize, nz: usize, spacing: f64, bonds: bool, seed: u64) -> Model {
+    lattice_model_with(nx, ny, nz, spacing, bonds, seed, lattice_params())
+}
+
+/// The parameters of `lattice_model`: the paper's stiffnesses, objective shear, a floor wall
+/// at z = 0 and gravity −z, no rupture.
+pub fn lattice_params() -> rrpdem::model::Params {
     use glam::DVec3;
     use rrpdem::interactions::{ShearVariant, Wall};
-    use rrpdem::model::Params;
-    let params = Params {
+    rrpdem::model::Params {
         k_bend: 10.0,
         k_axial: 200.0,
         k_shear: 200.0,
@@ -85,8 +90,7 @@ pub fn lattice_model(nx: usize, ny: usize, nz: usize, spacing: f64, bonds: bool,
         gravity: DVec3::new(0.0, 0.0, -1.0),
         pendulum: None,
         rupture: None,
-    };
-    lattice_model_with(nx, ny, nz, spacing, bonds, seed, params)
+    }
 }
 
 /// `lattice_model` with the given parameters (stiffnesses, shear law, walls, fields).
