@@ -30,12 +30,16 @@
 @group(1) @binding(7) var<storage, read_write> moment: array<vec4<real>>;
 /// Potential energies owned by the particle: (contact pairs with j > i, walls, gravity + pendulum, 0).
 @group(1) @binding(8) var<storage, read_write> pot: array<vec4<real>>;
+/// Reference attitude of each particle's bonds (x, y, z, w): its attitude at t = 0, shared by
+/// all its bonds (`Model::reference_attitudes`), unless its replica has FLAG_BOND_Q0.
+@group(1) @binding(9) var<storage, read_write> q_ref: array<vec4<real>>;
 
 /// Bond end indices (i, j).
 @group(2) @binding(0) var<storage, read_write> bond_ends: array<vec2<u32>>;
 /// Reference direction d̂0 (xyz) and rest length L0 (w).
 @group(2) @binding(1) var<storage, read_write> bond_ref: array<vec4<real>>;
-/// Reference attitudes: q_i0 at 2k, q_j0 at 2k + 1.
+/// Reference attitudes per bond, for replicas with FLAG_BOND_Q0 (bonds that disagree on a
+/// particle's): q_i0 at 2k, q_j0 at 2k + 1. A placeholder when no replica has it.
 @group(2) @binding(2) var<storage, read_write> bond_q0: array<vec4<real>>;
 
 /// Per-bond results, mirrors `BondOut` (src/interactions/mod.rs).

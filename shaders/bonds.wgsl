@@ -27,8 +27,14 @@ fn bonds(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: ve
         bond_out[kw] = BondOutGpu(zero, zero, zero);
         return;
     }
-    let dq_i = quat_mul(quat[e.x], quat_conj(bond_q0[2u * kw]));
-    let dq_j = quat_mul(quat[e.y], quat_conj(bond_q0[2u * kw + 1u]));
+    var q_i0 = q_ref[e.x];
+    var q_j0 = q_ref[e.y];
+    if (reps[rep].flags & FLAG_BOND_Q0) != 0u {
+        q_i0 = bond_q0[2u * kw];
+        q_j0 = bond_q0[2u * kw + 1u];
+    }
+    let dq_i = quat_mul(quat[e.x], quat_conj(q_i0));
+    let dq_j = quat_mul(quat[e.y], quat_conj(q_j0));
     let edge = reps[rep].cell_edge;
     let d = pair_vector(e.x, e.y, edge);
     let r = bond_ref[kw];

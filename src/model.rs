@@ -140,6 +140,39 @@ impl Model {
         incidence(self.particles.len(), self.bonds.len(), || self.bonds.iter().map(|b| (b.i, b.j)))
     }
 
+    /// Each particle's reference attitude `R_0`, when its bonds agree on it bit for bit: MODEL §3
+    /// takes every bond's reference attitudes at t = 0, so the `q_i0`/`q_j0` of all bonds of a
+    /// particle are its attitude then (`Model::new` makes them so, from the current attitudes;
+    /// a checkpoint's bonds keep them while its particles have moved on). Engines then store one
+    /// attitude per particle instead of two per bond (16 or 32 bytes per particle against 32 or
+    /// 64 per bond, and a solid has about six bonds per particle). A particle without bonds
+    /// gets its current attitude (never read). `None` when two bonds disagree on a particle.
+    /// Borrowed when the bonds were made from the current attitudes (the usual case, checked in
+    /// parallel); otherwise built in one pass over the bonds in order.
+    pub fn reference_attitudes(&self) -> Option<std::borrow::Cow<'_, [DQuat]>> {
+        let q = &self.particles.q;
+        let bits = |a: &DQuat| a.to_array().map(f64::to_bits);
+        let current = |b: &Bond| bits(&b.q_i0) == bits(&q[b.i as usize]) && bits(&b.q_j0) == bits(&q[b.j as usize]);
+        let all_current =
+            if self.bonds.len() < 4096 { self.bonds.iter().all(current) } else { self.bonds.par_iter().all(current) };
+        if all_current {
+            return Some(std::borrow::Cow::Borrowed(q));
+        }
+        let mut out = q.clone();
+        let mut set = vec![false; q.len()];
+        for b in &self.bonds {
+            for (p, q0) in [(b.i as usize, b.q_i0), (b.j as usize, b.q_j0)] {
+                if !set[p] {
+                    set[p] = true;
+                    out[p] = q0;
+                } else if bits(&out[p]) != bits(&q0) {
+                    return None;
+                }
+            }
+        }
+        Some(std::borrow::Cow::Owned(out))
+    }
+
     /// Largest particle radius (sets the contact-search cell size).
     pub fn max_radius(&self) -> f64 {
         self.particles.radius.iter().copied().fold(0.0, f64::max)

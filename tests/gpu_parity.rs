@@ -117,3 +117,55 @@ fn distinct_stiffnesses_paper_shear_f32_match_cpu() {
 fn distinct_stiffnesses_objective_shear_f32_match_cpu() {
     parity(ShearVariant::Objective, Precision::F32, 200);
 }
+
+/// The bonds' reference attitudes, stored per particle (`q_ref`) where the bonds agree on each
+/// particle's and per bond (`bond_q0`, FLAG_BOND_Q0) where not, against the CPU (which makes the
+/// same choice, by `Model::reference_attitudes`). Three models of one lattice: (a) built from
+/// the current state; (b) its particles turned since (as in a checkpoint: the bonds keep their
+/// t = 0 attitudes, now unlike the particles'), so bending and shear start loaded; (c) as (b) with
+/// one bond's reference at one end changed, so the bonds disagree there and all go per bond.
+/// A GPU that took the current attitudes as references would start (b) and (c) unloaded: the
+/// test asserts the three differ, so that such a mistake shows as a difference from the CPU.
+#[test]
+fn reference_attitudes_per_particle_and_per_bond_match_cpu() {
+    let a = model(ShearVariant::Objective);
+    let mut b = a.clone();
+    let mut rng = 0x9e37_79b9_7f4a_7c15u64;
+    for q in &mut b.particles.q {
+        rng = rng.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        let angle = 0.02 + 0.08 * ((rng >> 11) as f64 / (1u64 << 53) as f64);
+        let axis = DVec3::new(1.0, (rng >> 40) as f64 / (1u64 << 24) as f64, 0.5).normalize();
+        *q = (glam::DQuat::from_axis_angle(axis, angle) * *q).normalize();
+    }
+    let mut c = b.clone();
+    c.bonds[7].q_j0 = glam::DQuat::from_rotation_x(0.05) * c.bonds[7].q_j0;
+    assert!(matches!(a.reference_attitudes(), Some(std::borrow::Cow::Borrowed(_))));
+    let kept = b.reference_attitudes().expect("(b): the bonds agree on every particle");
+    let bonded = |i: usize| b.bonds.iter().any(|x| x.i as usize == i || x.j as usize == i);
+    for (i, q) in kept.iter().enumerate().filter(|(i, _)| bonded(*i)) {
+        assert_eq!(*q, a.particles.q[i], "(b): particle {i}'s reference is its t = 0 attitude");
+    }
+    assert!(c.reference_attitudes().is_none(), "(c): bond 7 disagrees at its j end");
+
+    let dt = 2e-4;
+    let steps = 300;
+    let mut u_bend = Vec::new();
+    for (name, m) in [("a", &a), ("b", &b), ("c", &c)] {
+        let mut g = gpu(m, Integrator::RrpNewmark, dt, Precision::F64);
+        let mut k = cpu(m, Integrator::RrpNewmark, dt);
+        let per_bond = g.buffer_parts().iter().find(|p| p.0 == "bond_q0").map_or(0, |p| p.1);
+        // Per bond: two attitudes of four f64 per bond; otherwise a placeholder.
+        let expect_per_bond = name == "c";
+        assert_eq!(per_bond >= 64 * m.bonds.len() as u64, expect_per_bond, "({name}): bond_q0 holds {per_bond} B");
+        u_bend.push(k.diagnostics().unwrap().u_bend);
+        let e0 = k.diagnostics().unwrap().total().abs();
+        let (dx, dm, de) = compare(&mut g, &mut k, steps);
+        eprintln!("({name}) {steps} steps: |Δx| {dx:.2e}, |Δv,Ω,q| {dm:.2e}, |ΔE,P,S,L| {de:.2e}");
+        // As V7 f64 in `parity`: the same f64 operations up to summation order.
+        assert!(dx <= 1e-10 * 6.0, "({name}): positions differ by {dx:e}");
+        assert!(dm <= 1e-10, "({name}): motions differ by {dm:e}");
+        assert!(de <= 1e-10 * e0, "({name}): energies/momenta differ by {de:e}");
+    }
+    assert!(u_bend[1] > 10.0 * u_bend[0].max(1e-12), "(b) starts bent: U_bend {:?}", u_bend);
+    assert!((u_bend[2] - u_bend[1]).abs() > 1e-6 * u_bend[1], "(c)'s changed reference shows: {:?}", u_bend);
+}

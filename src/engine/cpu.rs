@@ -20,7 +20,7 @@ use crate::grid::NeighbourList;
 use crate::integrator::{self, Integrator, Kinematics};
 use crate::interactions::BondOut;
 use crate::interactions::{BreakEvent, contact, gravity, pendulum, rupture, rupture_measures, wall};
-use crate::model::{Bond, Model, Params, bond_terms_ref, bond_terms_rel};
+use crate::model::{Model, Params, bond_terms_ref, bond_terms_rel};
 use crate::rrp;
 use glam::{DQuat, DVec3};
 use rayon::prelude::*;
@@ -162,8 +162,9 @@ impl<T: Copy + SameBits + Send + Sync> Column<T> {
     }
 }
 
-/// The reference attitudes of the bonds' ends: per particle when every bond's `q_i0`/`q_j0`
-/// are its ends' initial attitudes (as `Model::new` makes them), per bond otherwise.
+/// The reference attitudes of the bonds' ends: per particle when the bonds agree on each
+/// particle's (`Model::reference_attitudes`: always for a model built from its initial state,
+/// and for a checkpoint's), per bond otherwise.
 #[derive(Clone, Debug)]
 enum RefAttitudes {
     Particle(Column<DQuat>),
@@ -172,17 +173,9 @@ enum RefAttitudes {
 
 impl RefAttitudes {
     fn new(model: &Model) -> RefAttitudes {
-        let q = &model.particles.q;
-        let from_particles = |b: &Bond| b.q_i0.same_bits(&q[b.i as usize]) && b.q_j0.same_bits(&q[b.j as usize]);
-        let ok = if model.bonds.len() < PAR_MIN {
-            model.bonds.iter().all(from_particles)
-        } else {
-            model.bonds.par_iter().all(from_particles)
-        };
-        if ok {
-            RefAttitudes::Particle(Column::new(q, DQuat::IDENTITY))
-        } else {
-            RefAttitudes::Bond(model.bonds.par_iter().map(|b| [b.q_i0, b.q_j0]).collect())
+        match model.reference_attitudes() {
+            Some(q) => RefAttitudes::Particle(Column::new(&q, DQuat::IDENTITY)),
+            None => RefAttitudes::Bond(model.bonds.par_iter().map(|b| [b.q_i0, b.q_j0]).collect()),
         }
     }
 

@@ -106,6 +106,9 @@ pub struct BatchTotals {
     pub replicas: u64,
     pub walls: u64,
     pub rupture: bool,
+    /// Some replica's bonds disagree on a particle's reference attitude, so the batch stores
+    /// them per bond (`Model::reference_attitudes`).
+    pub bond_attitudes: bool,
     /// Records out of each reduction level (level 0 first), over all replicas.
     pub level_records: Vec<u64>,
 }
@@ -139,6 +142,7 @@ impl BatchTotals {
         self.replicas += 1;
         self.walls += m.params.walls.len() as u64;
         self.rupture |= m.params.rupture.is_some();
+        self.bond_attitudes |= m.reference_attitudes().is_none();
     }
 
     /// Contact-grid bucket count (power of two ≥ 2N).
@@ -168,7 +172,7 @@ pub fn chunked_sizes(t: &BatchTotals, precision: Precision, nbr_capacity: u32) -
     let rs = real_size(precision) as u64;
     vec![
         ("bond results", 12 * rs * t.nb),
-        ("bond reference attitudes", 8 * rs * t.nb),
+        ("bond reference attitudes", if t.bond_attitudes { 8 * rs * t.nb } else { 0 }),
         ("incidence entries", 8 * t.nb),
         ("neighbour lists", 4 * nbr_capacity as u64 * t.n),
     ]
@@ -199,7 +203,8 @@ pub fn planned_sizes(t: &BatchTotals, precision: Precision, nbr_capacity: u32) -
         4 * n, // fixed
         8 * nb,
         4 * rs * nb,
-        8 * rs * nb, // bond_ends, bond_ref, bond_q0
+        if t.bond_attitudes { 8 * rs * nb } else { 0 }, // bond_ends, bond_ref, bond_q0
+        v4,                                             // q_ref
         4 * (n + 1),
         8 * nb,      // incidence
         4 * (n + 1), // neighbour list offsets

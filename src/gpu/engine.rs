@@ -118,6 +118,8 @@ struct Replica {
     total_mass: f64,
     inv_cell: f64,
     skin: f64,
+    /// Its bonds' reference attitudes are per bond, not per particle (`FLAG_BOND_Q0`).
+    bond_attitudes: bool,
     /// Ends (i, j) of every bond, replica-relative, for the break events.
     bond_ends: Vec<(u32, u32)>,
     /// Steps this replica has taken.
@@ -243,9 +245,13 @@ impl GpuEngine {
                 });
             }
         }
+        // Per particle where the bonds agree on it (always, for models built from their initial
+        // state, and for checkpoints): `q_ref`; per bond otherwise.
+        let ref_q: Vec<_> = models.iter().map(|m| m.reference_attitudes()).collect();
         let reps: Vec<Replica> = models
             .iter()
-            .map(|model| {
+            .zip(&ref_q)
+            .map(|(model, ref_q)| {
                 // List candidates are at most r_i + r_j + skin ≤ 2 r_max + skin apart: one cell.
                 let skin = SKIN_FACTOR * model.max_radius();
                 let cell = (2.0 * model.max_radius() + skin).max(f64::MIN_POSITIVE);
@@ -259,6 +265,7 @@ impl GpuEngine {
                     total_mass: model.particles.mass.iter().sum(),
                     inv_cell: 1.0 / cell,
                     skin,
+                    bond_attitudes: ref_q.is_none(),
                     bond_ends: model.bonds.iter().map(|b| (b.i, b.j)).collect(),
                     step: 0,
                     diag: Diagnostics::default(),
@@ -287,6 +294,7 @@ impl GpuEngine {
             &ctx.queue,
             &pipe,
             models,
+            &ref_q,
             &frames,
             &params_bytes(&global, precision, 0),
             &reps_bytes(&reps, &layout, precision),
@@ -928,6 +936,7 @@ fn reps_bytes(reps: &[Replica], layout: &BatchLayout, precision: Precision) -> V
         n_bonds: layout.n_bonds[r],
         wall_start: layout.wall_start[r],
         held: reps[r].held,
+        bond_attitudes: reps[r].bond_attitudes,
     };
     match precision {
         Precision::F32 => {

@@ -15,6 +15,9 @@ pub const FLAG_PENDULUM: u32 = 2;
 pub const FLAG_RUPTURE: u32 = 4;
 /// Bit of `ReplicaGpu::flags`: the host froze the replica; no kernel changes anything of it.
 pub const FLAG_HELD: u32 = 8;
+/// Bit of `ReplicaGpu::flags`: the bonds' reference attitudes are per bond (`bond_q0`), not per
+/// particle (`q_ref`): the bonds disagree on some particle's (`Model::reference_attitudes`).
+pub const FLAG_BOND_Q0: u32 = 16;
 
 /// What the batch-wide `SimParams` is built from.
 pub struct ParamInputs {
@@ -40,6 +43,8 @@ pub struct ReplicaInputs<'a> {
     pub n_bonds: u32,
     pub wall_start: u32,
     pub held: bool,
+    /// Reference attitudes per bond (`FLAG_BOND_Q0`).
+    pub bond_attitudes: bool,
 }
 
 macro_rules! sim_params {
@@ -127,6 +132,9 @@ macro_rules! sim_params {
                 }
                 if p.held {
                     flags |= FLAG_HELD;
+                }
+                if p.bond_attitudes {
+                    flags |= FLAG_BOND_Q0;
                 }
                 let rupture = prm.rupture.as_ref();
                 let inv = rupture.map_or([0.0; 4], |r| r.inv_thresholds);

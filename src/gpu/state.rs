@@ -317,6 +317,7 @@ impl DemState {
         queue: &wgpu::Queue,
         pipe: &DemPipeline,
         models: &[&Model],
+        ref_q: &[Option<std::borrow::Cow<'_, [glam::DQuat]>>],
         frames: &[Frame],
         params_bytes: &[u8],
         reps_bytes: &[u8],
@@ -341,7 +342,11 @@ impl DemState {
         let mut fixed: Vec<u32> = Vec::with_capacity(n);
         let mut bond_ends: Vec<u32> = Vec::with_capacity(2 * nb);
         let mut bond_ref: Vec<f64> = Vec::with_capacity(4 * nb);
-        let mut bond_q0: Vec<f64> = Vec::with_capacity(8 * nb);
+        let mut q_ref = Vec::with_capacity(4 * n);
+        // Per-bond reference attitudes only where some replica's bonds disagree on a particle's
+        // (then for the whole batch, so that bond k's are at 2k, 2k + 1).
+        let bond_attitudes = ref_q.iter().any(Option::is_none);
+        let mut bond_q0: Vec<f64> = Vec::with_capacity(if bond_attitudes { 8 * nb } else { 0 });
         let mut inc_offsets: Vec<u32> = Vec::with_capacity(n + 1);
         let mut inc_entries: Vec<u32> = Vec::with_capacity(2 * nb);
         let any_rupture = layout.rupture.iter().any(|&r| r);
@@ -362,7 +367,10 @@ impl DemState {
             }
             bond_ends.extend(model.bonds.iter().flat_map(|b| [b.i + p0, b.j + p0]));
             bond_ref.extend(model.bonds.iter().flat_map(|b| [b.dhat0.x, b.dhat0.y, b.dhat0.z, b.l0]));
-            bond_q0.extend(model.bonds.iter().flat_map(|b| b.q_i0.to_array().into_iter().chain(b.q_j0.to_array())));
+            q_ref.extend(ref_q[r].as_deref().unwrap_or(&p.q).iter().flat_map(|q| q.to_array()));
+            if bond_attitudes {
+                bond_q0.extend(model.bonds.iter().flat_map(|b| b.q_i0.to_array().into_iter().chain(b.q_j0.to_array())));
+            }
             let (offsets, entries) = model.incidence();
             let base = inc_entries.len() as u32;
             inc_offsets.extend(offsets[..p.len()].iter().map(|o| o + base));
@@ -412,6 +420,7 @@ impl DemState {
         data(&mut plan, "bond_ends", u(&bond_ends), storage);
         data(&mut plan, "bond_ref", r(&bond_ref), storage);
         data(&mut plan, "bond_q0", r(&bond_q0), storage);
+        data(&mut plan, "q_ref", r(&q_ref), storage);
         data(&mut plan, "inc_offsets", u(&inc_offsets), storage);
         data(&mut plan, "inc_entries", u(&inc_entries), storage);
         // Every list starts with the same capacity; the engine plans them per particle once
