@@ -29,6 +29,11 @@ fn squeezed_block() -> Model {
     lattice_model_with(20, 20, 6, 0.97, true, 13, params)
 }
 
+/// Elements a page holds are a multiple of 64 (`gpu::chunks::ALIGN`).
+fn align_down(x: u64) -> u64 {
+    x / 64 * 64
+}
+
 fn open(m: &Model, dt: f64, p: Precision, options: GpuOptions) -> GpuEngine {
     GpuEngine::with_options(m, Integrator::RrpNewmark, dt, p, AdapterChoice::Any, options)
         .unwrap_or_else(|e| panic!("GPU engine: {e} (apt-get install mesa-vulkan-drivers libvulkan1)"))
@@ -99,12 +104,10 @@ fn lists_laid_out_anew_while_split_keep_the_bits() {
     }
 }
 
-#[test]
-fn far_bonds_come_through_the_halo_bit_for_bit() {
-    // A solid torus numbered in Morton order: across the faces of the order, bonded particles
-    // lie far apart in index, so chunks read some bonds from the halo. It hits a wall and
-    // ruptures; split, it must still equal the unsplit run bit for bit.
-    let (s, m) = model_from_json(
+/// A solid FCC torus of 1000 spheres (5.9 bonds each), Morton-numbered, hitting a wall at
+/// speed 2 with rupture thresholds that it exceeds.
+fn small_solid_torus() -> (rrpdem::scenario::Scenario, Model) {
+    model_from_json(
         r#"{ "name": "small_solid_torus", "integrator": "rrp-newmark", "dt": 5e-4, "t_end": 1,
              "particle": { "mass": 1, "inertia": 1 },
              "stiffness": { "bending": 10, "axial": 200, "shear": 200, "contact": 2100, "wall": 2100 },
@@ -112,7 +115,15 @@ fn far_bonds_come_through_the_halo_bit_for_bit() {
              "rupture": { "tension": 0.004, "shear": 0.05 },
              "bodies": [ { "type": "torus_solid", "torus_diameter": 3, "tube_diameter": 1, "particles": 1000,
                            "lattice": "fcc", "gap": 0, "velocity": [-2, 0, 0] } ] }"#,
-    );
+    )
+}
+
+#[test]
+fn far_bonds_come_through_the_halo_bit_for_bit() {
+    // A solid torus numbered in Morton order: across the faces of the order, bonded particles
+    // lie far apart in index, so chunks read some bonds from the halo. It hits a wall and
+    // ruptures; split, it must still equal the unsplit run bit for bit.
+    let (s, m) = small_solid_torus();
     let (n, nb) = (m.particles.len(), m.bonds.len());
     for p in [Precision::F32, Precision::F64] {
         let rs = if p == Precision::F32 { 4 } else { 8 };
@@ -150,4 +161,63 @@ fn a_neighbour_list_longer_than_one_binding_is_a_clear_error() {
         .expect("a list of more slots than a binding holds cannot be windowed");
     let text = e.to_string();
     assert!(text.contains("particle 0's bonds span, or its neighbour list holds"), "{text}");
+}
+
+/// Chunked arrays over several buffers (`gpu::chunks::Pages`), as a model beyond 4 GiB of bond
+/// results needs on an H100: with pages of 8 kB, the bond arrays, the incidence entries and the
+/// neighbour lists of the solid torus each span several, the lists are laid out anew (capacity
+/// 1 at first) and bonds break; the run equals the unpaged, unsplit one bit for bit, in steps, breaks, saved states
+/// and rollback, and an unpaged saved state loaded into the paged engine (broken flags written
+/// page by page) continues the same.
+#[test]
+fn arrays_paged_over_several_buffers_equal_the_unpaged_run_bit_for_bit() {
+    let (s, m) = small_solid_torus();
+    let dt = s.dt;
+    let (n, nb) = (m.particles.len() as u64, m.bonds.len() as u64);
+    for p in [Precision::F32, Precision::F64] {
+        let rs = if p == Precision::F32 { 4 } else { 8 };
+        let page = 8192;
+        let paged_options = GpuOptions { page_size: Some(page), nbr_capacity: Some(1), ..Default::default() };
+        let mut whole = open(&m, dt, p, GpuOptions::default());
+        let mut paged = open(&m, dt, p, paged_options);
+        let (bp, ip, np) = paged.page_counts();
+        eprintln!(
+            "{p:?}: {n} particles, {nb} bonds, pages of {page} B: {bp} bond, {ip} incidence, {np} lists; \
+             chunks {:?}, halo {}",
+            paged.chunk_counts(),
+            paged.halo_entries()
+        );
+        assert_eq!(whole.page_counts(), (1, 1, 1));
+        // Bond results 48 or 96 B, incidence 4 B per entry (2 per bond), lists 4 B per slot.
+        assert_eq!(bp as u64, nb.div_ceil(align_down(page / (12 * rs))), "{p:?}");
+        assert!(bp >= 30 && ip >= 5 && np >= 2, "{p:?}: pages ({bp}, {ip}, {np})");
+        assert!(paged.neighbour_capacity() > 1, "{p:?}: the lists must have been laid out anew");
+        assert!(paged.halo_entries() > 0, "{p:?}: bonds across page boundaries come through the halo");
+        assert!(bits(&mut whole) == bits(&mut paged), "{p:?}: initial state differs");
+        let mut broken = 0;
+        for k in 0..3 {
+            whole.advance(100).unwrap();
+            paged.advance(100).unwrap();
+            assert!(bits(&mut whole) == bits(&mut paged), "{p:?}: differs after {} steps", 100 * (k + 1));
+            let (a, b) = (whole.take_breaks(), paged.take_breaks());
+            assert_eq!(a, b, "{p:?}: breaks differ");
+            broken += a.len();
+        }
+        assert!(broken > 0, "{p:?}: bonds must break");
+        let saved = whole.save_state().unwrap();
+        assert!(saved == paged.save_state().unwrap(), "{p:?}: saved states differ");
+        whole.advance(40).unwrap();
+        paged.advance(40).unwrap();
+        whole.rollback().unwrap();
+        paged.rollback().unwrap();
+        assert!(bits(&mut whole) == bits(&mut paged), "{p:?}: rolled-back states differ");
+        assert_eq!(whole.take_breaks(), paged.take_breaks(), "{p:?}: breaks around the rollback differ");
+        // The unpaged engine's state, loaded into a fresh paged one, continues bit for bit.
+        let mut fresh = open(&m, dt, p, paged_options);
+        fresh.load_state(&saved).unwrap();
+        whole.advance(100).unwrap();
+        fresh.advance(100).unwrap();
+        assert!(bits(&mut whole) == bits(&mut fresh), "{p:?}: the loaded paged run differs");
+        assert_eq!(whole.take_breaks(), fresh.take_breaks(), "{p:?}: breaks after loading differ");
+    }
 }

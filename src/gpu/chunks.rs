@@ -16,6 +16,18 @@
 //! particle i's far bonds, in its incidence order, are halo entries `halo_off[i] ..`. The
 //! values are copies, so results do not change. The halo must fit one binding: far bonds are
 //! the surface of the chunks, not their volume.
+//!
+//! **Pages**: a chunked array larger than one buffer (`max_buffer_size`: 4 GiB on NVIDIA's
+//! Vulkan driver, 2 GiB on lavapipe) is stored over several buffers (`Pages`), and the planner
+//! keeps every window inside one page. The per-bond arrays share one page layout, in bonds: a
+//! bond chunk ends at a page boundary, and a particle chunk's window of bond results starts no
+//! lower than the page of its highest incident bond (the bonds below come through the halo, as
+//! above). The incidence entries and the neighbour lists, which are read per particle, are
+//! stored with an **overlap**: page k holds elements k·step .. (k + 1)·step + overlap, the
+//! overlap at least one particle's longest range, so every particle's range lies whole in the
+//! page where it starts (the entries are written to both copies; a neighbour list is written
+//! and read through the same window, in that page). One page when the array fits one buffer,
+//! so the layout, and the results, are the unpaged ones.
 
 use std::ops::Range;
 
@@ -78,6 +90,70 @@ pub struct ChunkPlan {
     pub halo_fill: Vec<u32>,
 }
 
+/// How an array of `len` elements lies in buffers ("pages"): page k holds elements
+/// `k·step .. min((k + 1)·step + overlap, len)`, so elements of the overlap are in pages k and
+/// k + 1, and the page of element x is `x / step`. `step` is a multiple of `ALIGN`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Pages {
+    pub len: u64,
+    pub step: u64,
+    pub overlap: u64,
+}
+
+impl Pages {
+    /// One page for the whole array.
+    pub fn one(len: u64) -> Pages {
+        Pages { len, step: len.next_multiple_of(ALIGN).max(ALIGN), overlap: 0 }
+    }
+
+    /// The layout of `len` elements of `elem` bytes in buffers of at most `max_buffer` bytes:
+    /// one page when it fits, else pages of `step + overlap` elements. `None` when a buffer
+    /// cannot hold `ALIGN` elements beyond the overlap.
+    pub fn new(len: u64, elem: u64, max_buffer: u64, overlap: u64) -> Option<Pages> {
+        if len * elem <= max_buffer {
+            return Some(Pages::one(len));
+        }
+        let step = align_down((max_buffer / elem.max(1)).checked_sub(overlap)?);
+        (step >= ALIGN).then_some(Pages { len, step, overlap })
+    }
+
+    pub fn count(&self) -> usize {
+        self.len.div_ceil(self.step).max(1) as usize
+    }
+
+    /// Elements page k holds.
+    pub fn range(&self, k: usize) -> Range<u64> {
+        let start = k as u64 * self.step;
+        start.min(self.len)..(start + self.step + self.overlap).min(self.len)
+    }
+
+    /// The page a window starting at element `lo` is bound from.
+    pub fn page_of(&self, lo: u64) -> usize {
+        (align_down(lo) / self.step) as usize
+    }
+
+    /// Whether the window `[align_down(lo), hi)` lies in one page (the page of its start).
+    pub fn holds(&self, lo: u64, hi: u64) -> bool {
+        hi <= lo || hi <= (self.page_of(lo) as u64 + 1) * self.step + self.overlap
+    }
+
+    /// Pieces of the elements `range` in their pages, without repetition: (page, elements in
+    /// it relative to the page's first, the elements' place relative to `range.start`). Each
+    /// element comes from the page `x / step`.
+    pub fn pieces(&self, range: Range<u64>) -> Vec<(usize, Range<u64>, u64)> {
+        let mut out = Vec::new();
+        let mut x = range.start;
+        while x < range.end {
+            let k = (x / self.step) as usize;
+            let base = k as u64 * self.step;
+            let end = range.end.min(base + self.step);
+            out.push((k, x - base..end - base, x - range.start));
+            x = end;
+        }
+        out
+    }
+}
+
 /// What a plan needs to know of the state.
 pub struct ChunkInputs<'a> {
     pub n: u64,
@@ -97,6 +173,10 @@ pub struct ChunkInputs<'a> {
     pub bond_bytes: u64,
     /// Most bytes one binding may hold.
     pub max_binding: u64,
+    /// How the per-bond arrays, the incidence entries and the neighbour lists lie in buffers.
+    pub bond_pages: Pages,
+    pub inc_pages: Pages,
+    pub nbr_pages: Pages,
 }
 
 fn align_down(x: u64) -> u64 {
@@ -131,9 +211,13 @@ pub fn plan(c: &ChunkInputs<'_>) -> Result<ChunkPlan, usize> {
             } else {
                 (top_lo, top_hi)
             };
-            let ok = (h <= l || h - l <= capb)
-                && fits(c.inc_offsets[p0] as u64, c.inc_offsets[p + 1] as u64, 4, max)
-                && fits(c.nbr_offsets[p0] as u64, c.nbr_offsets[p + 1] as u64, 4, max);
+            let (inc_lo, inc_hi) = (c.inc_offsets[p0] as u64, c.inc_offsets[p + 1] as u64);
+            let (nbr_lo, nbr_hi) = (c.nbr_offsets[p0] as u64, c.nbr_offsets[p + 1] as u64);
+            let ok = (h <= l || (h - l <= capb && c.bond_pages.page_of(l) == c.bond_pages.page_of(h - 1)))
+                && fits(inc_lo, inc_hi, 4, max)
+                && c.inc_pages.holds(inc_lo, inc_hi)
+                && fits(nbr_lo, nbr_hi, 4, max)
+                && c.nbr_pages.holds(nbr_lo, nbr_hi);
             if !ok {
                 break;
             }
@@ -144,15 +228,16 @@ pub fn plan(c: &ChunkInputs<'_>) -> Result<ChunkPlan, usize> {
         if p == p0 && n > 0 {
             return Err(p0);
         }
-        // The window: down to the lowest incident bond where a binding allows, else as far back
-        // as it does (aligned), up to the highest bond.
+        // The window: down to the lowest incident bond where a binding and the page of the
+        // highest allow, else as far back as they do (aligned), up to the highest bond.
+        let page_lo = if top_hi == 0 { 0 } else { c.bond_pages.page_of(top_hi - 1) as u64 * c.bond_pages.step };
         let bonds = if top_hi == 0 {
             0..0
-        } else if fits(all_lo, top_hi, c.bond_bytes, max) {
+        } else if all_lo >= page_lo && fits(all_lo, top_hi, c.bond_bytes, max) {
             align_down(all_lo)..top_hi
         } else {
             let lo = top_hi.saturating_sub(capb).div_ceil(ALIGN) * ALIGN;
-            lo.min(align_down(top_lo))..top_hi
+            lo.max(page_lo).min(align_down(top_lo))..top_hi
         };
         for q in p0..p {
             if bonds.start == 0 {
@@ -195,7 +280,8 @@ pub fn plan(c: &ChunkInputs<'_>) -> Result<ChunkPlan, usize> {
     let per = if per >= ALIGN { align_down(per) } else { per };
     let mut b0 = 0u64;
     loop {
-        let b1 = (b0 + per).min(c.n_bonds);
+        let page_end = (b0 / c.bond_pages.step + 1) * c.bond_pages.step;
+        let b1 = (b0 + per).min(page_end).min(c.n_bonds);
         let start = align_down(b0);
         if !fits(b0, b1, c.bond_bytes, max) {
             return Err(0);
@@ -226,7 +312,7 @@ pub fn plan(c: &ChunkInputs<'_>) -> Result<ChunkPlan, usize> {
         while g < groups.len() {
             let r = &groups[g];
             let (l, h) = if r.end > r.start { (lo.min(r.start), hi.max(r.end)) } else { (lo, hi) };
-            if !fits(l, h, c.bond_bytes, max) {
+            if !fits(l, h, c.bond_bytes, max) || !c.bond_pages.holds(l, h) {
                 break;
             }
             (lo, hi) = (l, h);
@@ -252,11 +338,23 @@ mod tests {
 
     /// A chain: particle i bonded to i + 1 (bond i), incidence in bond order.
     fn chain(n: usize, cap: u32, max_binding: u64) -> Result<ChunkPlan, usize> {
-        chain_or_ring(n, cap, max_binding, false)
+        chain_or_ring(n, cap, max_binding, false, u64::MAX).map(|(p, _)| p)
     }
 
-    /// A chain, or with `ring` closed by a last bond n − 1 from particle 0 to particle n − 1.
-    fn chain_or_ring(n: usize, cap: u32, max_binding: u64, ring: bool) -> Result<ChunkPlan, usize> {
+    /// A chain's incidence offsets and entries, and the page layouts of its bond arrays,
+    /// incidence and lists.
+    type Chain = (Vec<u32>, Vec<u32>, [Pages; 3]);
+
+    /// A chain, or with `ring` closed by a last bond n − 1 from particle 0 to particle n − 1,
+    /// its arrays in buffers of `max_buffer` bytes (as `DemState` pages them); with the
+    /// incidence entries and the page layouts.
+    fn chain_or_ring(
+        n: usize,
+        cap: u32,
+        max_binding: u64,
+        ring: bool,
+        max_buffer: u64,
+    ) -> Result<(ChunkPlan, Chain), usize> {
         let nb = n - 1 + ring as usize;
         let mut inc_offsets = vec![0u32];
         let mut inc_entries = Vec::new();
@@ -281,7 +379,12 @@ mod tests {
         let nbr: Vec<u32> = (0..=n as u32).map(|i| i * cap).collect();
         let groups: Vec<Range<u64>> =
             (0..nb.div_ceil(64)).map(|g| 64 * g as u64..(64 * g as u64 + 64).min(nb as u64)).collect();
-        plan(&ChunkInputs {
+        let pages = [
+            Pages::new(nb as u64, 48, max_buffer, 0).unwrap(),
+            Pages::new(inc_entries.len() as u64, 4, max_buffer, ALIGN).unwrap(),
+            Pages::new(nbr[n] as u64, 4, max_buffer, (cap as u64).next_multiple_of(ALIGN)).unwrap(),
+        ];
+        let p = plan(&ChunkInputs {
             n: n as u64,
             n_bonds: nb as u64,
             inc_offsets: &inc_offsets,
@@ -292,7 +395,69 @@ mod tests {
             reduce_bonds: &groups,
             bond_bytes: 48,
             max_binding,
-        })
+            bond_pages: pages[0],
+            inc_pages: pages[1],
+            nbr_pages: pages[2],
+        })?;
+        Ok((p, (inc_offsets, inc_entries, pages)))
+    }
+
+    #[test]
+    fn pages_cover_an_array_with_their_overlap() {
+        // 1000 u32 in buffers of 1 KiB with an overlap of 64: steps of 192 elements.
+        let p = Pages::new(1000, 4, 1024, 64).unwrap();
+        assert_eq!((p.step, p.count()), (192, 6));
+        assert_eq!((p.range(0), p.range(5)), (0..256, 960..1000));
+        assert!(p.range(0).end - p.range(0).start <= 256, "a page fits its buffer");
+        // A window lies in the page of its (aligned) start, overlap included.
+        assert!(p.holds(150, 256) && !p.holds(150, 257) && p.holds(192, 448) && !p.holds(191, 200 + 64 * 3));
+        assert_eq!(p.pieces(100..500), vec![(0, 100..192, 0), (1, 0..192, 92), (2, 0..116, 284)]);
+        assert_eq!(Pages::new(1000, 4, 4000, 64), Some(Pages::one(1000)));
+        assert_eq!(Pages::one(1000).count(), 1);
+        assert_eq!(Pages::new(1000, 4, 256, 64), None, "no room beyond the overlap");
+    }
+
+    #[test]
+    fn paged_arrays_keep_every_window_in_one_page() {
+        // Bond results in pages of 21 KiB (448 bonds), incidence and lists in pages of 21 KiB.
+        let max_buffer = 21 << 10;
+        let (p, (inc_offsets, inc_entries, [bp, ip, np])) = chain_or_ring(5000, 16, 8 << 10, true, max_buffer).unwrap();
+        assert!(bp.count() >= 10 && ip.count() >= 2 && np.count() >= 3, "{bp:?} {ip:?} {np:?}");
+        let mut at = 0;
+        for c in &p.particles {
+            assert_eq!(c.gpu.p_first, at);
+            at = c.gpu.p_end;
+            for (w, pages) in [(&c.bonds, bp), (&c.inc, ip), (&c.nbr, np)] {
+                assert!(pages.holds(w.start, w.end), "{w:?} in {pages:?}");
+            }
+            // Each particle reads from the halo exactly its incident bonds below the window.
+            for q in c.gpu.p_first as usize..c.gpu.p_end as usize {
+                let below: Vec<u32> = inc_entries[inc_offsets[q] as usize..inc_offsets[q + 1] as usize]
+                    .iter()
+                    .map(|e| e >> 1)
+                    .filter(|&b| (b as u64) < c.bonds.start)
+                    .collect();
+                assert_eq!(&p.halo_src[p.halo_off[q] as usize..p.halo_off[q + 1] as usize], &below[..], "particle {q}");
+                let above = inc_entries[inc_offsets[q] as usize..inc_offsets[q + 1] as usize]
+                    .iter()
+                    .any(|e| (e >> 1) as u64 >= c.bonds.end);
+                assert!(!above, "particle {q}: a bond above its window");
+            }
+        }
+        assert_eq!(at, 5000);
+        // Chain bonds cross every page boundary of the bonds: each brings a halo entry.
+        assert!(p.halo_src.len() >= bp.count() - 1, "{} halo entries", p.halo_src.len());
+        let mut b = 0;
+        for c in &p.bonds {
+            assert_eq!(c.gpu.b_first, b);
+            assert!(bp.holds(c.bonds.start, c.bonds.end), "{:?}", c.bonds);
+            b = c.gpu.b_end;
+        }
+        assert_eq!(b, 5000);
+        for c in &p.reduce {
+            assert!(bp.holds(c.bonds.start, c.bonds.end), "{:?}", c.bonds);
+        }
+        assert_eq!(p.reduce.iter().map(|c| c.groups).sum::<u32>(), 5000u32.div_ceil(64));
     }
 
     #[test]
@@ -345,7 +510,7 @@ mod tests {
         // Closed into a ring: particle 0's highest bond is the closing one (4999), so its window
         // ends there and its chain bond 0 is read from the halo, which the first bond chunk
         // (the one computing bond 0) fills.
-        let p = chain_or_ring(5000, 16, 8 << 10, true).unwrap();
+        let (p, _) = chain_or_ring(5000, 16, 8 << 10, true, u64::MAX).unwrap();
         assert_eq!(p.halo_src, vec![0]);
         assert_eq!(&p.halo_off[..3], &[0, 1, 1]);
         assert_eq!(*p.halo_off.last().unwrap(), 1);

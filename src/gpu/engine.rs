@@ -37,7 +37,7 @@
 //! Only the origin-dependent diagnostics see it: the host adds it back in snapshots, in `L`
 //! (`o × P`) and in the gravity energy (`−M g·o`).
 
-use super::batch::{BatchLayout, BatchTotals, binding_sizes, chunked_sizes};
+use super::batch::{BatchLayout, BatchTotals, binding_sizes};
 use super::cache::{self, CacheKey, Lease};
 use super::context::{AdapterChoice, GpuContext};
 use super::error::GpuError;
@@ -95,6 +95,10 @@ pub struct GpuOptions {
     pub max_workgroups_per_dimension: Option<u32>,
     /// Caps the bytes per buffer binding below the adapter's limit (tests of the size check).
     pub max_binding_size: Option<u64>,
+    /// Caps the bytes of each buffer ("page") the chunked arrays are stored in below the
+    /// adapter's buffer limit, so that their paging (`gpu::chunks::Pages`) can be exercised on
+    /// small systems. The arrays bound whole are not affected.
+    pub page_size: Option<u64>,
     /// Initial capacity of each neighbour list (tests use a tiny one to exercise overflows).
     pub nbr_capacity: Option<u32>,
     /// Caps the bytes of device memory the state's buffers may take (beyond it, allocation fails
@@ -221,29 +225,27 @@ impl GpuEngine {
         let have = ctx.limits.max_storage_buffer_binding_size.min(ctx.limits.max_buffer_size);
         let have = options.max_binding_size.map_or(have, |m| m.min(have));
         let nbr_capacity = options.nbr_capacity.unwrap_or(INITIAL_NBR_CAPACITY).max(1);
+        let max_buffer = options.page_size.map_or(ctx.limits.max_buffer_size, |m| m.min(ctx.limits.max_buffer_size));
         let totals = BatchTotals::of(models);
-        // Arrays bound whole must fit a binding; those bound in parts (`gpu::chunks`), a buffer.
-        for (sizes, have) in [
-            (binding_sizes(&totals, precision), have),
-            (chunked_sizes(&totals, precision, nbr_capacity), ctx.limits.max_buffer_size),
-        ] {
-            if sizes.iter().any(|&(_, need)| need > have) {
-                // How many particles fit is set by the tightest buffer, not the first that fails.
-                let fits = |need: u64| (n as u128 * have as u128 / need as u128) as u64;
-                let (what, need) = sizes
-                    .iter()
-                    .copied()
-                    .filter(|&(_, need)| need > 0)
-                    .min_by_key(|&(_, need)| fits(need))
-                    .unwrap_or(("particle arrays", 0));
-                return Err(GpuError::TooLarge {
-                    adapter: ctx.adapter_name.clone(),
-                    what,
-                    need,
-                    have,
-                    max_particles: fits(need.max(1)),
-                });
-            }
+        // Arrays bound whole must fit a binding; those bound in parts (`gpu::chunks`) are paged
+        // over as many buffers as they need.
+        let sizes = binding_sizes(&totals, precision);
+        if sizes.iter().any(|&(_, need)| need > have) {
+            // How many particles fit is set by the tightest buffer, not the first that fails.
+            let fits = |need: u64| (n as u128 * have as u128 / need as u128) as u64;
+            let (what, need) = sizes
+                .iter()
+                .copied()
+                .filter(|&(_, need)| need > 0)
+                .min_by_key(|&(_, need)| fits(need))
+                .unwrap_or(("particle arrays", 0));
+            return Err(GpuError::TooLarge {
+                adapter: ctx.adapter_name.clone(),
+                what,
+                need,
+                have,
+                max_particles: fits(need.max(1)),
+            });
         }
         // Per particle where the bonds agree on it (always, for models built from their initial
         // state, and for checkpoints): `q_ref`; per bond otherwise.
@@ -302,6 +304,7 @@ impl GpuEngine {
             nbr_capacity,
             options.memory_budget,
             have,
+            max_buffer,
         )?;
         let mut e = GpuEngine {
             ctx,
@@ -479,6 +482,12 @@ impl GpuEngine {
         self.state.halo_entries()
     }
 
+    /// Buffers ("pages", `gpu::chunks::Pages`) of the per-bond arrays, the incidence entries
+    /// and the neighbour lists (1, 1, 1 when each fits one buffer).
+    pub fn page_counts(&self) -> (usize, usize, usize) {
+        self.state.page_counts()
+    }
+
     /// Slots of all neighbour lists together.
     pub fn neighbour_entries(&self) -> u64 {
         self.state.nbr_entries
@@ -580,8 +589,7 @@ impl GpuEngine {
             // Each list gets room for its own count (a one-off read of one u32 per particle):
             // a few long lists no longer cost every particle their length.
             let counts = self.state.read_nbr_counts(&self.ctx.device, &self.ctx.queue)?;
-            let planned = plan_nbr_offsets(&counts, &self.state.nbr_offsets)
-                .filter(|o| 4 * *o.last().unwrap_or(&0) as u64 <= self.ctx.limits.max_buffer_size);
+            let planned = plan_nbr_offsets(&counts, &self.state.nbr_offsets);
             if let Some(offsets) = planned
                 && self.state.set_nbr_offsets(&self.ctx.device, &self.ctx.queue, &self.pipe, offsets)?
             {

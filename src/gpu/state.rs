@@ -5,7 +5,7 @@
 //! command encoder. Nothing here waits on the GPU except the `read_*` functions.
 
 use super::batch::BatchLayout;
-use super::chunks::{ChunkGpu, ChunkPlan};
+use super::chunks::{ALIGN, ChunkGpu, ChunkPlan, Pages};
 use super::context::{BufferFailure, create_buffer};
 use super::error::GpuError;
 use super::frame::Frame;
@@ -75,6 +75,28 @@ struct ChunkHost {
     reduce_bonds: Vec<std::ops::Range<u64>>,
 }
 
+/// A chunked array in its buffers, one per page.
+struct Paged {
+    pages: Pages,
+    /// Bytes per element.
+    elem: u64,
+    buffers: Vec<wgpu::Buffer>,
+}
+
+/// The arrays stored in pages: the per-bond arrays (one page layout, in bonds), the incidence
+/// entries and the neighbour lists (each with an overlap of one particle's longest range).
+const PAGED: [&str; 9] = [
+    "bond_ends",
+    "bond_ref",
+    "bond_q0",
+    "bond_scale",
+    "bond_out",
+    "bond_broken",
+    "bond_broken_backup",
+    "inc_entries",
+    "nbr",
+];
+
 /// Buffers and bind groups of a batch of replicas on one device.
 pub struct DemState {
     pub precision: Precision,
@@ -110,6 +132,10 @@ pub struct DemState {
     chunk_host: ChunkHost,
     /// Most bytes one storage binding may hold.
     max_binding: u64,
+    /// Most bytes one buffer may hold (arrays beyond it are paged).
+    max_buffer: u64,
+    /// The chunked arrays, each over its pages (`gpu::chunks::Pages`; one buffer when it fits).
+    paged: HashMap<&'static str, Paged>,
     /// The chunks of the chunked kernels and their bind groups, chunk by chunk.
     chunks: ChunkPlan,
     chunk_bind: HashMap<&'static str, Vec<Vec<wgpu::BindGroup>>>,
@@ -325,6 +351,7 @@ impl DemState {
         nbr_capacity: u32,
         memory_budget: Option<u64>,
         max_binding: u64,
+        max_buffer: u64,
     ) -> Result<DemState, GpuError> {
         let precision = pipe.precision;
         let rs = real_size(precision);
@@ -417,12 +444,39 @@ impl DemState {
         data(&mut plan, "omega", r(&omega), storage);
         data(&mut plan, "inertial", r(&inertial), storage);
         data(&mut plan, "fixed", u(&fixed), storage);
-        data(&mut plan, "bond_ends", u(&bond_ends), storage);
-        data(&mut plan, "bond_ref", r(&bond_ref), storage);
-        data(&mut plan, "bond_q0", r(&bond_q0), storage);
+        // The chunked arrays, in pages where they exceed one buffer (`gpu::chunks::Pages`).
+        let too_small = |what: &str| {
+            GpuError::Wgpu(format!("buffers of {max_buffer} bytes cannot hold {ALIGN} elements of the {what}"))
+        };
+        let bond_pages =
+            Pages::new(nb as u64, 12 * rs as u64, max_buffer, 0).ok_or_else(|| too_small("bond results"))?;
+        let bond_array = |len: usize| if len == 0 { Pages::one(0) } else { bond_pages };
+        let longest = inc_offsets.windows(2).map(|w| w[1] - w[0]).max().unwrap_or(0) as u64;
+        let inc_pages = Pages::new(inc_entries.len() as u64, 4, max_buffer, longest.next_multiple_of(ALIGN))
+            .ok_or_else(|| too_small("incidence entries"))?;
+        let nbr_pages = Pages::new(nbr_capacity as u64 * n as u64, 4, max_buffer, nbr_overlap(nbr_capacity))
+            .ok_or_else(|| too_small("neighbour lists"))?;
+        let mut paged_items: Vec<(&'static str, u64, Pages, Vec<usize>)> = Vec::new();
+        let mut page_data = |plan: &mut Plan, name: &'static str, elem: u64, pages: Pages, bytes: Option<Vec<u8>>| {
+            let ids = match bytes {
+                Some(b) if pages.count() == 1 => vec![plan.add(name, b.len(), Some(b), storage)],
+                _ => (0..pages.count())
+                    .map(|k| {
+                        let e = pages.range(k);
+                        let (lo, hi) = ((e.start * elem) as usize, (e.end * elem) as usize);
+                        plan.add(name, hi - lo, bytes.as_ref().map(|b| b[lo..hi].to_vec()), storage)
+                    })
+                    .collect(),
+            };
+            paged_items.push((name, elem, pages, ids));
+        };
+        let rs64 = rs as u64;
+        page_data(&mut plan, "bond_ends", 8, bond_pages, Some(u(&bond_ends)));
+        page_data(&mut plan, "bond_ref", 4 * rs64, bond_pages, Some(r(&bond_ref)));
+        page_data(&mut plan, "bond_q0", 8 * rs64, bond_array(bond_q0.len() / 8), Some(r(&bond_q0)));
         data(&mut plan, "q_ref", r(&q_ref), storage);
         data(&mut plan, "inc_offsets", u(&inc_offsets), storage);
-        data(&mut plan, "inc_entries", u(&inc_entries), storage);
+        page_data(&mut plan, "inc_entries", 4, inc_pages, Some(u(&inc_entries)));
         // Every list starts with the same capacity; the engine plans them per particle once
         // some overflow (`set_nbr_offsets`).
         let offsets: Vec<u32> = (0..=n as u32).map(|i| i * nbr_capacity).collect();
@@ -435,7 +489,7 @@ impl DemState {
         data(&mut plan, CELL.0, bytemuck::cast_slice::<i32, u8>(&cell).to_vec(), storage);
         // Rupture buffers only where bonds may break; otherwise minimal placeholders for the
         // bindings, which the kernels never read (FLAG_RUPTURE is off).
-        data(&mut plan, "bond_scale", r(&scales), storage);
+        page_data(&mut plan, "bond_scale", rs64, bond_array(scales.len()), Some(r(&scales)));
         data(&mut plan, "red_table", u(&table), storage);
         let nr = if any_rupture { nb } else { 0 };
         // Break records: one per bond, or what one binding holds (32 bytes a record in f64).
@@ -445,7 +499,6 @@ impl DemState {
             ("force", v4_bytes),
             ("moment", v4_bytes),
             ("pot", v4_bytes),
-            ("bond_out", 12 * rs * nb),
             ("hash", 4 * n),
             ("slot", 4 * n),
             ("sorted_tmp", 4 * n),
@@ -453,7 +506,6 @@ impl DemState {
             ("sorted_pos", v4_bytes),
             ("step_next", 16),
             ("zeros", 16),
-            ("nbr", 4 * nbr_capacity as usize * n),
             ("nbr_count", 4 * n),
             ("red_a", NQ * rs * records),
             ("red_b", NQ * rs * records1),
@@ -462,13 +514,15 @@ impl DemState {
             ("quat_backup", v4_bytes),
             ("omega_backup", v4_bytes),
             (CELL.1, if super::frame::uses_blocks(precision) { CELL_BYTES * n } else { 0 }),
-            ("bond_broken", 4 * nr),
-            ("bond_broken_backup", 4 * nr),
             ("break_at", 4 * rs * nr_records),
             ("break_id", 16 * nr_records),
         ] {
             main.push((name, plan.add(name, len, None, storage)));
         }
+        page_data(&mut plan, "bond_out", 12 * rs64, bond_pages, None);
+        page_data(&mut plan, "nbr", 4, nbr_pages, None);
+        page_data(&mut plan, "bond_broken", 4, bond_array(nr), None);
+        page_data(&mut plan, "bond_broken_backup", 4, bond_array(nr), None);
 
         // Scan levels: lengths M, ⌈M/B⌉, … down to one block (B = 2·SCAN_WG values per block).
         let block = 2 * SCAN_WG as usize;
@@ -512,6 +566,12 @@ impl DemState {
         for (name, k) in main {
             buffers.insert(name, take(k)?);
         }
+        let mut paged = HashMap::new();
+        for (name, elem, pages, ids) in paged_items {
+            let buffers = ids.into_iter().map(&mut take).collect::<Result<Vec<_>, _>>()?;
+            paged.insert(name, Paged { pages, elem, buffers });
+        }
+        debug_assert!(PAGED.iter().all(|n| paged.contains_key(n)));
         let aux: Vec<wgpu::Buffer> = aux.into_iter().map(&mut take).collect::<Result<_, _>>()?;
         let scan_dummy = take(scan_dummy)?;
         let scan_len: Vec<wgpu::Buffer> = scan_len.into_iter().map(&mut take).collect::<Result<_, _>>()?;
@@ -589,6 +649,8 @@ impl DemState {
             grid_args: None,
             chunk_host: ChunkHost { inc_offsets, bond_lo, bond_hi, reduce_bonds },
             max_binding,
+            max_buffer,
+            paged,
             chunks: ChunkPlan::default(),
             chunk_bind: HashMap::new(),
             break_capacity,
@@ -618,10 +680,12 @@ impl DemState {
         device: &wgpu::Device,
         queue: &wgpu::Queue,
         nbr_offsets: &[u32],
+        nbr_pages: Pages,
     ) -> Result<Result<ChunkPlan, usize>, GpuError> {
         let h = &self.chunk_host;
         let bond_bytes = 12 * real_size(self.precision) as u64;
-        let entries: Vec<u32> = if (self.n_bonds as u64 + super::chunks::ALIGN) * bond_bytes <= self.max_binding {
+        let one_window = (self.n_bonds as u64 + ALIGN) * bond_bytes <= self.max_binding;
+        let entries: Vec<u32> = if one_window && self.paged["bond_out"].buffers.len() == 1 {
             Vec::new()
         } else {
             let raw = self.read_buffers_raw(device, queue, &[("inc_entries", 0, 8 * self.n_bonds as u64)])?;
@@ -638,6 +702,9 @@ impl DemState {
             reduce_bonds: &h.reduce_bonds,
             bond_bytes,
             max_binding: self.max_binding,
+            bond_pages: self.paged["bond_out"].pages,
+            inc_pages: self.paged["inc_entries"].pages,
+            nbr_pages,
         }))
     }
 
@@ -645,6 +712,7 @@ impl DemState {
     /// uniforms and the readback buffer are left out: a few kB).
     pub fn buffer_parts(&self) -> Vec<(&'static str, u64)> {
         let mut v: Vec<(&'static str, u64)> = self.buffers.iter().map(|(k, b)| (*k, b.size())).collect();
+        v.extend(self.paged.iter().map(|(k, p)| (*k, p.buffers.iter().map(|b| b.size()).sum())));
         v.sort_by_key(|&(k, s)| (std::cmp::Reverse(s), k));
         v
     }
@@ -652,6 +720,12 @@ impl DemState {
     /// Entries of the halo.
     pub fn halo_entries(&self) -> usize {
         self.chunks.halo_src.len()
+    }
+
+    /// Pages of the per-bond arrays, the incidence entries and the neighbour lists.
+    pub fn page_counts(&self) -> (usize, usize, usize) {
+        let count = |name: &str| self.paged[name].buffers.len();
+        (count("bond_out"), count("inc_entries"), count("nbr"))
     }
 
     /// Particle, bond and reduction chunks.
@@ -674,7 +748,7 @@ impl DemState {
     fn replan(&mut self, device: &wgpu::Device, queue: &wgpu::Queue, pipe: &DemPipeline) -> Result<(), GpuError> {
         let rs = real_size(self.precision) as u64;
         let plan = self
-            .plan_for(device, queue, &self.nbr_offsets_in_use())?
+            .plan_for(device, queue, &self.nbr_offsets_in_use(), self.paged["nbr"].pages)?
             .map_err(|particle| GpuError::ChunkTooLarge { particle, max_binding: self.max_binding })?;
         let storage = wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST | wgpu::BufferUsages::COPY_SRC;
         // The halo: its offsets (planned with the state) and the copies and their lists.
@@ -694,18 +768,6 @@ impl DemState {
         }
         let uniform = wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST;
         let mut chunk_bind: HashMap<&'static str, Vec<Vec<wgpu::BindGroup>>> = HashMap::new();
-        // Per-bond arrays by bytes per bond; a placeholder (rupture off) is bound whole.
-        let per_bond = |name: &str| -> Option<u64> {
-            match name {
-                "bond_ends" => Some(8),
-                "bond_ref" => Some(4 * rs),
-                "bond_q0" => Some(8 * rs),
-                "bond_out" => Some(12 * rs),
-                "bond_scale" => Some(rs),
-                "bond_broken" => Some(4),
-                _ => None,
-            }
-        };
         for (kernel, chunks) in CHUNKED_KERNELS.iter().map(|&k| {
             (
                 k,
@@ -722,23 +784,31 @@ impl DemState {
                     .map_err(|e| GpuError::Wgpu(format!("creating a chunk uniform: {e:?}")))?;
                 queue.write_buffer(&u, 0, bytemuck::bytes_of(&c.gpu));
                 let window = |name: &str| -> Option<wgpu::BindingResource<'_>> {
-                    let buffer = self.buffers.get(if name == "bucket_count" { "bucket_start" } else { name })?;
-                    let (range, elem) = match (name, per_bond(name)) {
-                        (_, Some(e)) => (&c.bonds, e),
-                        ("inc_entries", _) => (&c.inc, 4),
-                        ("nbr", _) => (&c.nbr, 4),
-                        _ => return Some(buffer.as_entire_binding()),
-                    };
-                    let (offset, size) = (range.start * elem, (range.end - range.start) * elem);
-                    if offset + size > buffer.size() || size == 0 {
-                        // A placeholder, or a chunk with nothing in this window: never read.
-                        return Some(buffer.as_entire_binding());
+                    if let Some(p) = self.paged.get(name) {
+                        let range = match name {
+                            "inc_entries" => &c.inc,
+                            "nbr" => &c.nbr,
+                            _ => &c.bonds,
+                        };
+                        // The planner keeps each window in the page of its start.
+                        let k = p.pages.page_of(range.start);
+                        let Some(buffer) = p.buffers.get(k).filter(|_| range.end > range.start) else {
+                            // A placeholder, or a chunk with nothing in this window: never read.
+                            return Some(p.buffers[0].as_entire_binding());
+                        };
+                        let base = p.pages.range(k).start;
+                        let (offset, size) = ((range.start - base) * p.elem, (range.end - range.start) * p.elem);
+                        if offset + size > buffer.size() {
+                            return Some(p.buffers[0].as_entire_binding());
+                        }
+                        return Some(wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                            buffer,
+                            offset,
+                            size: std::num::NonZeroU64::new(size),
+                        }));
                     }
-                    Some(wgpu::BindingResource::Buffer(wgpu::BufferBinding {
-                        buffer,
-                        offset,
-                        size: std::num::NonZeroU64::new(size),
-                    }))
+                    let buffer = self.buffers.get(if name == "bucket_count" { "bucket_start" } else { name })?;
+                    Some(buffer.as_entire_binding())
                 };
                 let lookup = |name: &str| match name {
                     "chunk" => Some(u.as_entire_binding()),
@@ -799,27 +869,40 @@ impl DemState {
     ) -> Result<bool, GpuError> {
         debug_assert_eq!(offsets.len(), self.n as usize + 1);
         let entries = offsets.last().copied().unwrap_or(0) as u64;
-        if self.plan_for(device, queue, &offsets)?.is_err() {
+        let longest = offsets.windows(2).map(|w| w[1] - w[0]).max().unwrap_or(0);
+        let Some(pages) = Pages::new(entries, 4, self.max_buffer, nbr_overlap(longest)) else {
+            return Ok(false); // some list alone would exceed a buffer
+        };
+        if self.plan_for(device, queue, &offsets, pages)?.is_err() {
             return Ok(false); // some list alone would exceed a binding
         }
-        let old = self.buffers["nbr"].size();
-        let bytes = (4 * entries).max(MIN_BUFFER as u64).next_multiple_of(wgpu::COPY_BUFFER_ALIGNMENT);
+        let old: u64 = self.paged["nbr"].buffers.iter().map(|b| b.size()).sum();
+        let sizes: Vec<u64> = (0..pages.count())
+            .map(|k| {
+                let e = pages.range(k);
+                (4 * (e.end - e.start)).max(MIN_BUFFER as u64).next_multiple_of(wgpu::COPY_BUFFER_ALIGNMENT)
+            })
+            .collect();
+        let bytes: u64 = sizes.iter().sum();
         if self.memory_budget.is_some_and(|b| self.bytes - old + bytes > b) {
             return Ok(false);
         }
         let usage = wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST | wgpu::BufferUsages::COPY_SRC;
-        let buffer = match create_buffer(device, "nbr", bytes, usage) {
-            Ok(b) => b,
-            Err(BufferFailure::OutOfMemory(_)) => return Ok(false),
-            Err(BufferFailure::Other(e)) => {
-                return Err(GpuError::Wgpu(format!("creating buffer `nbr` ({bytes} bytes): {e}")));
+        let mut buffers = Vec::with_capacity(sizes.len());
+        for size in sizes {
+            match create_buffer(device, "nbr", size, usage) {
+                Ok(b) => buffers.push(b),
+                Err(BufferFailure::OutOfMemory(_)) => return Ok(false),
+                Err(BufferFailure::Other(e)) => {
+                    return Err(GpuError::Wgpu(format!("creating buffer `nbr` ({size} bytes): {e}")));
+                }
             }
-        };
-        self.buffers.insert("nbr", buffer);
+        }
+        self.paged.insert("nbr", Paged { pages, elem: 4, buffers });
         queue.write_buffer(&self.buffers["nbr_offsets"], 0, bytemuck::cast_slice(&offsets));
         self.bytes = self.bytes - old + bytes;
         self.nbr_entries = entries;
-        self.nbr_max_capacity = offsets.windows(2).map(|w| w[1] - w[0]).max().unwrap_or(0);
+        self.nbr_max_capacity = longest;
         self.nbr_offsets = offsets;
         self.replan(device, queue, pipe)?;
         Ok(true)
@@ -829,7 +912,32 @@ impl DemState {
     /// wait: it runs in order before the steps recorded after it).
     pub fn record_backup(&self, encoder: &mut wgpu::CommandEncoder) {
         for (a, b) in self.backed_up() {
-            encoder.copy_buffer_to_buffer(&self.buffers[a], 0, &self.buffers[b], 0, self.buffers[a].size());
+            if let (Some(pa), Some(pb)) = (self.paged.get(a), self.paged.get(b)) {
+                // Same layout, page by page.
+                for (x, y) in pa.buffers.iter().zip(&pb.buffers) {
+                    encoder.copy_buffer_to_buffer(x, 0, y, 0, x.size());
+                }
+            } else {
+                encoder.copy_buffer_to_buffer(&self.buffers[a], 0, &self.buffers[b], 0, self.buffers[a].size());
+            }
+        }
+    }
+
+    /// Where the bytes `offset .. offset + len` of a named array lie: (buffer, offset in it,
+    /// bytes, place relative to `offset`); for a paged array piece by piece, each element from
+    /// the page `x / step` (`Pages::pieces`).
+    fn locate(&self, name: &str, offset: u64, len: u64) -> Vec<(&wgpu::Buffer, u64, u64, u64)> {
+        match self.paged.get(name) {
+            Some(p) => {
+                debug_assert!(offset.is_multiple_of(p.elem) && len.is_multiple_of(p.elem), "{name}: {offset} + {len}");
+                let e = p.elem;
+                p.pages
+                    .pieces(offset / e..(offset + len) / e)
+                    .into_iter()
+                    .map(|(k, r, at)| (&p.buffers[k], r.start * e, (r.end - r.start) * e, at * e))
+                    .collect()
+            }
+            None => vec![(&self.buffers[name], offset, len, 0)],
         }
     }
 
@@ -848,7 +956,12 @@ impl DemState {
                 _ => (v4 * p0, v4 * np),
             };
             if len > 0 {
-                encoder.copy_buffer_to_buffer(&self.buffers[b], at, &self.buffers[a], at, len);
+                // Backup and state share one layout, so their pieces pair up.
+                for ((src, from, bytes, _), (dst, to, _, _)) in
+                    self.locate(b, at, len).into_iter().zip(self.locate(a, at, len))
+                {
+                    encoder.copy_buffer_to_buffer(src, from, dst, to, bytes);
+                }
             }
         }
     }
@@ -1078,7 +1191,9 @@ impl DemState {
         let mut at = 0;
         for &(name, offset, len) in parts {
             if len > 0 {
-                encoder.copy_buffer_to_buffer(&self.buffers[name], offset, &staging, at, len);
+                for (buffer, from, bytes, rel) in self.locate(name, offset, len) {
+                    encoder.copy_buffer_to_buffer(buffer, from, &staging, at + rel, bytes);
+                }
             }
             at += len;
         }
@@ -1127,7 +1242,9 @@ impl DemState {
     pub fn write_broken_raw(&self, queue: &wgpu::Queue, bytes: &[u8], r: usize) {
         debug_assert_eq!(bytes.len(), 4 * self.layout.n_bonds[r] as usize);
         if self.layout.rupture[r] && !bytes.is_empty() {
-            queue.write_buffer(&self.buffers[BROKEN.0], 4 * self.layout.b_start[r] as u64, bytes);
+            for (buffer, to, len, rel) in self.locate(BROKEN.0, 4 * self.layout.b_start[r] as u64, bytes.len() as u64) {
+                queue.write_buffer(buffer, to, &bytes[rel as usize..(rel + len) as usize]);
+            }
         }
     }
 
@@ -1140,6 +1257,12 @@ impl DemState {
             queue.write_buffer(&self.buffers[name], at, bytes);
         }
     }
+}
+
+/// Overlap of the neighbour lists' pages: the longest list (so that each lies whole in the
+/// page where it starts), aligned.
+fn nbr_overlap(longest: u32) -> u64 {
+    (longest as u64).next_multiple_of(ALIGN)
 }
 
 /// Status words at the start of a batch: step 0, rebuild flag as asked, no failure of any of
