@@ -210,19 +210,32 @@ pub fn buffer_sizes(model: &Model, precision: Precision, nbr_capacity: u32) -> V
     v
 }
 
+/// What a planned buffer starts with: zeros, bytes at hand, or bytes made when the buffer is
+/// allocated, so that the host holds one array's bytes at a time, not the whole state's.
+enum Fill<'a> {
+    Zeros,
+    Bytes(Vec<u8>),
+    Make(Box<dyn FnOnce() -> Vec<u8> + 'a>),
+}
+
+/// Bytes written to the device before the uploads are flushed (`queue.submit` and a wait), so
+/// that wgpu's staging copies of them are freed: the host then holds at most this much of
+/// them, however large the state (an array's bytes are written in slices of this size).
+const UPLOAD_FLUSH: usize = 64 << 20;
+
 /// Buffers of the state, listed with their sizes and contents before any is allocated, so that
 /// the total is known up front: for the memory budget, and for the out-of-memory report.
 #[derive(Default)]
-struct Plan {
-    items: Vec<(&'static str, u64, wgpu::BufferUsages, Option<Vec<u8>>)>,
+struct Plan<'a> {
+    items: Vec<(&'static str, u64, wgpu::BufferUsages, Fill<'a>)>,
 }
 
-impl Plan {
-    /// Plans a buffer holding `data` (zeros when `None`) padded to at least `MIN_BUFFER` bytes;
+impl<'a> Plan<'a> {
+    /// Plans a buffer of `len` bytes (padded to at least `MIN_BUFFER`) that starts with `fill`;
     /// returns its index in the allocation.
-    fn add(&mut self, name: &'static str, len: usize, data: Option<Vec<u8>>, usage: wgpu::BufferUsages) -> usize {
+    fn add(&mut self, name: &'static str, len: usize, fill: Fill<'a>, usage: wgpu::BufferUsages) -> usize {
         let size = len.max(MIN_BUFFER).next_multiple_of(wgpu::COPY_BUFFER_ALIGNMENT as usize) as u64;
-        self.items.push((name, size, usage, data));
+        self.items.push((name, size, usage, fill));
         self.items.len() - 1
     }
 
@@ -230,8 +243,9 @@ impl Plan {
         self.items.iter().map(|i| i.1).sum()
     }
 
-    /// Allocates every planned buffer through the fallible path and uploads the contents.
-    /// `budget` caps the sum of the sizes; `n` scales the "how many particles fit" estimate.
+    /// Allocates every planned buffer through the fallible path and uploads the contents, each
+    /// made just before its upload. `budget` caps the sum of the sizes; `n` scales the "how
+    /// many particles fit" estimate.
     fn allocate(
         self,
         device: &wgpu::Device,
@@ -242,8 +256,9 @@ impl Plan {
         let total = self.total();
         let fit = |available: u64| (n as u128 * available as u128 / total.max(1) as u128) as u64;
         let mut allocated = 0u64;
+        let mut pending = 0usize;
         let mut out = Vec::with_capacity(self.items.len());
-        for (name, size, usage, data) in self.items {
+        for (name, size, usage, fill) in self.items {
             if let Some(b) = budget.filter(|&b| allocated + size > b) {
                 return Err(GpuError::OutOfMemory {
                     what: name,
@@ -271,9 +286,23 @@ impl Plan {
                     return Err(GpuError::Wgpu(format!("creating buffer `{name}` ({size} bytes): {e}")));
                 }
             };
-            if let Some(d) = data.filter(|d| !d.is_empty()) {
-                queue.write_buffer(&buffer, 0, &d);
+            let data = match fill {
+                Fill::Zeros => Vec::new(),
+                Fill::Bytes(d) => d,
+                Fill::Make(make) => make(),
+            };
+            for (k, slice) in data.chunks(UPLOAD_FLUSH).enumerate() {
+                queue.write_buffer(&buffer, (k * UPLOAD_FLUSH) as u64, slice);
+                pending += slice.len();
+                if pending >= UPLOAD_FLUSH {
+                    queue.submit([]);
+                    device
+                        .poll(wgpu::PollType::wait_indefinitely())
+                        .map_err(|e| GpuError::Wgpu(format!("uploading the state: {e}")))?;
+                    pending = 0;
+                }
             }
+            drop(data);
             allocated += size;
             out.push(buffer);
         }
@@ -360,62 +389,20 @@ impl DemState {
         let nb = layout.nb as usize;
         let n_rep = layout.replicas();
         let buckets = (2 * n.max(1)).next_power_of_two();
-        let mut pos = Vec::with_capacity(4 * n);
-        let mut cell: Vec<i32> = Vec::with_capacity(4 * n);
-        let mut vel = Vec::with_capacity(4 * n);
-        let mut quat = Vec::with_capacity(4 * n);
-        let mut omega = Vec::with_capacity(4 * n);
-        let mut inertial = Vec::with_capacity(4 * n);
-        let mut fixed: Vec<u32> = Vec::with_capacity(n);
-        let mut bond_ends: Vec<u32> = Vec::with_capacity(2 * nb);
-        let mut bond_ref: Vec<f64> = Vec::with_capacity(4 * nb);
-        let mut q_ref = Vec::with_capacity(4 * n);
         // Per-bond reference attitudes only where some replica's bonds disagree on a particle's
         // (then for the whole batch, so that bond k's are at 2k, 2k + 1).
         let bond_attitudes = ref_q.iter().any(Option::is_none);
-        let mut bond_q0: Vec<f64> = Vec::with_capacity(if bond_attitudes { 8 * nb } else { 0 });
+        let any_rupture = layout.rupture.iter().any(|&r| r);
+        // The incidence (CSR over the batch), which the host keeps (offsets) and plans with.
         let mut inc_offsets: Vec<u32> = Vec::with_capacity(n + 1);
         let mut inc_entries: Vec<u32> = Vec::with_capacity(2 * nb);
-        let any_rupture = layout.rupture.iter().any(|&r| r);
-        let mut scales: Vec<f64> = Vec::new();
-        let inv = |x: f64, fixed: bool| if fixed { 0.0 } else { 1.0 / x };
         for (r, model) in models.iter().enumerate() {
-            let p = &model.particles;
-            let (p0, b0) = (layout.p_start[r], layout.b_start[r]);
-            for i in 0..p.len() {
-                let (b, o) = frames[r].split(p.x[i]);
-                pos.extend([o.x, o.y, o.z, p.radius[i]]);
-                cell.extend([b[0], b[1], b[2], 0]);
-                vel.extend([p.v[i].x, p.v[i].y, p.v[i].z, 0.0]);
-                quat.extend(p.q[i].to_array());
-                omega.extend([p.w[i].x, p.w[i].y, p.w[i].z, 0.0]);
-                inertial.extend([p.mass[i], p.inertia[i], inv(p.mass[i], p.fixed[i]), inv(p.inertia[i], p.fixed[i])]);
-                fixed.push(p.fixed[i] as u32 | (r as u32) << 1);
-            }
-            bond_ends.extend(model.bonds.iter().flat_map(|b| [b.i + p0, b.j + p0]));
-            bond_ref.extend(model.bonds.iter().flat_map(|b| [b.dhat0.x, b.dhat0.y, b.dhat0.z, b.l0]));
-            q_ref.extend(ref_q[r].as_deref().unwrap_or(&p.q).iter().flat_map(|q| q.to_array()));
-            if bond_attitudes {
-                bond_q0.extend(model.bonds.iter().flat_map(|b| b.q_i0.to_array().into_iter().chain(b.q_j0.to_array())));
-            }
             let (offsets, entries) = model.incidence();
             let base = inc_entries.len() as u32;
-            inc_offsets.extend(offsets[..p.len()].iter().map(|o| o + base));
-            inc_entries.extend(entries.iter().map(|e| e + 2 * b0));
-            if any_rupture {
-                // Replicas without rupture get scales that no kernel reads (their flag is off).
-                let rupture = model.params.rupture.as_ref();
-                scales.extend(rupture.map_or_else(
-                    || vec![1.0; model.bonds.len()],
-                    |ru| ru.scales(model.bonds.iter().map(|b| (b.i, b.j))),
-                ));
-            }
+            inc_offsets.extend(offsets[..model.particles.len()].iter().map(|o| o + base));
+            inc_entries.extend(entries.iter().map(|e| e + 2 * layout.b_start[r]));
         }
         inc_offsets.push(inc_entries.len() as u32);
-        // The scan runs over all buckets + 1 entries, so that the last one ends at the number of
-        // particles counted this rebuild (frozen replicas' are not): no stale entry lies inside
-        // any bucket's range.
-        let bucket_start = vec![0u32; buckets + 1];
         let status = initial_status(true, n_rep);
         let status_bytes = 4 * status.len() as u64;
         let (table0, table_levels) = layout.reduce_tables();
@@ -428,22 +415,59 @@ impl DemState {
 
         let storage = wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST | wgpu::BufferUsages::COPY_SRC;
         let uniform = wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST;
-        let r = |v: &[f64]| reals_to_bytes(v, precision);
         let u = |v: &[u32]| bytemuck::cast_slice::<u32, u8>(v).to_vec();
         let mut plan = Plan::default();
         let mut main: Vec<(&'static str, usize)> = Vec::new();
-        let mut data = |plan: &mut Plan, name: &'static str, bytes: Vec<u8>, usage| {
-            main.push((name, plan.add(name, bytes.len(), Some(bytes), usage)));
+        macro_rules! data {
+            ($name:expr, $len:expr, $fill:expr, $usage:expr) => {
+                main.push(($name, plan.add($name, $len, $fill, $usage)))
+            };
+        }
+        let bytes = |b: Vec<u8>| (b.len(), Fill::Bytes(b));
+        let v4_bytes = 4 * rs * n;
+        // Per-particle arrays, each made when its buffer is allocated.
+        let vec4 = |f: fn(&Model, &Frame, usize) -> [f64; 4]| {
+            Fill::Make(Box::new(move || {
+                particle_bytes(models, 4 * rs, |r, i, out| push_reals(out, &f(models[r], &frames[r], i), precision))
+            }))
         };
-        data(&mut plan, "params", params_bytes.to_vec(), uniform);
-        data(&mut plan, "reps", reps_bytes.to_vec(), storage);
-        data(&mut plan, "walls", walls_bytes.to_vec(), storage);
-        data(&mut plan, "pos", r(&pos), storage);
-        data(&mut plan, "vel", r(&vel), storage);
-        data(&mut plan, "quat", r(&quat), storage);
-        data(&mut plan, "omega", r(&omega), storage);
-        data(&mut plan, "inertial", r(&inertial), storage);
-        data(&mut plan, "fixed", u(&fixed), storage);
+        let position = |m: &Model, frame: &Frame, i: usize| {
+            let (_, o) = frame.split(m.particles.x[i]);
+            [o.x, o.y, o.z, m.particles.radius[i]]
+        };
+        for (name, fill) in [
+            ("params", bytes(params_bytes.to_vec())),
+            ("reps", bytes(reps_bytes.to_vec())),
+            ("walls", bytes(walls_bytes.to_vec())),
+            ("pos", (v4_bytes, vec4(position))),
+            ("vel", (v4_bytes, vec4(|m, _, i| m.particles.v[i].extend(0.0).to_array()))),
+            ("quat", (v4_bytes, vec4(|m, _, i| m.particles.q[i].to_array()))),
+            ("omega", (v4_bytes, vec4(|m, _, i| m.particles.w[i].extend(0.0).to_array()))),
+            (
+                "inertial",
+                (
+                    v4_bytes,
+                    vec4(|m, _, i| {
+                        let (mass, inertia) = (m.particles.mass[i], m.particles.inertia[i]);
+                        // The inverses are 0 for a fixed particle (not integrated).
+                        if m.particles.fixed[i] {
+                            [mass, inertia, 0.0, 0.0]
+                        } else {
+                            [mass, inertia, 1.0 / mass, 1.0 / inertia]
+                        }
+                    }),
+                ),
+            ),
+        ] {
+            let usage = if name == "params" { uniform } else { storage };
+            data!(name, fill.0, fill.1, usage);
+        }
+        let fixed = Fill::Make(Box::new(move || {
+            particle_bytes(models, 4, |r, i, out| {
+                out.extend_from_slice(&(models[r].particles.fixed[i] as u32 | (r as u32) << 1).to_ne_bytes())
+            })
+        }));
+        data!("fixed", 4 * n, fixed, storage);
         // The chunked arrays, in pages where they exceed one buffer (`gpu::chunks::Pages`).
         let too_small = |what: &str| {
             GpuError::Wgpu(format!("buffers of {max_buffer} bytes cannot hold {ALIGN} elements of the {what}"))
@@ -457,44 +481,90 @@ impl DemState {
         let nbr_pages = Pages::new(nbr_capacity as u64 * n as u64, 4, max_buffer, nbr_overlap(nbr_capacity))
             .ok_or_else(|| too_small("neighbour lists"))?;
         let mut paged_items: Vec<(&'static str, u64, Pages, Vec<usize>)> = Vec::new();
-        let mut page_data = |plan: &mut Plan, name: &'static str, elem: u64, pages: Pages, bytes: Option<Vec<u8>>| {
-            let ids = match bytes {
-                Some(b) if pages.count() == 1 => vec![plan.add(name, b.len(), Some(b), storage)],
-                _ => (0..pages.count())
-                    .map(|k| {
-                        let e = pages.range(k);
-                        let (lo, hi) = ((e.start * elem) as usize, (e.end * elem) as usize);
-                        plan.add(name, hi - lo, bytes.as_ref().map(|b| b[lo..hi].to_vec()), storage)
-                    })
-                    .collect(),
+        macro_rules! paged {
+            ($name:expr, $elem:expr, $pages:expr, $make:expr) => {
+                paged_items.push(($name, $elem, $pages, plan_pages(&mut plan, $name, $elem, $pages, $make, storage)))
             };
-            paged_items.push((name, elem, pages, ids));
-        };
+        }
         let rs64 = rs as u64;
-        page_data(&mut plan, "bond_ends", 8, bond_pages, Some(u(&bond_ends)));
-        page_data(&mut plan, "bond_ref", 4 * rs64, bond_pages, Some(r(&bond_ref)));
-        page_data(&mut plan, "bond_q0", 8 * rs64, bond_array(bond_q0.len() / 8), Some(r(&bond_q0)));
-        data(&mut plan, "q_ref", r(&q_ref), storage);
-        data(&mut plan, "inc_offsets", u(&inc_offsets), storage);
-        page_data(&mut plan, "inc_entries", 4, inc_pages, Some(u(&inc_entries)));
+        let b_start = &layout.b_start;
+        let p_start = &layout.p_start;
+        let per_bond = |elem: u64, f: fn(&Model, &crate::model::Bond, u32, Precision, &mut Vec<u8>)| {
+            make_pages(move |range| {
+                bond_bytes(models, b_start, range, elem as usize, |r, b, out| {
+                    f(models[r], b, p_start[r], precision, out)
+                })
+            })
+        };
+        paged!(
+            "bond_ends",
+            8,
+            bond_pages,
+            per_bond(8, |_, b, p0, _, out| {
+                out.extend_from_slice(&(b.i + p0).to_ne_bytes());
+                out.extend_from_slice(&(b.j + p0).to_ne_bytes());
+            })
+        );
+        paged!(
+            "bond_ref",
+            4 * rs64,
+            bond_pages,
+            per_bond(4 * rs64, |_, b, _, p, out| push_reals(out, &b.dhat0.extend(b.l0).to_array(), p))
+        );
+        let q0 = |_: &Model, b: &crate::model::Bond, _, p, out: &mut Vec<u8>| {
+            push_reals(out, &b.q_i0.to_array(), p);
+            push_reals(out, &b.q_j0.to_array(), p);
+        };
+        if bond_attitudes {
+            paged!("bond_q0", 8 * rs64, bond_pages, per_bond(8 * rs64, q0));
+        } else {
+            paged!("bond_q0", 8 * rs64, Pages::one(0), None);
+        }
+        let q_ref = Fill::Make(Box::new(move || {
+            particle_bytes(models, 4 * rs, |r, i, out| {
+                push_reals(out, &ref_q[r].as_deref().unwrap_or(&models[r].particles.q)[i].to_array(), precision)
+            })
+        }));
+        data!("q_ref", v4_bytes, q_ref, storage);
+        data!("inc_offsets", 4 * (n + 1), Fill::Bytes(u(&inc_offsets)), storage);
+        let entries = &inc_entries;
+        paged!("inc_entries", 4, inc_pages, make_pages(move |e| u(&entries[e.start as usize..e.end as usize])));
         // Every list starts with the same capacity; the engine plans them per particle once
         // some overflow (`set_nbr_offsets`).
         let offsets: Vec<u32> = (0..=n as u32).map(|i| i * nbr_capacity).collect();
-        data(&mut plan, "nbr_offsets", u(&offsets), storage);
+        data!("nbr_offsets", 4 * (n + 1), Fill::Bytes(u(&offsets)), storage);
         // Written by `replan` (gpu::chunks: which far bonds each particle reads from the halo).
-        data(&mut plan, "halo_off", vec![0u8; 4 * (n + 1)], storage);
-        data(&mut plan, "bucket_start", u(&bucket_start), storage);
-        data(&mut plan, "status", u(&status), storage);
-        data(&mut plan, "x_ref", r(&pos), storage);
-        data(&mut plan, CELL.0, bytemuck::cast_slice::<i32, u8>(&cell).to_vec(), storage);
+        data!("halo_off", 4 * (n + 1), Fill::Zeros, storage);
+        // The scan runs over all buckets + 1 entries, so that the last one ends at the number of
+        // particles counted this rebuild (frozen replicas' are not): no stale entry lies inside
+        // any bucket's range.
+        data!("bucket_start", 4 * (buckets + 1), Fill::Zeros, storage);
+        data!("status", status_bytes as usize, Fill::Bytes(u(&status)), storage);
+        data!("x_ref", v4_bytes, vec4(position), storage);
+        let cells = Fill::Make(Box::new(move || {
+            particle_bytes(models, CELL_BYTES, |r, i, out| {
+                let (b, _) = frames[r].split(models[r].particles.x[i]);
+                for c in [b[0], b[1], b[2], 0] {
+                    out.extend_from_slice(&c.to_ne_bytes());
+                }
+            })
+        }));
+        data!(CELL.0, CELL_BYTES * n, cells, storage);
         // Rupture buffers only where bonds may break; otherwise minimal placeholders for the
-        // bindings, which the kernels never read (FLAG_RUPTURE is off).
-        page_data(&mut plan, "bond_scale", rs64, bond_array(scales.len()), Some(r(&scales)));
-        data(&mut plan, "red_table", u(&table), storage);
+        // bindings, which the kernels never read (FLAG_RUPTURE is off). Replicas without rupture
+        // get scales that no kernel reads (their flag is off).
+        if any_rupture {
+            let scale = |m: &Model, b: &crate::model::Bond, _, p, out: &mut Vec<u8>| {
+                push_reals(out, &[m.params.rupture.as_ref().map_or(1.0, |ru| ru.scale(b.i, b.j))], p)
+            };
+            paged!("bond_scale", rs64, bond_pages, per_bond(rs64, scale));
+        } else {
+            paged!("bond_scale", rs64, Pages::one(0), None);
+        }
+        data!("red_table", 4 * table.len(), Fill::Bytes(u(&table)), storage);
         let nr = if any_rupture { nb } else { 0 };
         // Break records: one per bond, or what one binding holds (32 bytes a record in f64).
         let nr_records = (nr as u64).min(max_binding / (4 * rs as u64).max(16)) as usize;
-        let v4_bytes = 4 * rs * n;
         for (name, len) in [
             ("force", v4_bytes),
             ("moment", v4_bytes),
@@ -517,12 +587,12 @@ impl DemState {
             ("break_at", 4 * rs * nr_records),
             ("break_id", 16 * nr_records),
         ] {
-            main.push((name, plan.add(name, len, None, storage)));
+            main.push((name, plan.add(name, len, Fill::Zeros, storage)));
         }
-        page_data(&mut plan, "bond_out", 12 * rs64, bond_pages, None);
-        page_data(&mut plan, "nbr", 4, nbr_pages, None);
-        page_data(&mut plan, "bond_broken", 4, bond_array(nr), None);
-        page_data(&mut plan, "bond_broken_backup", 4, bond_array(nr), None);
+        paged!("bond_out", 12 * rs64, bond_pages, None);
+        paged!("nbr", 4, nbr_pages, None);
+        paged!("bond_broken", 4, bond_array(nr), None);
+        paged!("bond_broken_backup", 4, bond_array(nr), None);
 
         // Scan levels: lengths M, ⌈M/B⌉, … down to one block (B = 2·SCAN_WG values per block).
         let block = 2 * SCAN_WG as usize;
@@ -532,13 +602,14 @@ impl DemState {
             lens.push(l);
         }
         let scan_lens: Vec<u32> = lens.iter().map(|&l| l as u32).collect();
-        let aux: Vec<usize> = lens.iter().skip(1).map(|&len| plan.add("scan_aux", 4 * len, None, storage)).collect();
-        let scan_dummy = plan.add("scan_top_sum", 16, None, storage);
+        let aux: Vec<usize> =
+            lens.iter().skip(1).map(|&len| plan.add("scan_aux", 4 * len, Fill::Zeros, storage)).collect();
+        let scan_dummy = plan.add("scan_top_sum", 16, Fill::Zeros, storage);
         let scan_len: Vec<usize> = lens
             .iter()
             .map(|&len| {
                 let bytes = u(&[len as u32, 0, 0, 0]);
-                plan.add("scan_len", bytes.len(), Some(bytes), uniform)
+                plan.add("scan_len", bytes.len(), Fill::Bytes(bytes), uniform)
             })
             .collect();
         // Reductions: level 0 writes `records` partial records into red_a; each further level
@@ -548,13 +619,13 @@ impl DemState {
         let mut offset = 0usize;
         for len in std::iter::once(table0.len()).chain(table_levels.iter().map(|t| t.len())) {
             let bytes = u(&[len as u32, offset as u32, 0, 0]);
-            red_lens.push((len, plan.add("red_len", bytes.len(), Some(bytes), uniform)));
+            red_lens.push((len, plan.add("red_len", bytes.len(), Fill::Bytes(bytes), uniform)));
             offset += len;
         }
         let readback_at = plan.add(
             "readback",
             status_bytes as usize + n_rep * NQ * rs,
-            None,
+            Fill::Zeros,
             wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
         );
         let bytes = plan.total();
@@ -623,10 +694,14 @@ impl DemState {
         // What the chunk plan needs (`gpu::chunks`): each particle's lowest and highest bond,
         // and each level-0 reduction workgroup's bonds.
         let (mut bond_lo, mut bond_hi) = (vec![u32::MAX; n], vec![0u32; n]);
-        for (k, e) in bond_ends.chunks_exact(2).enumerate() {
-            for &i in e {
-                bond_lo[i as usize] = bond_lo[i as usize].min(k as u32);
-                bond_hi[i as usize] = bond_hi[i as usize].max(k as u32);
+        for (r, model) in models.iter().enumerate() {
+            let (p0, b0) = (layout.p_start[r], layout.b_start[r]);
+            for (k, b) in model.bonds.iter().enumerate() {
+                let k = b0 + k as u32;
+                for i in [(b.i + p0) as usize, (b.j + p0) as usize] {
+                    bond_lo[i] = bond_lo[i].min(k);
+                    bond_hi[i] = bond_hi[i].max(k);
+                }
             }
         }
         let reduce_bonds = table0
@@ -1257,6 +1332,84 @@ impl DemState {
             queue.write_buffer(&self.buffers[name], at, bytes);
         }
     }
+}
+
+/// Appends reals in the device's precision (the bytes `reals_to_bytes` makes).
+fn push_reals(out: &mut Vec<u8>, v: &[f64], p: Precision) {
+    for &x in v {
+        match p {
+            Precision::F32 => out.extend_from_slice(&(x as f32).to_ne_bytes()),
+            Precision::F64 => out.extend_from_slice(&x.to_ne_bytes()),
+        }
+    }
+}
+
+/// A per-particle array over the batch, `elem` bytes per particle: `f(r, i, out)` appends
+/// particle i of replica r.
+fn particle_bytes(models: &[&Model], elem: usize, f: impl Fn(usize, usize, &mut Vec<u8>)) -> Vec<u8> {
+    let n: usize = models.iter().map(|m| m.particles.len()).sum();
+    let mut out = Vec::with_capacity(n * elem);
+    for (r, m) in models.iter().enumerate() {
+        for i in 0..m.particles.len() {
+            f(r, i, &mut out);
+        }
+    }
+    debug_assert_eq!(out.len(), n * elem);
+    out
+}
+
+/// Bonds `range` of the batch (replica r's start at `b_start[r]`) of a per-bond array, `elem`
+/// bytes per bond: `f(r, bond, out)` appends one.
+fn bond_bytes(
+    models: &[&Model],
+    b_start: &[u32],
+    range: std::ops::Range<u64>,
+    elem: usize,
+    f: impl Fn(usize, &crate::model::Bond, &mut Vec<u8>),
+) -> Vec<u8> {
+    let mut out = Vec::with_capacity((range.end - range.start) as usize * elem);
+    for (r, m) in models.iter().enumerate() {
+        let b0 = b_start[r] as u64;
+        let (lo, hi) = (range.start.max(b0), range.end.min(b0 + m.bonds.len() as u64));
+        for k in lo..hi {
+            f(r, &m.bonds[(k - b0) as usize], &mut out);
+        }
+    }
+    debug_assert_eq!(out.len() as u64, (range.end - range.start) * elem as u64);
+    out
+}
+
+/// What makes the bytes of a page of a chunked array from its element range.
+type MakePage<'a> = std::rc::Rc<dyn Fn(std::ops::Range<u64>) -> Vec<u8> + 'a>;
+
+fn make_pages<'a>(f: impl Fn(std::ops::Range<u64>) -> Vec<u8> + 'a) -> Option<MakePage<'a>> {
+    Some(std::rc::Rc::new(f))
+}
+
+/// Plans the buffers of a chunked array, one per page, each made by `make` from its element
+/// range when it is allocated (zeros without `make`); returns their indices in the allocation.
+fn plan_pages<'a>(
+    plan: &mut Plan<'a>,
+    name: &'static str,
+    elem: u64,
+    pages: Pages,
+    make: Option<MakePage<'a>>,
+    usage: wgpu::BufferUsages,
+) -> Vec<usize> {
+    (0..pages.count())
+        .map(|k| {
+            let e = pages.range(k);
+            let len = ((e.end - e.start) * elem) as usize;
+            let fill = match &make {
+                Some(f) => {
+                    let f = f.clone();
+                    Fill::Make(Box::new(move || f(e)))
+                }
+                None => Fill::Zeros,
+            };
+            plan.add(name, len, fill, usage)
+        })
+        .collect()
 }
 
 /// Overlap of the neighbour lists' pages: the longest list (so that each lies whole in the

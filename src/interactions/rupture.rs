@@ -97,9 +97,14 @@ pub fn weibull_scale(modulus: f64, seed: u64, i: u32, j: u32) -> f64 {
 impl Rupture {
     /// Scale of each bond's thresholds (all 1 without Weibull).
     pub fn scales(&self, pairs: impl Iterator<Item = (u32, u32)>) -> Vec<f64> {
+        pairs.map(|(i, j)| self.scale(i, j)).collect()
+    }
+
+    /// Scale of the thresholds of the bond between particles i and j (1 without Weibull).
+    pub fn scale(&self, i: u32, j: u32) -> f64 {
         match self.weibull {
-            None => pairs.map(|_| 1.0).collect(),
-            Some((m, seed)) => pairs.map(|(i, j)| weibull_scale(m, seed, i, j)).collect(),
+            None => 1.0,
+            Some((m, seed)) => weibull_scale(m, seed, i, j),
         }
     }
 }
