@@ -33,10 +33,16 @@
 /// Reference attitude of each particle's bonds (x, y, z, w): its attitude at t = 0, shared by
 /// all its bonds (`Model::reference_attitudes`), unless its replica has FLAG_BOND_Q0.
 @group(1) @binding(9) var<storage, read_write> q_ref: array<vec4<real>>;
+/// Reference position of each particle, where its replica's bonds were made (`Model::
+/// reference_positions`), stored as `pos` and `cell` are: offset (xyz) and, with BLOCKS, block
+/// (xyz). A bond's d0, L0 and d̂0 are formed from them, unless its replica has FLAG_BOND_REF.
+@group(1) @binding(10) var<storage, read_write> ref_pos: array<vec4<real>>;
+@group(1) @binding(11) var<storage, read_write> ref_cell: array<vec4<i32>>;
 
 /// Bond end indices (i, j).
 @group(2) @binding(0) var<storage, read_write> bond_ends: array<vec2<u32>>;
-/// Reference direction d̂0 (xyz) and rest length L0 (w).
+/// Reference direction d̂0 (xyz) and rest length L0 (w), for replicas with FLAG_BOND_REF (a
+/// placeholder when no replica has it).
 @group(2) @binding(1) var<storage, read_write> bond_ref: array<vec4<real>>;
 /// Reference attitudes per bond, for replicas with FLAG_BOND_Q0 (bonds that disagree on a
 /// particle's): q_i0 at 2k, q_j0 at 2k + 1. A placeholder when no replica has it.

@@ -37,7 +37,17 @@ fn bonds(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: ve
     let dq_j = quat_mul(quat[e.y], quat_conj(q_j0));
     let edge = reps[rep].cell_edge;
     let d = pair_vector(e.x, e.y, edge);
-    let r = bond_ref[kw];
+    // Reference direction and length: as `Model::new` forms them from the particles' reference
+    // positions (d0 = x_i0 − x_j0, L0 = |d0| as sqrt of the dot product, d̂0 = d0 / L0, the same
+    // operations in the same order, so in f64 the same bits), or stored per bond.
+    var r: vec4<real>;
+    if (reps[rep].flags & FLAG_BOND_REF) != 0u {
+        r = bond_ref[kw];
+    } else {
+        let d0 = block_vector(ref_cell[e.x].xyz, ref_pos[e.x].xyz - ref_pos[e.y].xyz, ref_cell[e.y].xyz, edge);
+        let l0 = sqrt(dot(d0, d0));
+        r = vec4<real>(d0 / l0, l0);
+    }
     let bend = bending(dq_i, dq_j, reps[rep].k_bend);
     let ax = axial(d, r.w, reps[rep].k_axial);
     let sh = shear(reps[rep].shear_variant, d, r.xyz, dq_i, dq_j, reps[rep].k_shear);

@@ -251,9 +251,10 @@ pub fn cpu_bytes_per_step(n: usize, bonds: usize, partners: usize) -> f64 {
 /// (`src/gpu/state.rs`: vec4 arrays of reals `rs` bytes wide per lane) and what each kernel reads
 /// and writes: `integrate` reads pos, vel, quat, omega, inertial, force, moment and writes the
 /// first four (and its second half reads vel, omega, inertial, force, moment and writes vel,
-/// omega); the staleness check reads pos and x_ref; `bonds` reads the bond's ends, reference
-/// direction/length (4 reals), the ends' pos, quat and reference attitude q_ref (counted once
-/// per particle: a particle's bonds read them from nearby threads), and writes 12 reals; `particle` reads the incidence (4 bytes per particle, 8 per
+/// omega); the staleness check reads pos and x_ref; `bonds` reads the bond's ends, the ends'
+/// pos, quat, reference attitude q_ref and reference position ref_pos (with its block in f32;
+/// counted once per particle: a particle's bonds read them from nearby threads), and writes 12
+/// reals; `particle` reads the incidence (4 bytes per particle, 8 per
 /// bond), each bond result once per end (2 × 12 reals), pos, the list count and entries, and
 /// writes force, moment and pot. In f32, positions carry a block (`gpu::frame`, vec4<i32>) that
 /// `integrate`, the bond ends and the particle kernel read with pos. Grid rebuilds and the
@@ -268,10 +269,10 @@ pub fn gpu_bytes_per_step(n: usize, bonds: usize, partners: usize, precision: Pr
     let per_particle = blocks
         + 11.0 * v4 // integrate, first half
         + 2.0 * v4 // staleness check
-        + 3.0 * v4 // bond ends' pos, quat and reference attitude
+        + 4.0 * v4 + blocks / 3.0 // bond ends' pos, quat, reference attitude and position
         + 4.0 + v4 + 4.0 + 3.0 * v4 // particle kernel: offsets, pos, list count, force/moment/pot
         + 7.0 * v4; // integrate, second half
-    let per_bond = 8.0 + 4.0 * rs + 12.0 * rs + 8.0 + 24.0 * rs;
+    let per_bond = 8.0 + 12.0 * rs + 8.0 + 24.0 * rs;
     per_particle * n as f64 + per_bond * bonds as f64 + 4.0 * partners as f64
 }
 

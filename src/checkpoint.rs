@@ -1,6 +1,6 @@
 //! Binary checkpoints: everything a run needs to continue bit-identically (`rrpdem resume`).
 //!
-//! Layout (little-endian), version 1:
+//! Layout (little-endian), version 2 (version 1, still read, has no reference positions):
 //!
 //! | bytes | content |
 //! |---|---|
@@ -14,7 +14,9 @@
 //! Payload: a length-prefixed JSON block (the resolved scenario, the engine kind, the run's
 //! bookkeeping: energy/momentum budget, last diagnostics, wall time), then the particles
 //! (count, then x, v, q, Ω, mass, inertia, radius as f64 and `fixed` as one byte each), the bonds
-//! (count, then per bond i, j as u32 and d̂0, L0, q_i0, q_j0 as f64), and the engine's own state
+//! (count, then per bond i, j as u32 and d̂0, L0, q_i0, q_j0 as f64), the particles' reference
+//! positions (one byte, 1 if present, then x as f64 per particle: where they were when the
+//! bonds were made, from which the GPU engine forms each bond's d0), and the engine's own state
 //! (its kind, step and raw bytes, [`EngineState`]). The particles' kinematics are the f64
 //! snapshot (to rebuild the engine); the engine state carries the exact raw values.
 //!
@@ -36,7 +38,9 @@ use thiserror::Error;
 
 const MAGIC: &[u8; 8] = b"RRPDEMCK";
 /// Version of the layout above; a reader refuses any other.
-pub const FORMAT_VERSION: u32 = 1;
+pub const FORMAT_VERSION: u32 = 2;
+/// Versions a reader accepts: this one, and version 1 (without reference positions).
+const READABLE: [u32; 2] = [1, 2];
 /// Name of the checkpoint file in an output folder.
 pub const FILE_NAME: &str = "checkpoint.bin";
 
@@ -50,7 +54,7 @@ pub enum CheckpointError {
     },
     #[error("{path}: not an rrpdem checkpoint (the file does not start with RRPDEMCK)")]
     NotACheckpoint { path: PathBuf },
-    #[error("{path}: checkpoint format version {found}; this rrpdem reads version {FORMAT_VERSION}")]
+    #[error("{path}: checkpoint format version {found}; this rrpdem reads versions 1 and {FORMAT_VERSION}")]
     Version { path: PathBuf, found: u32 },
     #[error("{path}: the checkpoint is truncated ({have} bytes, {need} expected); was it copied while being written?")]
     Truncated { path: PathBuf, have: u64, need: u64 },
@@ -168,6 +172,15 @@ impl Checkpoint {
             body.f64s(&quat(b.q_i0));
             body.f64s(&quat(b.q_j0));
         }
+        match &self.model.reference_x {
+            Some(x) => {
+                body.0.push(1);
+                for v in x {
+                    body.f64s(&vec3(*v));
+                }
+            }
+            None => body.0.push(0),
+        }
         body.bytes(self.engine.kind.as_bytes());
         body.u64(self.engine.step);
         body.bytes(&self.engine.data);
@@ -194,7 +207,7 @@ impl Checkpoint {
             return Err(CheckpointError::Truncated { path, have: bytes.len() as u64, need: HEADER as u64 + 4 });
         }
         let version = u32::from_le_bytes(bytes[8..12].try_into().expect("4 bytes"));
-        if version != FORMAT_VERSION {
+        if !READABLE.contains(&version) {
             return Err(CheckpointError::Version { path, found: version });
         }
         let hash = u64::from_le_bytes(bytes[12..20].try_into().expect("8 bytes"));
@@ -231,6 +244,11 @@ impl Checkpoint {
             }
             bonds.push(Bond { i, j, dhat0: r.vec3()?, l0: r.f64()?, q_i0: r.quat()?, q_j0: r.quat()? });
         }
+        let reference_x = if version >= 2 && r.take(1)?[0] != 0 {
+            Some((0..n).map(|_| r.vec3()).collect::<Result<Vec<_>, _>>()?)
+        } else {
+            None
+        };
         let kind = String::from_utf8(r.bytes()?.to_vec()).map_err(|_| r.bad("engine kind is not UTF-8".into()))?;
         let step = r.u64()?;
         let data = r.bytes()?.to_vec();
@@ -245,7 +263,7 @@ impl Checkpoint {
         let params = scenario.params();
         Ok(Checkpoint {
             scenario,
-            model: Model { particles, bonds, params },
+            model: Model { particles, bonds, params, reference_x },
             engine: EngineState { kind, step, data },
             progress: meta.progress,
         })
@@ -283,6 +301,8 @@ impl Checkpoint {
 /// The model a run continues from: constants and bonds of `model`, kinematics `state`.
 pub fn model_at(model: &Model, state: &[Kinematics]) -> Model {
     let mut m = model.clone();
+    // Where the bonds were made stays where it was.
+    m.reference_x.get_or_insert_with(|| model.particles.x.clone());
     let p = &mut m.particles;
     for (i, k) in state.iter().enumerate() {
         p.x[i] = k.x;

@@ -196,14 +196,15 @@ fn contact_partners(p: &Particles, skin: f64) -> f64 {
 ///   scale (8, not counted here). This is a run on several threads: on one, the results and
 ///   the incidence (80 per bond) are never allocated.
 /// - GPU (`src/gpu/state.rs`, `DemState::new`), with `rs` the size of a real: per particle
-///   eleven vec4 arrays (pos, vel, quat, omega, inertial, force, moment, pot, sorted_pos, x_ref,
-///   the reference attitude q_ref: `44·rs`) and the rollback copies of pos, vel, quat, omega
-///   (`16·rs`); fixed, incidence offset, hash, slot, sorted_tmp, nbr_count, list offset, halo
-///   offset (4 each), cell and sorted_cell (16 each; in f32 the cell's rollback copy too), the
-///   neighbour lists (16 entries of 4 bytes, the initial capacity, enough for a lattice's 12
-///   neighbours), the bucket table and its scan levels; per bond its ends (8), reference
-///   (4·rs), results (12·rs), incidence (8) (a generated model's bonds share each particle's
-///   reference attitude, `Model::reference_attitudes`); the diagnostics partial sums (`NQ·rs`
+///   twelve vec4 arrays (pos, vel, quat, omega, inertial, force, moment, pot, sorted_pos, x_ref,
+///   the reference attitude q_ref and position ref_pos: `48·rs`) and the rollback copies of pos,
+///   vel, quat, omega (`16·rs`); fixed, incidence offset, hash, slot, sorted_tmp, nbr_count, list
+///   offset, halo offset (4 each), cell and sorted_cell (16 each; in f32 the cell's rollback
+///   copy and the reference position's block too), the neighbour lists (16 entries of 4 bytes,
+///   the initial capacity, enough for a lattice's 12 neighbours), the bucket table and its
+///   scan levels; per bond its ends (8), results (12·rs), incidence (8) (a generated model's
+///   bonds take their reference attitudes, directions and lengths from the particles,
+///   `Model::reference_attitudes` and `reference_positions`); the diagnostics partial sums (`NQ·rs`
 ///   per 64 records of max(N, B), and 16 bytes each in the reduction table). With rupture, per bond 44 bytes in f32 and 64 in f64 more
 ///   (flags, scale, break records; not counted here).
 pub fn memory_estimate(p: &Particles, bonds: usize) -> MemoryEstimate {
@@ -250,12 +251,13 @@ pub fn memory_estimate(p: &Particles, bonds: usize) -> MemoryEstimate {
             len = len.div_ceil(2 * SCAN_WG as u64);
             scan += 4 * len;
         }
-        let cell_backup = if rs == 4 { 16 } else { 0 };
-        n * (60 * rs + 8 * 4 + 2 * 16 + cell_backup + 16 * 4)
+        // In f32 the position blocks' rollback copy and the reference positions' blocks.
+        let blocks = if rs == 4 { 2 * 16 } else { 0 };
+        n * (64 * rs + 8 * 4 + 2 * 16 + blocks + 16 * 4)
             + 4 * (buckets + 1)
             + scan
             + (NQ as u64 * rs + 16) * (records + records.div_ceil(WG as u64))
-            + b * (8 + 16 * rs + 8)
+            + b * (8 + 12 * rs + 8)
     };
     // DemState::new builds five f64 vec4 arrays (pos, vel, quat, omega, inertial) and a zero
     // array, the bond arrays in f64, and a byte copy of each before upload.

@@ -115,6 +115,10 @@ pub struct Model {
     pub particles: Particles,
     pub bonds: Vec<Bond>,
     pub params: Params,
+    /// Where the particles were when the bonds were made (t = 0), when that is not
+    /// `particles.x`: a resumed run's model, whose particles have moved on (the checkpoint
+    /// carries them). `None`: `particles.x`.
+    pub reference_x: Option<Vec<DVec3>>,
 }
 
 impl Model {
@@ -130,7 +134,7 @@ impl Model {
         // Small models stay on the calling thread (rayon's dispatch would cost more).
         let bonds =
             if pairs.len() < 4096 { pairs.iter().map(bond).collect() } else { pairs.par_iter().map(bond).collect() };
-        Model { particles, bonds, params }
+        Model { particles, bonds, params, reference_x: None }
     }
 
     /// Particle → bond incidence in CSR form: the bonds of particle `p` are
@@ -171,6 +175,27 @@ impl Model {
             }
         }
         Some(std::borrow::Cow::Owned(out))
+    }
+
+    /// The particles' reference positions (`reference_x`, else `particles.x`), when every bond's
+    /// reference direction and length are those `Model::new` takes from them (`d0 = x_i − x_j`,
+    /// `L0 = |d0|`, `d̂0 = d0 / L0`), bit for bit. Engines may then form `d0` from two
+    /// per-particle positions instead of storing four reals per bond. `None` otherwise (a model
+    /// moved on without its `reference_x`, as from a version-1 checkpoint).
+    pub fn reference_positions(&self) -> Option<&[DVec3]> {
+        let x = self.reference_x.as_deref().unwrap_or(&self.particles.x);
+        let bits = |v: DVec3| v.to_array().map(f64::to_bits);
+        let made_here = |b: &Bond| {
+            let d0 = x[b.i as usize] - x[b.j as usize];
+            let l0 = d0.length();
+            l0.to_bits() == b.l0.to_bits() && bits(d0 / l0) == bits(b.dhat0)
+        };
+        let all = if self.bonds.len() < 4096 {
+            self.bonds.iter().all(made_here)
+        } else {
+            self.bonds.par_iter().all(made_here)
+        };
+        all.then_some(x)
     }
 
     /// Largest particle radius (sets the contact-search cell size).

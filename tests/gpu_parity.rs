@@ -169,3 +169,44 @@ fn reference_attitudes_per_particle_and_per_bond_match_cpu() {
     assert!(u_bend[1] > 10.0 * u_bend[0].max(1e-12), "(b) starts bent: U_bend {:?}", u_bend);
     assert!((u_bend[2] - u_bend[1]).abs() > 1e-6 * u_bend[1], "(c)'s changed reference shows: {:?}", u_bend);
 }
+
+/// The bonds' reference directions and lengths, formed on the GPU from the particles' reference
+/// positions (`ref_pos`, `ref_cell`) where the model's particles are where its bonds were made,
+/// and stored per bond (`bond_ref`, FLAG_BOND_REF) where not (a model whose particles moved on,
+/// as a checkpoint's). Both against the CPU, in f64 and f32; and in f64 bit for bit against
+/// each other from the same state: the GPU forms d0, L0 and d̂0 with the operations and order
+/// of `Model::new`, so a run from the positions equals a run from the stored values.
+#[test]
+fn reference_positions_and_per_bond_references_agree() {
+    let a = model(ShearVariant::Objective);
+    assert!(a.reference_positions().is_some());
+    let mut moved = a.clone();
+    for (k, x) in moved.particles.x.iter_mut().enumerate() {
+        *x += DVec3::new(0.01 * ((k % 7) as f64 - 3.0), 0.004 * ((k % 5) as f64 - 2.0), 0.0);
+    }
+    assert!(moved.reference_positions().is_none(), "moved particles: the bonds keep their own references");
+    let dt = 2e-4;
+    for (name, m) in [("formed", &a), ("stored", &moved)] {
+        for p in [Precision::F64, Precision::F32] {
+            let mut g = gpu(m, Integrator::RrpNewmark, dt, p);
+            let stored = g.buffer_parts().iter().find(|x| x.0 == "bond_ref").map_or(0, |x| x.1);
+            let rs = if p == Precision::F64 { 8 } else { 4 };
+            assert_eq!(stored >= 4 * rs * m.bonds.len() as u64, name == "stored", "{name} {p:?}: bond_ref {stored} B");
+            let mut c = cpu(m, Integrator::RrpNewmark, dt);
+            let e0 = c.diagnostics().unwrap().total().abs();
+            let (dx, _, de) = compare(&mut g, &mut c, 300);
+            eprintln!("{name} {p:?}: |Δx| {dx:.2e}, |ΔE| {de:.2e} (E0 {e0:.3e})");
+            // As in `parity` (V7 bounds).
+            let (tol_x, tol_e) = if p == Precision::F64 { (1e-10 * 6.0, 1e-10 * e0) } else { (1e-4, 1e-4 * e0) };
+            assert!(dx <= tol_x && de <= tol_e, "{name} {p:?}: |Δx| {dx:e}, |ΔE| {de:e}");
+        }
+    }
+    // From the same state: the stored model's engine takes the formed one's initial state.
+    let mut formed = gpu(&a, Integrator::RrpNewmark, dt, Precision::F64);
+    let mut stored = gpu(&moved, Integrator::RrpNewmark, dt, Precision::F64);
+    stored.load_state(&formed.save_state().unwrap()).unwrap();
+    assert!(bits(&mut formed) == bits(&mut stored), "the loaded state differs");
+    formed.advance(300).unwrap();
+    stored.advance(300).unwrap();
+    assert!(bits(&mut formed) == bits(&mut stored), "formed and stored references differ in f64");
+}

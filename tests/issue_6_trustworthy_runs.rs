@@ -223,6 +223,11 @@ fn restart_keeps_the_bonds_reference_state() {
     ));
     let cp = Checkpoint::read(&tmp.path().join(checkpoint::FILE_NAME)).unwrap();
     assert_eq!(cp.model.bonds, model.bonds);
+    // And where the particles were when the bonds were made (version 2), from which the GPU
+    // engine forms the bonds' d0 as the run it continues did.
+    assert_eq!(cp.model.reference_x.as_deref(), Some(&model.particles.x[..]));
+    assert_ne!(cp.model.particles.x, model.particles.x, "the particles have moved");
+    assert_eq!(cp.model.reference_positions(), Some(&model.particles.x[..]));
     assert_eq!(cp.engine.step, 1000);
     assert_eq!(cp.progress.last.t, 1000.0 * s.dt);
     let e_now = cp.progress.last.total();
@@ -253,6 +258,27 @@ fn bad_checkpoints_are_refused() {
     let mut version = good.clone();
     version[8] = 99;
     assert!(matches!(Checkpoint::from_bytes(&version, &path), Err(CheckpointError::Version { found: 99, .. })));
+    // A version-1 checkpoint (written before the reference positions were carried) is still
+    // read: its model has none, so the engines take the bonds' stored references.
+    let mut cp = Checkpoint::from_bytes(&good, &path).unwrap();
+    assert!(cp.model.reference_x.is_some());
+    cp.model.reference_x = None;
+    let v2 = cp.to_bytes();
+    let meta_len = u64::from_le_bytes(v2[28..36].try_into().unwrap()) as usize;
+    let (n, nb) = (cp.model.particles.len(), cp.model.bonds.len());
+    // Header, metadata, particles (129 B each), bonds (104 B each): then the version-2 flag.
+    let at = 28 + 8 + meta_len + 8 + 129 * n + 8 + 104 * nb;
+    assert_eq!(v2[at], 0, "the reference-positions flag");
+    let mut v1 = v2[..at].to_vec();
+    v1.extend_from_slice(&v2[at + 1..v2.len() - 4]);
+    v1[8..12].copy_from_slice(&1u32.to_le_bytes());
+    let len = (v1.len() - 28) as u64;
+    v1[20..28].copy_from_slice(&len.to_le_bytes());
+    let crc = crc32fast::hash(&v1);
+    v1.extend_from_slice(&crc.to_le_bytes());
+    let old = Checkpoint::from_bytes(&v1, &path).unwrap();
+    assert_eq!((old.model.bonds == cp.model.bonds, old.model.reference_x.is_none()), (true, true));
+    assert_eq!(old.engine, cp.engine);
 
     // Another scenario: the paper torus with another contact stiffness.
     let mut other = s.clone();

@@ -109,6 +109,9 @@ pub struct BatchTotals {
     /// Some replica's bonds disagree on a particle's reference attitude, so the batch stores
     /// them per bond (`Model::reference_attitudes`).
     pub bond_attitudes: bool,
+    /// Some replica's particles are not where its bonds were made, so the batch stores the
+    /// reference directions and lengths per bond (`Model::reference_positions`).
+    pub bond_refs: bool,
     /// Records out of each reduction level (level 0 first), over all replicas.
     pub level_records: Vec<u64>,
 }
@@ -143,6 +146,7 @@ impl BatchTotals {
         self.walls += m.params.walls.len() as u64;
         self.rupture |= m.params.rupture.is_some();
         self.bond_attitudes |= m.reference_attitudes().is_none();
+        self.bond_refs |= m.reference_positions().is_none();
     }
 
     /// Contact-grid bucket count (power of two ≥ 2N).
@@ -172,6 +176,7 @@ pub fn chunked_sizes(t: &BatchTotals, precision: Precision, nbr_capacity: u32) -
     let rs = real_size(precision) as u64;
     vec![
         ("bond results", 12 * rs * t.nb),
+        ("bond reference directions and lengths", if t.bond_refs { 4 * rs * t.nb } else { 0 }),
         ("bond reference attitudes", if t.bond_attitudes { 8 * rs * t.nb } else { 0 }),
         ("incidence entries", 8 * t.nb),
         ("neighbour lists", 4 * nbr_capacity as u64 * t.n),
@@ -202,9 +207,11 @@ pub fn planned_sizes(t: &BatchTotals, precision: Precision, nbr_capacity: u32) -
         v4,    // pos, vel, quat, omega, inertial
         4 * n, // fixed
         8 * nb,
-        4 * rs * nb,
+        if t.bond_refs { 4 * rs * nb } else { 0 },
         if t.bond_attitudes { 8 * rs * nb } else { 0 }, // bond_ends, bond_ref, bond_q0
         v4,                                             // q_ref
+        v4,                                             // ref_pos
+        if super::frame::uses_blocks(precision) { 16 * n } else { 0 }, // ref_cell
         4 * (n + 1),
         8 * nb,      // incidence
         4 * (n + 1), // neighbour list offsets

@@ -124,6 +124,8 @@ struct Replica {
     skin: f64,
     /// Its bonds' reference attitudes are per bond, not per particle (`FLAG_BOND_Q0`).
     bond_attitudes: bool,
+    /// Its bonds' reference directions and lengths are per bond (`FLAG_BOND_REF`).
+    bond_refs: bool,
     /// Ends (i, j) of every bond, replica-relative, for the break events.
     bond_ends: Vec<(u32, u32)>,
     /// Steps this replica has taken.
@@ -250,15 +252,22 @@ impl GpuEngine {
         // Per particle where the bonds agree on it (always, for models built from their initial
         // state, and for checkpoints): `q_ref`; per bond otherwise.
         let ref_q: Vec<_> = models.iter().map(|m| m.reference_attitudes()).collect();
+        // Likewise the reference directions and lengths, from the particles' positions where the
+        // bonds were made from them; per bond otherwise.
+        let ref_x: Vec<_> = models.iter().map(|m| m.reference_positions()).collect();
         let reps: Vec<Replica> = models
             .iter()
-            .zip(&ref_q)
-            .map(|(model, ref_q)| {
+            .zip(ref_q.iter().zip(&ref_x))
+            .map(|(model, (ref_q, ref_x))| {
                 // List candidates are at most r_i + r_j + skin ≤ 2 r_max + skin apart: one cell.
                 let skin = SKIN_FACTOR * model.max_radius();
                 let cell = (2.0 * model.max_radius() + skin).max(f64::MIN_POSITIVE);
                 let origin = match precision {
-                    Precision::F32 if !options.origin_at_zero => bounding_box_centre(&model.particles.x),
+                    // The reference positions' box: the same origin for a resumed run as for the
+                    // run it continues, so that its reference positions split the same.
+                    Precision::F32 if !options.origin_at_zero => {
+                        bounding_box_centre(model.reference_x.as_deref().unwrap_or(&model.particles.x))
+                    }
                     _ => DVec3::ZERO,
                 };
                 Replica {
@@ -268,6 +277,7 @@ impl GpuEngine {
                     inv_cell: 1.0 / cell,
                     skin,
                     bond_attitudes: ref_q.is_none(),
+                    bond_refs: ref_x.is_none(),
                     bond_ends: model.bonds.iter().map(|b| (b.i, b.j)).collect(),
                     step: 0,
                     diag: Diagnostics::default(),
@@ -297,6 +307,7 @@ impl GpuEngine {
             &pipe,
             models,
             &ref_q,
+            &ref_x,
             &frames,
             &params_bytes(&global, precision, 0),
             &reps_bytes(&reps, &layout, precision),
@@ -945,6 +956,7 @@ fn reps_bytes(reps: &[Replica], layout: &BatchLayout, precision: Precision) -> V
         wall_start: layout.wall_start[r],
         held: reps[r].held,
         bond_attitudes: reps[r].bond_attitudes,
+        bond_refs: reps[r].bond_refs,
     };
     match precision {
         Precision::F32 => {
@@ -1117,6 +1129,21 @@ impl Engine for GpuEngine {
         let origin = DVec3::new(c[0], c[1], c[2]);
         if !origin.is_finite() {
             return Err(EngineError::Unsupported(format!("the saved state's position origin {origin} is not finite")));
+        }
+        // The bonds' reference positions were split in this engine's frame (f32 blocks); a
+        // state counted from another origin would need them split anew, bit for bit as the
+        // saving engine did, which only a model with the same reference positions gives.
+        let frame = &self.reps[0].frame;
+        if blocks > 0
+            && !self.reps[0].bond_refs
+            && origin.to_array().map(f64::to_bits) != frame.origin.to_array().map(f64::to_bits)
+        {
+            return Err(EngineError::Unsupported(format!(
+                "the saved state counts positions from {origin}, this f32 engine from {}: its bonds' reference \
+                 positions are stored relative to the latter; build the engine from the same model as the saving \
+                 one (or from a version-2 checkpoint's)",
+                frame.origin
+            )));
         }
         for (name, bytes) in state::STATE_ARRAYS.iter().zip(arrays.chunks_exact(len.max(1))) {
             self.state.write_array_raw(&self.ctx.queue, name, bytes, 0);

@@ -18,6 +18,10 @@ pub const FLAG_HELD: u32 = 8;
 /// Bit of `ReplicaGpu::flags`: the bonds' reference attitudes are per bond (`bond_q0`), not per
 /// particle (`q_ref`): the bonds disagree on some particle's (`Model::reference_attitudes`).
 pub const FLAG_BOND_Q0: u32 = 16;
+/// Bit of `ReplicaGpu::flags`: the bonds' reference directions and lengths are per bond
+/// (`bond_ref`), not formed from the particles' reference positions (`ref_pos`, `ref_cell`):
+/// the model's particles are not where its bonds were made (`Model::reference_positions`).
+pub const FLAG_BOND_REF: u32 = 32;
 
 /// What the batch-wide `SimParams` is built from.
 pub struct ParamInputs {
@@ -45,6 +49,8 @@ pub struct ReplicaInputs<'a> {
     pub held: bool,
     /// Reference attitudes per bond (`FLAG_BOND_Q0`).
     pub bond_attitudes: bool,
+    /// Reference directions and lengths per bond (`FLAG_BOND_REF`).
+    pub bond_refs: bool,
 }
 
 macro_rules! sim_params {
@@ -135,6 +141,9 @@ macro_rules! sim_params {
                 }
                 if p.bond_attitudes {
                     flags |= FLAG_BOND_Q0;
+                }
+                if p.bond_refs {
+                    flags |= FLAG_BOND_REF;
                 }
                 let rupture = prm.rupture.as_ref();
                 let inv = rupture.map_or([0.0; 4], |r| r.inv_thresholds);

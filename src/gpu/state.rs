@@ -373,6 +373,7 @@ impl DemState {
         pipe: &DemPipeline,
         models: &[&Model],
         ref_q: &[Option<std::borrow::Cow<'_, [glam::DQuat]>>],
+        ref_x: &[Option<&[glam::DVec3]>],
         frames: &[Frame],
         params_bytes: &[u8],
         reps_bytes: &[u8],
@@ -505,12 +506,41 @@ impl DemState {
                 out.extend_from_slice(&(b.j + p0).to_ne_bytes());
             })
         );
-        paged!(
-            "bond_ref",
-            4 * rs64,
-            bond_pages,
-            per_bond(4 * rs64, |_, b, _, p, out| push_reals(out, &b.dhat0.extend(b.l0).to_array(), p))
-        );
+        // Reference directions and lengths per bond only where some replica's particles are not
+        // where its bonds were made (then for the whole batch); otherwise from `ref_pos`.
+        if ref_x.iter().any(Option::is_none) {
+            paged!(
+                "bond_ref",
+                4 * rs64,
+                bond_pages,
+                per_bond(4 * rs64, |_, b, _, p, out| push_reals(out, &b.dhat0.extend(b.l0).to_array(), p))
+            );
+        } else {
+            paged!("bond_ref", 4 * rs64, Pages::one(0), None);
+        }
+        // Reference positions split as positions are (a replica with per-bond references gets
+        // its current positions, which no kernel reads).
+        let reference = move |r: usize, i: usize| frames[r].split(ref_x[r].unwrap_or(&models[r].particles.x)[i]);
+        let ref_pos = Fill::Make(Box::new(move || {
+            particle_bytes(models, 4 * rs, |r, i, out| {
+                let (_, o) = reference(r, i);
+                push_reals(out, &o.extend(0.0).to_array(), precision)
+            })
+        }));
+        data!("ref_pos", v4_bytes, ref_pos, storage);
+        let blocks = super::frame::uses_blocks(precision);
+        let ref_cell = Fill::Make(Box::new(move || {
+            if !blocks {
+                return Vec::new();
+            }
+            particle_bytes(models, CELL_BYTES, |r, i, out| {
+                let (b, _) = reference(r, i);
+                for c in [b[0], b[1], b[2], 0] {
+                    out.extend_from_slice(&c.to_ne_bytes());
+                }
+            })
+        }));
+        data!("ref_cell", if blocks { CELL_BYTES * n } else { 0 }, ref_cell, storage);
         let q0 = |_: &Model, b: &crate::model::Bond, _, p, out: &mut Vec<u8>| {
             push_reals(out, &b.q_i0.to_array(), p);
             push_reals(out, &b.q_j0.to_array(), p);
