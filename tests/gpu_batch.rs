@@ -328,3 +328,45 @@ fn split_batches_respects_the_binding_limit_and_the_budget() {
         assert_eq!(one.device_bytes(), batch_bytes(&refs[2..3], p, one.neighbour_capacity()), "{p:?}");
     }
 }
+
+/// Issue 10's arithmetic from the buffer plan itself (`planned_sizes`, which equals what the
+/// engine allocates, tested above): 10⁸ particles of the FCC solid torus with 6 bonds per
+/// particle (the lattice's interior, 12 neighbours; the surface has fewer: 5.71 at 10⁵, 5.94 at
+/// 10⁷) fit an H100 "80 GB" (81 559 MiB) in f32, with the neighbour lists at their initial 16
+/// slots and 2 GiB to spare for the driver; and the bond results, beyond the H100's 4 GiB
+/// buffers, go into pages.
+#[test]
+fn a_solid_torus_of_1e8_particles_fits_an_h100_in_f32() {
+    use rrpdem::gpu::batch::{BatchTotals, planned_sizes};
+    use rrpdem::gpu::chunks::Pages;
+    let m = rrpdem::bench::solid_torus(100_000).unwrap();
+    let per = m.bonds.len() as f64 / m.particles.len() as f64;
+    assert!((5.5..6.0).contains(&per), "{per} bonds per particle");
+    let mut one = BatchTotals::of(&[&m]);
+    assert!(!one.bond_attitudes && !one.bond_refs, "a fresh model's references come from its particles");
+    let n = 100_000_000u64;
+    let nb = 6 * n;
+    // The reduction levels of one replica: ⌈max(N, B)/WG⌉ records, then ⌈·/WG⌉ … down to one.
+    let wg = rrpdem::gpu::shader::WG as u64;
+    let mut levels = vec![n.max(nb).div_ceil(wg)];
+    while *levels.last().unwrap() > 1 {
+        levels.push(levels.last().unwrap().div_ceil(wg));
+    }
+    (one.n, one.nb, one.level_records) = (n, nb, levels);
+    let bytes: u64 = planned_sizes(&one, Precision::F32, 16).iter().sum();
+    let h100 = 81_559u64 << 20;
+    eprintln!(
+        "10^8 particles, {nb} bonds: {:.1} GB ({:.1} GiB) of {:.1} GiB",
+        bytes as f64 / 1e9,
+        bytes as f64 / (1u64 << 30) as f64,
+        h100 as f64 / (1u64 << 30) as f64
+    );
+    assert!(bytes + (2u64 << 30) < h100, "{bytes} B do not leave 2 GiB of an H100's {h100}");
+    // Per particle as docs/BENCHMARKS.md states it (437 B, with 64 B per bond).
+    let per_particle = (bytes - 64 * nb) as f64 / n as f64;
+    assert!((430.0..445.0).contains(&per_particle), "{per_particle} B per particle");
+    let buffer = 4094u64 << 20;
+    let pages = Pages::new(nb, 48, buffer, 0).unwrap();
+    assert_eq!(pages.count(), (48 * nb).div_ceil(pages.step * 48) as usize);
+    assert!(pages.count() >= 7, "the bond results take {} pages", pages.count());
+}
