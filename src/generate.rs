@@ -72,7 +72,7 @@ pub struct MemoryEstimate {
     pub gpu_f64: u64,
     /// Host memory while the GPU engine is created: the f64 upload arrays (freed afterwards).
     pub gpu_upload: u64,
-    /// Contact-list partners per particle at t = 0 (within `r_i + r_j + 0.3 r_max`; a sample's
+    /// Contact-list partners per particle at t = 0 (within `r_i + r_j + 0.6 r_max`; a sample's
     /// mean above 65 536 particles).
     pub contact_partners: f64,
 }
@@ -151,8 +151,8 @@ pub fn report(scenario: &Scenario, geometry: &Geometry) -> Report {
 const PARTNER_SAMPLE: usize = 1 << 16;
 
 /// Mean contact-list partners per particle at t = 0: particles closer than `r_i + r_j + skin`
-/// (the GPU engine's Verlet lists use the skin 0.3 r_max, the CPU engine's
-/// `engine::cpu::SKIN_FACTOR` r_max).
+/// (the GPU engine's Verlet lists use the skin `gpu::engine::SKIN_FACTOR` r_max, the CPU
+/// engine's `engine::cpu::SKIN_FACTOR` r_max; both 0.6 r_max).
 fn contact_partners(p: &Particles, skin: f64) -> f64 {
     let n = p.len();
     if n < 2 {
@@ -216,7 +216,7 @@ pub fn memory_estimate(p: &Particles, bonds: usize) -> MemoryEstimate {
     let n = p.len() as u64;
     let b = bonds as u64;
     let r_max = p.radius.iter().copied().fold(0.0, f64::max);
-    let per_particle = contact_partners(p, 0.3 * r_max);
+    let per_particle = contact_partners(p, crate::gpu::engine::SKIN_FACTOR * r_max);
     let cpu_partners = contact_partners(p, crate::engine::cpu::SKIN_FACTOR * r_max);
     let partners = (cpu_partners * n as f64).round() as u64;
     let (v3, q4, f) = (size_of::<DVec3>() as u64, size_of::<DQuat>() as u64, size_of::<f64>() as u64);

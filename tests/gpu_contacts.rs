@@ -161,7 +161,9 @@ fn polydisperse_cloud_with_crowded_cells_matches_cpu() {
         let (cap, entries) = (t.neighbour_capacity(), t.neighbour_entries());
         let (binding, budget) = (options.max_binding_size, options.memory_budget);
         eprintln!(
-            "capacity 1, binding {binding:?}, budget {budget:?}: longest list {cap}, {entries} slots for {n} lists"
+            "capacity 1, binding {binding:?}, budget {budget:?}: longest list {cap}, {entries} slots for {n} lists, \
+             {fell_back} then {} steps in fallback batches",
+            t.fallback_steps()
         );
         assert_eq!(cap > 1, grows, "{options:?}");
         if grows {

@@ -111,7 +111,7 @@ fn boxed_cloud(side: usize, spacing: f64, seed: u64) -> Model {
 fn unbonded_cloud_resumed_from_a_saved_state_is_bit_identical_f32_and_f64() {
     // Squeezed unbonded spheres, numbered at random: every force between particles comes through
     // the contact search, with several overlaps per particle throughout, and particles move far
-    // enough (v ~ 0.5, skin/2 = 0.075) for the straight run to rebuild its lists at other steps,
+    // enough (v ~ 0.5, skin/2 = 0.15) for the straight run to rebuild its lists at other steps,
     // with other cell assignments, than the resumed one.
     let m = boxed_cloud(6, 0.95, 7);
     let dt = 2e-4;

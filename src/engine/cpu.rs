@@ -95,8 +95,9 @@ fn run_pass<A: Send, B: Send, E: Copy + Default + Send + Sync>(
 }
 
 /// Verlet skin in units of the largest radius: the list is rebuilt after a particle moves
-/// 0.3 r_max. Twice the GPU engine's: a rebuild costs the CPU several steps, and the list
-/// still holds no second neighbours of a close packing (2√2 r apart, beyond 2 r + 0.6 r).
+/// 0.3 r_max. The GPU engine's too (`gpu::engine::SKIN_FACTOR`): a rebuild costs several
+/// steps, and the list still holds no second neighbours of a close packing (2√2 r apart,
+/// beyond 2 r + 0.6 r).
 /// Results do not depend on it: a listed pair that does not overlap adds +0 to sums that
 /// start at +0.
 pub(crate) const SKIN_FACTOR: f64 = 0.6;

@@ -65,11 +65,23 @@ use std::sync::Arc;
 /// Steps recorded per command buffer (bounds encoder memory; submits are not waited on).
 const STEPS_PER_SUBMIT: u64 = 256;
 /// Verlet skin in units of the largest radius (the lists are rebuilt after a particle moves half
-/// of it): thin enough to keep lists short, thick enough to rebuild rarely. (0.6, the CPU's,
-/// was tried: solid-torus-1e5 grid stage 49 → 32 ms per step on lavapipe, tori-1e3 +17 %, but
-/// the polydisperse cloud of tests/gpu_contacts.rs then overflowed its grown lists again: the
-/// headroom of `plan_nbr_offsets` needs a look first.)
-const SKIN_FACTOR: f64 = 0.3;
+/// of it), the CPU engine's (`engine::cpu::SKIN_FACTOR`): a body moving as a whole rebuilds
+/// half as often as at 0.3, for lists some 1.4× longer; a close packing's second neighbours
+/// (2√2 r apart) stay out of them until it is compressed by 8 %. The longer lists also gain
+/// more entries between layouts, which `nbr_headroom` leaves room for.
+pub(crate) const SKIN_FACTOR: f64 = 0.6;
+/// Room a list of `c` entries is given beyond them when the lists are laid out after an
+/// overflow, for the entries it gains until they are laid out again: a quarter more, plus 8.
+/// The constant matters for short lists (a small sphere among large ones, a sphere in a void):
+/// in a gas their counts swing by several entries whatever their length. In the polydisperse
+/// cloud of tests/gpu_contacts.rs, drawn with 8 seeds, the largest gain of any list within 200
+/// steps was 5–8 entries at skin 0.3 r_max and 7–8 at 0.6; the former constant, 4, let lists
+/// overflow again after growing in 2 of the 8 clouds at 0.3 and 6 of 8 at 0.6, 8 in none (13.5
+/// slots per list at 0.6, against 10.3). The quarter keeps long lists (dense packings, 12 or
+/// more entries) some room in proportion.
+fn nbr_headroom(c: u64) -> u64 {
+    c / 4 + 8
+}
 /// Initial capacity of each neighbour list; an overflow is handled exactly (grid fallback) and
 /// grows the capacity for the next batch.
 pub(crate) const INITIAL_NBR_CAPACITY: u32 = 16;
@@ -927,16 +939,15 @@ impl GpuEngine {
 
 /// Offsets of per-particle neighbour lists (n + 1) for the neighbour counts of the last rebuild
 /// and the current `offsets` (empty: none yet): each list keeps its capacity or gets its count
-/// and a quarter more, plus 4, whichever is larger, so that contacts forming after the rebuild
-/// rarely overflow it and capacities only grow (a moving particle's list does not overflow
-/// twice at the same length). `None` past u32 slots.
+/// plus `nbr_headroom` of it, whichever is larger, so capacities only grow (a moving particle's
+/// list does not overflow twice at the same length). `None` past u32 slots.
 pub fn plan_nbr_offsets(counts: &[u32], offsets: &[u32]) -> Option<Vec<u32>> {
     let mut planned = Vec::with_capacity(counts.len() + 1);
     let mut at = 0u64;
     planned.push(0);
     for (i, &c) in counts.iter().enumerate() {
         let old = offsets.get(i + 1).zip(offsets.get(i)).map_or(0, |(b, a)| b.saturating_sub(*a));
-        at += (c as u64 + c as u64 / 4 + 4).max(old as u64);
+        at += (c as u64 + nbr_headroom(c as u64)).max(old as u64);
         planned.push(u32::try_from(at).ok()?);
     }
     Some(planned)
@@ -1560,10 +1571,10 @@ mod tests {
 
     #[test]
     fn each_list_gets_its_count_with_room_and_never_shrinks() {
-        // Without a layout yet: count + count/4 + 4 each.
-        assert_eq!(plan_nbr_offsets(&[0, 3, 40], &[]), Some(vec![0, 4, 11, 65]));
+        // Without a layout yet: count + count/4 + 8 each.
+        assert_eq!(plan_nbr_offsets(&[0, 3, 40], &[]), Some(vec![0, 8, 19, 77]));
         // With one: the larger of that and the list's current capacity (16, 4, 10).
-        assert_eq!(plan_nbr_offsets(&[0, 3, 40], &[0, 16, 20, 30]), Some(vec![0, 16, 23, 77]));
+        assert_eq!(plan_nbr_offsets(&[0, 3, 40], &[0, 16, 20, 30]), Some(vec![0, 16, 27, 85]));
         // Past u32 slots: no layout (the lists keep falling back to the grid).
         assert_eq!(plan_nbr_offsets(&[u32::MAX / 2, u32::MAX / 2], &[]), None);
     }
