@@ -285,8 +285,13 @@ fn gpu_f32_breaks_a_close_set() {
     //   CPU's: each of the CPU's breaks before t = 2 is an f32 break of the same bond, in the
     //   same mode, within 50 steps (a 1e-3 change of a loading that takes ~1.7 time units moves
     //   the crossing by a few steps per 1e-3; 15–20 measured);
-    // - by t = 4 the counts differ by at most 2 (measured: 2 on the CPU, 4 in f32, the two
-    //   extra from the chaotic phase), and at least half the CPU's breaks are matched as above;
+    // - by t = 4 the f32 count is one the system itself gives under perturbations of f32's size:
+    //   the count of the chaotic phase is not a property of the model but of its last digits, so
+    //   the reference is the range of counts of 96 CPU runs whose initial velocities are
+    //   perturbed by 1e-7 relative (measured: 2 breaks in 9 runs, 3 in 21, 4 in 40, 5 in 24, 6
+    //   in 3; the unperturbed run gives 2, f32 gives 4–6 depending on its rounding, e.g. with
+    //   the grid cell that sets its position blocks), and at least half the CPU's breaks are
+    //   matched as above;
     // - E_released books each f32 event's energy (sum of the events, n_broken their count).
     let s = rupturing_torus(4.0);
     let m = s.build_model().unwrap();
@@ -303,7 +308,29 @@ fn gpu_f32_breaks_a_close_set() {
     let early: Vec<&BreakEvent> = cpu.iter().filter(|e| e.t < 2.0).collect();
     assert!(!early.is_empty(), "the CPU breaks bonds before t = 2");
     assert!(early.iter().all(|e| matched(e)), "every early CPU break is an f32 break");
-    assert!(cpu.len().abs_diff(f32_events.len()) <= 2, "{} vs {}", cpu.len(), f32_events.len());
+    let mut counts: Vec<usize> = {
+        use rayon::prelude::*;
+        (0..96u64)
+            .into_par_iter()
+            .map(|k| {
+                let mut rng = common::Rng(0x5eed_0f32 + k);
+                let mut p = m.clone();
+                for v in &mut p.particles.v {
+                    *v *= DVec3::new(1.0 + 1e-7 * rng.range(-1.0, 1.0), 1.0 + 1e-7 * rng.range(-1.0, 1.0), 1.0);
+                }
+                let mut e = CpuEngine::new(&p, s.integrator, s.dt).unwrap();
+                run_breaks(&mut e, s.total_steps()).0.len()
+            })
+            .collect()
+    };
+    counts.push(cpu.len());
+    let (lo, hi) = (*counts.iter().min().unwrap(), *counts.iter().max().unwrap());
+    eprintln!("CPU counts under 1e-7 perturbations: {counts:?}; f32: {}", f32_events.len());
+    assert!(
+        (lo..=hi).contains(&f32_events.len()),
+        "f32 breaks {} bonds, perturbed CPU runs {lo}..{hi}",
+        f32_events.len()
+    );
     assert!(2 * cpu.iter().filter(|e| matched(e)).count() >= cpu.len());
     assert!(f32_events.windows(2).all(|w| (w[0].step, w[0].bond) < (w[1].step, w[1].bond)), "step, then bond order");
     let booked: f64 = f32_events.iter().map(|e| e.energy).sum();
