@@ -174,6 +174,7 @@ impl Checkpoint {
         }
         match &self.model.reference_x {
             Some(x) => {
+                debug_assert_eq!(x.len(), n, "a reference position per particle");
                 body.0.push(1);
                 for v in x {
                     body.f64s(&vec3(*v));
@@ -301,7 +302,9 @@ impl Checkpoint {
 /// The model a run continues from: constants and bonds of `model`, kinematics `state`.
 pub fn model_at(model: &Model, state: &[Kinematics]) -> Model {
     let mut m = model.clone();
-    // Where the bonds were made stays where it was.
+    // Where the bonds were made stays where it was (for a model from a version-1 checkpoint,
+    // which does not say, the positions it was resumed at: they do not match its bonds, so
+    // `Model::reference_positions` is `None` and the engines store the references per bond).
     m.reference_x.get_or_insert_with(|| model.particles.x.clone());
     let p = &mut m.particles;
     for (i, k) in state.iter().enumerate() {

@@ -70,7 +70,7 @@ pub struct MemoryEstimate {
     /// GPU device buffers in f32 and in f64.
     pub gpu_f32: u64,
     pub gpu_f64: u64,
-    /// Host memory while the GPU engine is created: the f64 upload arrays (freed afterwards).
+    /// Host memory while the GPU engine is created, beyond the model (freed afterwards).
     pub gpu_upload: u64,
     /// Contact-list partners per particle at t = 0 (within `r_i + r_j + 0.6 r_max`; a sample's
     /// mean above 65 536 particles).
@@ -259,9 +259,11 @@ pub fn memory_estimate(p: &Particles, bonds: usize) -> MemoryEstimate {
             + (NQ as u64 * rs + 16) * (records + records.div_ceil(WG as u64))
             + b * (8 + 12 * rs + 8)
     };
-    // DemState::new builds five f64 vec4 arrays (pos, vel, quat, omega, inertial) and a zero
-    // array, the bond arrays in f64, and a byte copy of each before upload.
-    let gpu_upload = n * (6 * 32 + 6 * 32) + b * (8 + 12 * 8) * 2;
+    // DemState::new keeps the incidence (4 B per particle, 8 per bond) and the bonds' ends
+    // (8 per bond, for break events) and makes one array at a time, in the device's
+    // precision, written in slices of 64 MiB (wgpu's staging copies): the largest array is a
+    // per-particle vec4 in f64 (32 B per particle) or the bond ends.
+    let gpu_upload = 4 * n + 16 * b + (32 * n).max(8 * b) + (64 << 20);
     MemoryEstimate { model, cpu_engine, gpu_f32: gpu(4), gpu_f64: gpu(8), gpu_upload, contact_partners: per_particle }
 }
 

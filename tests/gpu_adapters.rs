@@ -86,6 +86,24 @@ fn too_large_error_names_the_tightest_buffer_that_must_be_bound_whole() {
 }
 
 #[test]
+fn neighbour_slots_beyond_u32_indices_are_refused_before_allocating() {
+    use rrpdem::gpu::GpuOptions;
+    // 80 particles with lists of 6·10⁷ slots each: 4.8·10⁹ slots, beyond a u32 index (the
+    // offsets would wrap and lists overlap). Refused up front, naming how many particles fit:
+    // 80 · (2³² − 1) / 4.8·10⁹ = 71.
+    let (s, m) = scenario_model("torus_impact.json");
+    let options = GpuOptions { nbr_capacity: Some(60_000_000), ..Default::default() };
+    let e = GpuEngine::with_options(&m, Integrator::RrpNewmark, s.dt, Precision::F32, AdapterChoice::Any, options)
+        .err()
+        .expect("the index check must refuse the model");
+    let msg = e.to_string();
+    assert!(
+        matches!(e, GpuError::TooManyIndices { what: "neighbour-list slots", need: 4_800_000_000, max_particles: 71 }),
+        "{msg}"
+    );
+}
+
+#[test]
 fn a_non_finite_initial_state_is_refused() {
     let (s, mut m) = scenario_model("torus_impact.json");
     m.particles.x[5].y = f64::NAN;

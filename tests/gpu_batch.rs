@@ -330,7 +330,8 @@ fn split_batches_respects_the_binding_limit_and_the_budget() {
 }
 
 /// Issue 10's arithmetic from the buffer plan itself (`planned_sizes`, which equals what the
-/// engine allocates, tested above): 10⁸ particles of the FCC solid torus with 6 bonds per
+/// engine allocates for unpaged arrays, tested above; pages add their padding and the overlap
+/// of the incidence and lists, a few kB each, and the halo comes at planning): 10⁸ particles of the FCC solid torus with 6 bonds per
 /// particle (the lattice's interior, 12 neighbours; the surface has fewer: 5.71 at 10⁵, 5.94 at
 /// 10⁷) fit an H100 "80 GB" (81 559 MiB) in f32, with the neighbour lists at their initial 16
 /// slots and 2 GiB to spare for the driver; and the bond results, beyond the H100's 4 GiB

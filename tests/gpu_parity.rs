@@ -201,12 +201,22 @@ fn reference_positions_and_per_bond_references_agree() {
             assert!(dx <= tol_x && de <= tol_e, "{name} {p:?}: |Δx| {dx:e}, |ΔE| {de:e}");
         }
     }
-    // From the same state: the stored model's engine takes the formed one's initial state.
+    // From the same state: the stored model's engine takes the formed one's initial state. Bit
+    // for bit where the device computes f64 as IEEE 754 does (lavapipe); a device that fuses
+    // a·b + c (NVIDIA) rounds the dot product of L0 differently, and there the runs must agree
+    // to the V7 bound only.
+    let ieee = rrpdem::gpu::engine::arithmetic_on_device(Precision::F64).unwrap().ieee();
     let mut formed = gpu(&a, Integrator::RrpNewmark, dt, Precision::F64);
     let mut stored = gpu(&moved, Integrator::RrpNewmark, dt, Precision::F64);
     stored.load_state(&formed.save_state().unwrap()).unwrap();
-    assert!(bits(&mut formed) == bits(&mut stored), "the loaded state differs");
     formed.advance(300).unwrap();
     stored.advance(300).unwrap();
-    assert!(bits(&mut formed) == bits(&mut stored), "formed and stored references differ in f64");
+    if ieee {
+        assert!(bits(&mut formed) == bits(&mut stored), "formed and stored references differ in f64");
+    } else {
+        let (sf, ss) = (formed.snapshot().unwrap(), stored.snapshot().unwrap());
+        let dx = max_position_diff(&sf, &ss);
+        eprintln!("non-IEEE device: formed and stored references differ by {dx:.2e} in position after 300 steps");
+        assert!(dx <= 1e-10 * 6.0, "formed and stored references differ by {dx:e}");
+    }
 }

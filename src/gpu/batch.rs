@@ -171,7 +171,7 @@ pub fn binding_sizes(t: &BatchTotals, precision: Precision) -> Vec<(&'static str
 }
 
 /// The buffers bound in parts (`gpu::chunks`: per-bond arrays, incidence, neighbour lists):
-/// no binding limit, but each must fit one buffer (`max_buffer_size`).
+/// no binding limit, and stored over several buffers where one does not hold them (pages).
 pub fn chunked_sizes(t: &BatchTotals, precision: Precision, nbr_capacity: u32) -> Vec<(&'static str, u64)> {
     let rs = real_size(precision) as u64;
     vec![

@@ -7,7 +7,7 @@
 //! of each kind with windows at 0, so the arithmetic is the unsplit one and results are bit
 //! for bit the same either way (tested). Per-particle arrays stay single bindings: at 16 B
 //! (f32) or 32 B (f64) per particle, a 2 GiB binding (the H100's) holds 1.3·10⁸ or 6.7·10⁷
-//! particles. Each chunked array must still fit one buffer (4 GiB there).
+//! particles. A chunked array larger than one buffer (4 GiB there) is paged (below).
 //!
 //! The **halo**: a particle chunk's window of bond results ends at its highest incident bond
 //! and reaches back as far as a binding allows; an incident bond below it (a partner far away
@@ -240,8 +240,9 @@ pub fn plan(c: &ChunkInputs<'_>) -> Result<ChunkPlan, usize> {
             lo.max(page_lo).min(align_down(top_lo))..top_hi
         };
         for q in p0..p {
-            if bonds.start == 0 {
-                // Nothing lies below the window (and `inc_entries` may be left out then).
+            if all_lo >= bonds.start {
+                // No incident bond of the chunk lies below the window (and `inc_entries` may be
+                // left out then: the caller omits it when every bond fits one window).
                 halo_off[q + 1] = halo_src.len() as u32;
                 continue;
             }
@@ -518,6 +519,48 @@ mod tests {
         assert!(first.bonds.contains(&4999) && !first.bonds.contains(&0), "{:?}", first.bonds);
         assert_eq!((p.bonds[0].gpu.fill_first, p.bonds[0].gpu.fill_end), (0, 1));
         assert!(p.bonds[1..].iter().all(|c| c.gpu.fill_first == c.gpu.fill_end));
+    }
+
+    #[test]
+    fn long_lists_split_the_particles_while_the_bonds_fit_one_window_without_the_entries() {
+        // Lists of 64 slots in pages of 64 kB (255 lists each) split the particles into chunks,
+        // while the chain's 4999 bonds (240 kB of results) fit one 1 MiB window. The caller then
+        // leaves the incidence entries out (no bond can come through the halo); later chunks'
+        // windows start above bond 0, and the plan must not look at the entries for them
+        // (it indexed the empty slice before).
+        let n = 5000;
+        let mut inc_offsets = vec![0u32];
+        let (mut lo, mut hi) = (vec![u32::MAX; n], vec![0u32; n]);
+        for i in 0..n {
+            let bonds: Vec<u32> =
+                [i.checked_sub(1), (i + 1 < n).then_some(i)].into_iter().flatten().map(|b| b as u32).collect();
+            for &b in &bonds {
+                lo[i] = lo[i].min(b);
+                hi[i] = hi[i].max(b);
+            }
+            inc_offsets.push(inc_offsets[i] + bonds.len() as u32);
+        }
+        let nbr: Vec<u32> = (0..=n as u32).map(|i| 64 * i).collect();
+        let groups: Vec<Range<u64>> = (0..4999u64.div_ceil(64)).map(|g| 64 * g..(64 * g + 64).min(4999)).collect();
+        let lists = plan(&ChunkInputs {
+            n: n as u64,
+            n_bonds: 4999,
+            inc_offsets: &inc_offsets,
+            inc_entries: &[],
+            bond_lo: &lo,
+            bond_hi: &hi,
+            nbr_offsets: &nbr,
+            reduce_bonds: &groups,
+            bond_bytes: 48,
+            max_binding: 1 << 20,
+            bond_pages: Pages::one(4999),
+            inc_pages: Pages::one(inc_offsets[n] as u64),
+            nbr_pages: Pages::new(nbr[n] as u64, 4, 64 << 10, 64).unwrap(),
+        })
+        .unwrap();
+        assert!(lists.particles.len() >= 5, "{} particle chunks", lists.particles.len());
+        assert!(lists.particles.iter().skip(1).all(|c| c.bonds.start > 0));
+        assert!(lists.halo_src.is_empty());
     }
 
     #[test]

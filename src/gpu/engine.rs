@@ -243,6 +243,17 @@ impl GpuEngine {
         let totals = BatchTotals::of(models);
         // Arrays bound whole must fit a binding; those bound in parts (`gpu::chunks`) are paged
         // over as many buffers as they need.
+        // Neighbour-list slots and incidence entries are indexed by u32 (`nbr_offsets`,
+        // `inc_offsets`, `2·bond + end`).
+        let slots = totals.n.saturating_mul(nbr_capacity as u64);
+        let need = slots.max(2 * totals.nb + 1);
+        if need > u32::MAX as u64 {
+            return Err(GpuError::TooManyIndices {
+                what: if slots > 2 * totals.nb { "neighbour-list slots" } else { "incidence entries" },
+                need,
+                max_particles: (n as u128 * u32::MAX as u128 / need as u128) as u64,
+            });
+        }
         let sizes = binding_sizes(&totals, precision);
         if sizes.iter().any(|&(_, need)| need > have) {
             // How many particles fit is set by the tightest buffer, not the first that fails.
@@ -1143,10 +1154,12 @@ impl Engine for GpuEngine {
         }
         // The bonds' reference positions were split in this engine's frame (f32 blocks); a
         // state counted from another origin would need them split anew, bit for bit as the
-        // saving engine did, which only a model with the same reference positions gives.
+        // saving engine did, which only a model with the same reference positions gives. (A
+        // replica without bonds has none: it takes the saved origin, as before.)
         let frame = &self.reps[0].frame;
         if blocks > 0
             && !self.reps[0].bond_refs
+            && self.state.layout.n_bonds[0] > 0
             && origin.to_array().map(f64::to_bits) != frame.origin.to_array().map(f64::to_bits)
         {
             return Err(EngineError::Unsupported(format!(

@@ -34,6 +34,12 @@ pub enum GpuError {
          particles (with this many bonds per particle) fit"
     )]
     TooLarge { adapter: String, what: &'static str, need: u64, have: u64, max_particles: u64 },
+    /// More neighbour-list slots or incidence entries than a u32 index reaches.
+    #[error(
+        "the {what} of this model number {need}, beyond the 4 294 967 295 a u32 index reaches; at most \
+         {max_particles} particles (with this many bonds per particle and list slots) fit one engine"
+    )]
+    TooManyIndices { what: &'static str, need: u64, max_particles: u64 },
     /// The arrays bound in parts (`gpu::chunks`) cannot be split so that particle `particle`'s
     /// own part fits one binding.
     #[error(

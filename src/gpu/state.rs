@@ -774,33 +774,39 @@ impl DemState {
             readback,
             status_bytes,
         };
-        state.replan(device, queue, pipe)?;
+        state.replan(device, queue, pipe, Some(&inc_entries))?;
         Ok(state)
     }
 
-    /// The chunks for neighbour-list offsets `nbr_offsets` (`gpu::chunks::plan`). Reads the
-    /// incidence entries back when some bonds may need the halo (a one-off host wait).
+    /// The chunks for neighbour-list offsets `nbr_offsets` (`gpu::chunks::plan`). Takes the
+    /// incidence entries from `host` where given (construction), else reads them back when
+    /// some bonds may need the halo (a one-off host wait).
     fn plan_for(
         &self,
         device: &wgpu::Device,
         queue: &wgpu::Queue,
         nbr_offsets: &[u32],
         nbr_pages: Pages,
+        host: Option<&[u32]>,
     ) -> Result<Result<ChunkPlan, usize>, GpuError> {
         let h = &self.chunk_host;
         let bond_bytes = 12 * real_size(self.precision) as u64;
         let one_window = (self.n_bonds as u64 + ALIGN) * bond_bytes <= self.max_binding;
-        let entries: Vec<u32> = if one_window && self.paged["bond_out"].buffers.len() == 1 {
-            Vec::new()
+        let read: Vec<u32>;
+        let entries: &[u32] = if one_window && self.paged["bond_out"].buffers.len() == 1 {
+            &[]
+        } else if let Some(e) = host {
+            e
         } else {
             let raw = self.read_buffers_raw(device, queue, &[("inc_entries", 0, 8 * self.n_bonds as u64)])?;
-            bytemuck::pod_collect_to_vec(&raw[0])
+            read = bytemuck::pod_collect_to_vec(&raw[0]);
+            &read
         };
         Ok(super::chunks::plan(&super::chunks::ChunkInputs {
             n: self.n as u64,
             n_bonds: self.n_bonds as u64,
             inc_offsets: &h.inc_offsets,
-            inc_entries: &entries,
+            inc_entries: entries,
             bond_lo: &h.bond_lo,
             bond_hi: &h.bond_hi,
             nbr_offsets,
@@ -850,11 +856,39 @@ impl DemState {
     /// Plans the chunks of the chunked kernels (after construction and after the neighbour lists
     /// are laid out anew) and makes their uniforms, bind groups and the grid stage's dispatch
     /// list and indirect arguments.
-    fn replan(&mut self, device: &wgpu::Device, queue: &wgpu::Queue, pipe: &DemPipeline) -> Result<(), GpuError> {
+    fn replan(
+        &mut self,
+        device: &wgpu::Device,
+        queue: &wgpu::Queue,
+        pipe: &DemPipeline,
+        host_entries: Option<&[u32]>,
+    ) -> Result<(), GpuError> {
         let rs = real_size(self.precision) as u64;
         let plan = self
-            .plan_for(device, queue, &self.nbr_offsets_in_use(), self.paged["nbr"].pages)?
+            .plan_for(device, queue, &self.nbr_offsets_in_use(), self.paged["nbr"].pages, host_entries)?
             .map_err(|particle| GpuError::ChunkTooLarge { particle, max_binding: self.max_binding })?;
+        // Every window of a real (not placeholder) array must lie in one page and one binding:
+        // a plan that broke that would bind the wrong elements, so it is an error, not a fallback.
+        for c in plan.particles.iter().chain(&plan.bonds).chain(&plan.reduce) {
+            for name in PAGED {
+                let p = &self.paged[name];
+                let w = match name {
+                    "inc_entries" => &c.inc,
+                    "nbr" => &c.nbr,
+                    _ => &c.bonds,
+                };
+                let inside = w.end <= w.start
+                    || p.pages.len == 0
+                    || (p.pages.holds(w.start, w.end) && (w.end - w.start) * p.elem <= self.max_binding);
+                if !inside {
+                    return Err(GpuError::Wgpu(format!(
+                        "internal: the chunk plan binds elements {w:?} of `{name}` across a page or beyond a binding \
+                         ({:?}); please report this",
+                        p.pages
+                    )));
+                }
+            }
+        }
         let storage = wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST | wgpu::BufferUsages::COPY_SRC;
         // The halo: its offsets (planned with the state) and the copies and their lists.
         queue.write_buffer(&self.buffers["halo_off"], 0, bytemuck::cast_slice(&plan.halo_off));
@@ -895,17 +929,15 @@ impl DemState {
                             "nbr" => &c.nbr,
                             _ => &c.bonds,
                         };
-                        // The planner keeps each window in the page of its start.
-                        let k = p.pages.page_of(range.start);
-                        let Some(buffer) = p.buffers.get(k).filter(|_| range.end > range.start) else {
+                        // The planner keeps each window in the page of its start (checked above).
+                        if range.end <= range.start || p.pages.len == 0 {
                             // A placeholder, or a chunk with nothing in this window: never read.
                             return Some(p.buffers[0].as_entire_binding());
-                        };
+                        }
+                        let k = p.pages.page_of(range.start);
+                        let buffer = p.buffers.get(k)?;
                         let base = p.pages.range(k).start;
                         let (offset, size) = ((range.start - base) * p.elem, (range.end - range.start) * p.elem);
-                        if offset + size > buffer.size() {
-                            return Some(p.buffers[0].as_entire_binding());
-                        }
                         return Some(wgpu::BindingResource::Buffer(wgpu::BufferBinding {
                             buffer,
                             offset,
@@ -978,7 +1010,7 @@ impl DemState {
         let Some(pages) = Pages::new(entries, 4, self.max_buffer, nbr_overlap(longest)) else {
             return Ok(false); // some list alone would exceed a buffer
         };
-        if self.plan_for(device, queue, &offsets, pages)?.is_err() {
+        if self.plan_for(device, queue, &offsets, pages, None)?.is_err() {
             return Ok(false); // some list alone would exceed a binding
         }
         let old: u64 = self.paged["nbr"].buffers.iter().map(|b| b.size()).sum();
@@ -1009,7 +1041,7 @@ impl DemState {
         self.nbr_entries = entries;
         self.nbr_max_capacity = longest;
         self.nbr_offsets = offsets;
-        self.replan(device, queue, pipe)?;
+        self.replan(device, queue, pipe, None)?;
         Ok(true)
     }
 
