@@ -95,7 +95,7 @@ struct BondOutGpu {
 /// Positions at the last rebuild (xyz).
 @group(2) @binding(17) var<storage, read_write> x_ref: array<vec4<real>>;
 /// Rupture (bound only with FLAG_RUPTURE; placeholders otherwise). Per bond: the scale s_b of
-/// its thresholds (Weibull, or 1), and 1 once it is broken (written only by the bond's own
+/// its thresholds (only with FLAG_WEIBULL; otherwise 1 and a placeholder), and 1 once it is broken (written only by the bond's own
 /// thread, read by it at later steps; saved with the state and backed up for rollback).
 @group(2) @binding(18) var<storage, read_write> bond_scale: array<real>;
 @group(2) @binding(19) var<storage, read_write> bond_broken: array<u32>;

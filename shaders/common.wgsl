@@ -69,7 +69,8 @@ struct ReplicaGpu {
     /// FLAG_RUPTURE: bonds may break; FLAG_HELD: the host froze the replica (nothing of it changes);
     /// FLAG_BOND_Q0: reference attitudes per bond (bond_q0), not per particle (q_ref);
     /// FLAG_BOND_REF: reference directions and lengths per bond (bond_ref), not formed from the
-    /// reference positions (ref_pos, ref_cell).
+    /// reference positions (ref_pos, ref_cell); FLAG_WEIBULL: rupture thresholds scaled per bond
+    /// (bond_scale).
     flags: u32,
     /// Rupture rule: 0 = any (largest ratio ≥ 1), 1 = sum (sum of the ratios ≥ 1).
     rupture_sum: u32,

@@ -112,6 +112,8 @@ pub struct BatchTotals {
     /// Some replica's particles are not where its bonds were made, so the batch stores the
     /// reference directions and lengths per bond (`Model::reference_positions`).
     pub bond_refs: bool,
+    /// Some replica scales its rupture thresholds per bond (Weibull): `bond_scale` is real.
+    pub weibull: bool,
     /// Records out of each reduction level (level 0 first), over all replicas.
     pub level_records: Vec<u64>,
 }
@@ -145,6 +147,7 @@ impl BatchTotals {
         self.replicas += 1;
         self.walls += m.params.walls.len() as u64;
         self.rupture |= m.params.rupture.is_some();
+        self.weibull |= m.params.rupture.as_ref().is_some_and(|r| r.weibull.is_some());
         self.bond_attitudes |= m.reference_attitudes().is_none();
         self.bond_refs |= m.reference_positions().is_none();
     }
@@ -219,7 +222,7 @@ pub fn planned_sizes(t: &BatchTotals, precision: Precision, nbr_capacity: u32) -
         4 * (buckets + 1),
         status,
         v4,                                  // x_ref
-        if t.rupture { rs * nb } else { 0 }, // bond_scale
+        if t.weibull { rs * nb } else { 0 }, // bond_scale
         16 * table,                          // red_table
     ];
     v.extend([v4, v4, v4, 12 * rs * nb, 16 * n, 4 * n, 4 * n, 4 * n, 16 * n, v4, 16, 16]);

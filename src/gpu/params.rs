@@ -22,6 +22,9 @@ pub const FLAG_BOND_Q0: u32 = 16;
 /// (`bond_ref`), not formed from the particles' reference positions (`ref_pos`, `ref_cell`):
 /// the model's particles are not where its bonds were made (`Model::reference_positions`).
 pub const FLAG_BOND_REF: u32 = 32;
+/// Bit of `ReplicaGpu::flags`: the rupture thresholds are scaled per bond (Weibull, `bond_scale`);
+/// without it every scale is 1 and `bond_scale` is not read.
+pub const FLAG_WEIBULL: u32 = 64;
 
 /// What the batch-wide `SimParams` is built from.
 pub struct ParamInputs {
@@ -135,6 +138,9 @@ macro_rules! sim_params {
                 }
                 if prm.rupture.is_some() {
                     flags |= FLAG_RUPTURE;
+                }
+                if prm.rupture.as_ref().is_some_and(|r| r.weibull.is_some()) {
+                    flags |= FLAG_WEIBULL;
                 }
                 if p.held {
                     flags |= FLAG_HELD;

@@ -581,9 +581,10 @@ impl DemState {
         }));
         data!(CELL.0, CELL_BYTES * n, cells, storage);
         // Rupture buffers only where bonds may break; otherwise minimal placeholders for the
-        // bindings, which the kernels never read (FLAG_RUPTURE is off). Replicas without rupture
-        // get scales that no kernel reads (their flag is off).
-        if any_rupture {
+        // bindings, which the kernels never read (FLAG_RUPTURE is off). The thresholds' scales
+        // only where some replica has Weibull scatter (FLAG_WEIBULL; the others' are never
+        // read): without it every scale is 1.
+        if models.iter().any(|m| m.params.rupture.as_ref().is_some_and(|r| r.weibull.is_some())) {
             let scale = |m: &Model, b: &crate::model::Bond, _, p, out: &mut Vec<u8>| {
                 push_reals(out, &[m.params.rupture.as_ref().map_or(1.0, |ru| ru.scale(b.i, b.j))], p)
             };
