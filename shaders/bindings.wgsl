@@ -95,10 +95,19 @@ struct BondOutGpu {
 /// Positions at the last rebuild (xyz).
 @group(2) @binding(17) var<storage, read_write> x_ref: array<vec4<real>>;
 /// Rupture (bound only with FLAG_RUPTURE; placeholders otherwise). Per bond: the scale s_b of
-/// its thresholds (only with FLAG_WEIBULL; otherwise 1 and a placeholder), and 1 once it is broken (written only by the bond's own
-/// thread, read by it at later steps; saved with the state and backed up for rollback).
+/// its thresholds (only with FLAG_WEIBULL; otherwise 1 and a placeholder), and a bit set once
+/// it is broken: bond k of replica r is bit (k − b_start) mod 32 of word broken_word +
+/// (k − b_start) / 32 (`broken_bit`). Set only by the bond's own thread (atomicOr: its word is
+/// shared with 31 others), read by it at later steps; saved with the state (as one u32 per bond)
+/// and backed up for rollback. Bound whole: 1 bit per bond fits any binding.
 @group(2) @binding(18) var<storage, read_write> bond_scale: array<real>;
-@group(2) @binding(19) var<storage, read_write> bond_broken: array<u32>;
+@group(2) @binding(19) var<storage, read_write> bond_broken: array<atomic<u32>>;
+
+/// Word and bit of batch bond k of replica r in `bond_broken`.
+fn broken_bit(r: u32, k: u32) -> vec2<u32> {
+    let local = k - reps[r].b_start;
+    return vec2<u32>(reps[r].broken_word + (local >> 5u), 1u << (local & 31u));
+}
 /// Break records of the current batch, entry e < status[STATUS_BREAKS] (one per bond at most, so
 /// n_bonds entries never overflow): midpoint of the two particles (xyz, relative to the
 /// position origin) and released energy U^m + U^a + U^s (w); bond index, step within the batch

@@ -23,7 +23,8 @@ fn bonds(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: ve
     // A broken bond exerts nothing and has no energy (zeros, so the gather and the reduction
     // need not know about rupture).
     let zero = vec4<real>(0.0);
-    if rupture_on && bond_broken[kw] != 0u {
+    let flag = broken_bit(rep, k);
+    if rupture_on && (atomicLoad(&bond_broken[flag.x]) & flag.y) != 0u {
         bond_out[kw] = BondOutGpu(zero, zero, zero);
         return;
     }
@@ -62,7 +63,7 @@ fn bonds(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: ve
         if mode >= 0 {
             // Broken from this evaluation on: it exerts nothing from F_k on (MODEL §6). Its
             // energy at this state is released; the host books it (in step, then bond order).
-            bond_broken[kw] = 1u;
+            atomicOr(&bond_broken[flag.x], flag.y);
             bond_out[kw] = BondOutGpu(zero, zero, zero);
             // The host sizes the records for every bond, or for what one binding holds, and
             // fails the batch with a clear error if more broke than that.

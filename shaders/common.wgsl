@@ -74,13 +74,14 @@ struct ReplicaGpu {
     flags: u32,
     /// Rupture rule: 0 = any (largest ratio ≥ 1), 1 = sum (sum of the ratios ≥ 1).
     rupture_sum: u32,
+    /// First word of its broken flags in bond_broken (a bit per bond, from a word boundary).
+    broken_word: u32,
     _pad_u0: u32,
     _pad_u1: u32,
     _pad_u2: u32,
     _pad_u3: u32,
     _pad_u4: u32,
     _pad_u5: u32,
-    _pad_u6: u32,
 }
 
 /// A planar wall: point p and unit normal n pointing into the domain (xyz of each); p is stored

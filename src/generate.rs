@@ -205,8 +205,9 @@ fn contact_partners(p: &Particles, skin: f64) -> f64 {
 ///   scan levels; per bond its ends (8), results (12·rs), incidence (8) (a generated model's
 ///   bonds take their reference attitudes, directions and lengths from the particles,
 ///   `Model::reference_attitudes` and `reference_positions`); the diagnostics partial sums (`NQ·rs`
-///   per 64 records of max(N, B), and 16 bytes each in the reduction table). With rupture, per bond 40 bytes in f32 and 56 in f64 more
-///   (flags, break records; 4 or 8 more for the Weibull scale; not counted here).
+///   per 64 records of max(N, B), and 16 bytes each in the reduction table). With rupture, per bond 32 bytes in f32 and 48 in f64 more
+///   (break records, up to what one binding holds), 2 bits of flags, and 4 or 8 for the
+///   Weibull scale (not counted here).
 pub fn memory_estimate(p: &Particles, bonds: usize) -> MemoryEstimate {
     use crate::gpu::shader::{NQ, SCAN_WG, WG};
     use crate::integrator::Kinematics;

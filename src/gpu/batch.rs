@@ -21,10 +21,15 @@ pub struct BatchLayout {
     pub wall_start: Vec<u32>,
     /// Bonds of the replica may break.
     pub rupture: Vec<bool>,
+    /// First word of the replica's broken flags (one bit per bond, each replica from a word
+    /// boundary, so that restoring one replica's words leaves the others' bits alone).
+    pub broken_word: Vec<u32>,
     /// Totals of the batch.
     pub n: u32,
     pub nb: u32,
     pub walls: u32,
+    /// Words of broken flags of the batch.
+    pub broken_words: u32,
 }
 
 impl BatchLayout {
@@ -37,6 +42,8 @@ impl BatchLayout {
             l.n_particles.push(m.particles.len() as u32);
             l.n_bonds.push(m.bonds.len() as u32);
             l.rupture.push(m.params.rupture.is_some());
+            l.broken_word.push(l.broken_words);
+            l.broken_words += broken_words(m.bonds.len() as u64) as u32;
             l.n += m.particles.len() as u32;
             l.nb += m.bonds.len() as u32;
             l.walls += m.params.walls.len() as u32;
@@ -94,6 +101,11 @@ impl BatchLayout {
     }
 }
 
+/// Words of broken flags for `nb` bonds (one bit each).
+pub fn broken_words(nb: u64) -> u64 {
+    nb.div_ceil(32)
+}
+
 fn chunks(n: u32, nb: u32) -> u32 {
     n.max(nb).max(1).div_ceil(WG)
 }
@@ -114,6 +126,8 @@ pub struct BatchTotals {
     pub bond_refs: bool,
     /// Some replica scales its rupture thresholds per bond (Weibull): `bond_scale` is real.
     pub weibull: bool,
+    /// Words of broken flags (each replica's from a word boundary).
+    pub broken_words: u64,
     /// Records out of each reduction level (level 0 first), over all replicas.
     pub level_records: Vec<u64>,
 }
@@ -148,6 +162,7 @@ impl BatchTotals {
         self.walls += m.params.walls.len() as u64;
         self.rupture |= m.params.rupture.is_some();
         self.weibull |= m.params.rupture.as_ref().is_some_and(|r| r.weibull.is_some());
+        self.broken_words += broken_words(m.bonds.len() as u64);
         self.bond_attitudes |= m.reference_attitudes().is_none();
         self.bond_refs |= m.reference_positions().is_none();
     }
@@ -169,6 +184,7 @@ pub fn binding_sizes(t: &BatchTotals, precision: Precision) -> Vec<(&'static str
         ("diagnostics partial sums", NQ as u64 * rs * t.level_records.first().copied().unwrap_or(1)),
         ("neighbour list offsets", 4 * (n + 1)),
         ("replica parameters", super::params::replica_gpu_size(precision) as u64 * t.replicas),
+        ("broken flags (a bit per bond)", if t.rupture { 4 * t.broken_words } else { 0 }),
     ];
     sizes
 }
@@ -228,7 +244,8 @@ pub fn planned_sizes(t: &BatchTotals, precision: Precision, nbr_capacity: u32) -
     v.extend([v4, v4, v4, 12 * rs * nb, 16 * n, 4 * n, 4 * n, 4 * n, 16 * n, v4, 16, 16]);
     v.extend([4 * nbr_capacity as u64 * n, 4 * n, NQ as u64 * rs * rec0, NQ as u64 * rs * rec1]);
     let cell_backup = if super::frame::uses_blocks(precision) { 16 * n } else { 0 };
-    v.extend([v4, v4, v4, v4, cell_backup, 4 * nr, 4 * nr, 4 * rs * nr, 16 * nr]); // backups, rupture
+    let nw = if t.rupture { t.broken_words } else { 0 };
+    v.extend([v4, v4, v4, v4, cell_backup, 4 * nw, 4 * nw, 4 * rs * nr, 16 * nr]); // backups, rupture
     // Scan levels: auxiliary arrays, the top-sum placeholder and one uniform per level.
     let block = 2 * SCAN_WG as u64;
     let mut lens = vec![buckets + 1];

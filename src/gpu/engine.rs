@@ -979,6 +979,7 @@ fn reps_bytes(reps: &[Replica], layout: &BatchLayout, precision: Precision) -> V
         held: reps[r].held,
         bond_attitudes: reps[r].bond_attitudes,
         bond_refs: reps[r].bond_refs,
+        broken_word: layout.broken_word[r],
     };
     match precision {
         Precision::F32 => {

@@ -54,6 +54,8 @@ pub struct ReplicaInputs<'a> {
     pub bond_attitudes: bool,
     /// Reference directions and lengths per bond (`FLAG_BOND_REF`).
     pub bond_refs: bool,
+    /// First word of its broken flags.
+    pub broken_word: u32,
 }
 
 macro_rules! sim_params {
@@ -119,7 +121,9 @@ macro_rules! sim_params {
             pub shear_variant: u32,
             pub flags: u32,
             pub rupture_sum: u32,
-            pub _pad_u: [u32; 7],
+            /// First word of its broken flags (`BatchLayout::broken_word`).
+            pub broken_word: u32,
+            pub _pad_u: [u32; 6],
         }
 
         const _: () = assert!(std::mem::size_of::<$rep>() == $rep_size);
@@ -181,7 +185,8 @@ macro_rules! sim_params {
                     },
                     flags,
                     rupture_sum: rupture.is_some_and(|r| r.rule == RuptureRule::Sum) as u32,
-                    _pad_u: [0; 7],
+                    broken_word: p.broken_word,
+                    _pad_u: [0; 6],
                 }
             }
         }

@@ -4,7 +4,7 @@
 //! force evaluations, segmented diagnostics reductions and per-replica range copies into a
 //! command encoder. Nothing here waits on the GPU except the `read_*` functions.
 
-use super::batch::BatchLayout;
+use super::batch::{BatchLayout, broken_words};
 use super::chunks::{ALIGN, ChunkGpu, ChunkPlan, Pages};
 use super::context::{BufferFailure, create_buffer};
 use super::error::GpuError;
@@ -85,17 +85,7 @@ struct Paged {
 
 /// The arrays stored in pages: the per-bond arrays (one page layout, in bonds), the incidence
 /// entries and the neighbour lists (each with an overlap of one particle's longest range).
-const PAGED: [&str; 9] = [
-    "bond_ends",
-    "bond_ref",
-    "bond_q0",
-    "bond_scale",
-    "bond_out",
-    "bond_broken",
-    "bond_broken_backup",
-    "inc_entries",
-    "nbr",
-];
+const PAGED: [&str; 7] = ["bond_ends", "bond_ref", "bond_q0", "bond_scale", "bond_out", "inc_entries", "nbr"];
 
 /// Buffers and bind groups of a batch of replicas on one device.
 pub struct DemState {
@@ -475,7 +465,6 @@ impl DemState {
         };
         let bond_pages =
             Pages::new(nb as u64, 12 * rs as u64, max_buffer, 0).ok_or_else(|| too_small("bond results"))?;
-        let bond_array = |len: usize| if len == 0 { Pages::one(0) } else { bond_pages };
         let longest = inc_offsets.windows(2).map(|w| w[1] - w[0]).max().unwrap_or(0) as u64;
         let inc_pages = Pages::new(inc_entries.len() as u64, 4, max_buffer, longest.next_multiple_of(ALIGN))
             .ok_or_else(|| too_small("incidence entries"))?;
@@ -622,8 +611,10 @@ impl DemState {
         }
         paged!("bond_out", 12 * rs64, bond_pages, None);
         paged!("nbr", 4, nbr_pages, None);
-        paged!("bond_broken", 4, bond_array(nr), None);
-        paged!("bond_broken_backup", 4, bond_array(nr), None);
+        // Broken flags, a bit per bond, bound whole (`BatchLayout::broken_word`).
+        let words = if any_rupture { 4 * layout.broken_words as usize } else { 0 };
+        data!(BROKEN.0, words, Fill::Zeros, storage);
+        data!(BROKEN.1, words, Fill::Zeros, storage);
 
         // Scan levels: lengths M, ⌈M/B⌉, … down to one block (B = 2·SCAN_WG values per block).
         let block = 2 * SCAN_WG as usize;
@@ -1085,11 +1076,11 @@ impl DemState {
     pub fn record_restore(&self, encoder: &mut wgpu::CommandEncoder, r: usize) {
         let v4 = 4 * real_size(self.precision) as u64;
         let (p0, np) = (self.layout.p_start[r] as u64, self.layout.n_particles[r] as u64);
-        let (b0, nb) = (self.layout.b_start[r] as u64, self.layout.n_bonds[r] as u64);
+        let nb = self.layout.n_bonds[r] as u64;
         let c = CELL_BYTES as u64;
         for (a, b) in self.backed_up() {
             let (at, len) = match a {
-                _ if a == BROKEN.0 => (4 * b0, 4 * nb),
+                _ if a == BROKEN.0 => (4 * self.layout.broken_word[r] as u64, 4 * broken_words(nb)),
                 _ if a == CELL.0 => (c * p0, c * np),
                 _ => (v4 * p0, v4 * np),
             };
@@ -1371,8 +1362,11 @@ impl DemState {
         if !self.layout.rupture[r] {
             return Ok(Vec::new());
         }
-        let (at, len) = (4 * self.layout.b_start[r] as u64, 4 * self.layout.n_bonds[r] as u64);
-        Ok(self.read_buffers_raw(device, queue, &[(BROKEN.0, at, len)])?.swap_remove(0))
+        let nb = self.layout.n_bonds[r] as usize;
+        let (at, len) = (4 * self.layout.broken_word[r] as u64, 4 * broken_words(nb as u64));
+        let words: Vec<u32> =
+            bytemuck::pod_collect_to_vec(&self.read_buffers_raw(device, queue, &[(BROKEN.0, at, len)])?.swap_remove(0));
+        Ok((0..nb).flat_map(|k| ((words[k / 32] >> (k % 32)) & 1).to_le_bytes()).collect())
     }
 
     /// Overwrites replica r's broken flags with raw bytes of `4·n_bonds` length (queued before
@@ -1380,9 +1374,17 @@ impl DemState {
     pub fn write_broken_raw(&self, queue: &wgpu::Queue, bytes: &[u8], r: usize) {
         debug_assert_eq!(bytes.len(), 4 * self.layout.n_bonds[r] as usize);
         if self.layout.rupture[r] && !bytes.is_empty() {
-            for (buffer, to, len, rel) in self.locate(BROKEN.0, 4 * self.layout.b_start[r] as u64, bytes.len() as u64) {
-                queue.write_buffer(buffer, to, &bytes[rel as usize..(rel + len) as usize]);
+            let mut words = vec![0u32; broken_words(self.layout.n_bonds[r] as u64) as usize];
+            for (k, flag) in bytes.chunks_exact(4).enumerate() {
+                if flag.iter().any(|&b| b != 0) {
+                    words[k / 32] |= 1 << (k % 32);
+                }
             }
+            queue.write_buffer(
+                &self.buffers[BROKEN.0],
+                4 * self.layout.broken_word[r] as u64,
+                bytemuck::cast_slice(&words),
+            );
         }
     }
 
