@@ -348,7 +348,8 @@ const BACKUP_ARRAYS: [&str; 4] = ["pos_backup", "vel_backup", "quat_backup", "om
 pub const CELL: (&str, &str) = ("cell", "cell_backup");
 /// Bytes of one particle's block.
 pub const CELL_BYTES: usize = 16;
-/// With rupture, the broken flags are state too (one u32 per bond), with their own backup.
+/// With rupture, the broken flags are state too (one bit per bond, each replica's from a word
+/// boundary: `BatchLayout::broken_word`), with their own backup.
 const BROKEN: (&str, &str) = ("bond_broken", "bond_broken_backup");
 
 impl DemState {
