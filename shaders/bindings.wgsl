@@ -108,8 +108,9 @@ fn broken_bit(r: u32, k: u32) -> vec2<u32> {
     let local = k - reps[r].b_start;
     return vec2<u32>(reps[r].broken_word + (local >> 5u), 1u << (local & 31u));
 }
-/// Break records of the current batch, entry e < status[STATUS_BREAKS] (one per bond at most, so
-/// n_bonds entries never overflow): midpoint of the two particles (xyz, relative to the
+/// Break records of the current batch, entry e < status[STATUS_BREAKS] (at most one per bond,
+/// and at most `MAX_BREAK_RECORDS`: the host takes a batch that broke more again in shorter
+/// ones; a slot beyond the array is not written): midpoint of the two particles (xyz, relative to the
 /// position origin) and released energy U^m + U^a + U^s (w); bond index, step within the batch
 /// (status[STATUS_STEP]) and channel (x, y, z; w unused).
 @group(2) @binding(20) var<storage, read_write> break_at: array<vec4<real>>;

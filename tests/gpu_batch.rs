@@ -334,8 +334,8 @@ fn split_batches_respects_the_binding_limit_and_the_budget() {
 /// of the incidence and lists, a few kB each, and the halo comes at planning): 10⁸ particles of the FCC solid torus with 6 bonds per
 /// particle (the lattice's interior, 12 neighbours; the surface has fewer: 5.71 at 10⁵, 5.94 at
 /// 10⁷) fit an H100 "80 GB" (81 559 MiB) in f32, with the neighbour lists at their initial 16
-/// slots and 2 GiB to spare for the driver; and the bond results, beyond the H100's 4 GiB
-/// buffers, go into pages.
+/// slots and 2 GiB to spare for the driver, with rupture too; and the bond results, beyond the
+/// H100's 4 GiB buffers, go into pages.
 #[test]
 fn a_solid_torus_of_1e8_particles_fits_an_h100_in_f32() {
     use rrpdem::gpu::batch::{BatchTotals, planned_sizes};
@@ -366,6 +366,17 @@ fn a_solid_torus_of_1e8_particles_fits_an_h100_in_f32() {
     // Per particle as docs/BENCHMARKS.md states it (437 B, with 64 B per bond).
     let per_particle = (bytes - 64 * nb) as f64 / n as f64;
     assert!((430.0..445.0).contains(&per_particle), "{per_particle} B per particle");
+    // With rupture (no Weibull scatter): 2 bits of flags per bond and 2²² break records.
+    one.rupture = true;
+    one.broken_words = nb.div_ceil(32);
+    let with_rupture: u64 = planned_sizes(&one, Precision::F32, 16).iter().sum();
+    eprintln!(
+        "  with rupture: {:.1} GB ({:.1} GiB)",
+        with_rupture as f64 / 1e9,
+        with_rupture as f64 / (1u64 << 30) as f64
+    );
+    assert!(with_rupture + (2u64 << 30) < h100, "with rupture {with_rupture} B do not leave 2 GiB of {h100}");
+    assert!(with_rupture - bytes < 400 << 20, "rupture costs {} B", with_rupture - bytes);
     let buffer = 4094u64 << 20;
     let pages = Pages::new(nb, 48, buffer, 0).unwrap();
     assert_eq!(pages.count(), (48 * nb).div_ceil(pages.step * 48) as usize);

@@ -221,3 +221,46 @@ fn arrays_paged_over_several_buffers_equal_the_unpaged_run_bit_for_bit() {
         assert_eq!(whole.take_breaks(), fresh.take_breaks(), "{p:?}: breaks after loading differ");
     }
 }
+
+/// Break records hold a bounded number of breaks per batch of steps
+/// (`gpu::engine::MAX_BREAK_RECORDS`); an advance that breaks more goes back to its start and
+/// is taken again in shorter batches. With as many records as the most bonds that break in one
+/// step, advances that break several times that give the same states, breaks and rollbacks, bit
+/// for bit, as with records for every bond.
+#[test]
+fn more_breaks_than_records_take_the_advance_again_in_shorter_batches() {
+    let (s, m) = small_solid_torus();
+    for p in [Precision::F32, Precision::F64] {
+        let mut whole = open(&m, s.dt, p, GpuOptions::default());
+        let mut events = Vec::new();
+        let mut per_advance = Vec::new();
+        let mut states = Vec::new();
+        for _ in 0..3 {
+            whole.advance(100).unwrap();
+            let b = whole.take_breaks();
+            per_advance.push(b.len());
+            events.push(b);
+            states.push(bits(&mut whole));
+        }
+        let mut per_step = std::collections::BTreeMap::new();
+        for e in events.iter().flatten() {
+            *per_step.entry(e.step).or_insert(0u64) += 1;
+        }
+        let cap = per_step.values().copied().max().unwrap_or(1);
+        let most = per_advance.iter().copied().max().unwrap_or(0) as u64;
+        eprintln!("{p:?}: breaks per advance {per_advance:?}, at most {cap} in one step");
+        assert!(most > 2 * cap, "{p:?}: an advance must break more bonds ({most}) than the records hold ({cap})");
+        let mut few = open(&m, s.dt, p, GpuOptions { max_break_records: Some(cap), ..Default::default() });
+        for k in 0..3 {
+            few.advance(100).unwrap();
+            assert!(states[k] == bits(&mut few), "{p:?}: differs after {} steps", 100 * (k + 1));
+            assert_eq!(events[k], few.take_breaks(), "{p:?}: breaks differ");
+        }
+        whole.advance(40).unwrap();
+        few.advance(40).unwrap();
+        whole.rollback().unwrap();
+        few.rollback().unwrap();
+        assert!(bits(&mut whole) == bits(&mut few), "{p:?}: rolled-back states differ");
+        assert_eq!(whole.take_breaks(), few.take_breaks(), "{p:?}: breaks around the rollback differ");
+    }
+}

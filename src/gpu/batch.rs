@@ -245,7 +245,8 @@ pub fn planned_sizes(t: &BatchTotals, precision: Precision, nbr_capacity: u32) -
     v.extend([4 * nbr_capacity as u64 * n, 4 * n, NQ as u64 * rs * rec0, NQ as u64 * rs * rec1]);
     let cell_backup = if super::frame::uses_blocks(precision) { 16 * n } else { 0 };
     let nw = if t.rupture { t.broken_words } else { 0 };
-    v.extend([v4, v4, v4, v4, cell_backup, 4 * nw, 4 * nw, 4 * rs * nr, 16 * nr]); // backups, rupture
+    let rec = nr.min(super::engine::MAX_BREAK_RECORDS);
+    v.extend([v4, v4, v4, v4, cell_backup, 4 * nw, 4 * nw, 4 * rs * rec, 16 * rec]); // backups, rupture
     // Scan levels: auxiliary arrays, the top-sum placeholder and one uniform per level.
     let block = 2 * SCAN_WG as u64;
     let mut lens = vec![buckets + 1];

@@ -64,6 +64,12 @@ use std::sync::Arc;
 
 /// Steps recorded per command buffer (bounds encoder memory; submits are not waited on).
 const STEPS_PER_SUBMIT: u64 = 256;
+
+/// Break records one batch of steps holds at most (f32: 32 B each, 134 MB; f64: 48 B, 201 MB),
+/// whatever the bond count: a batch that breaks more is taken again in shorter batches (`run`).
+/// Before, the records were sized to every bond (up to what a binding holds: 4.3 GB at 10⁸
+/// bonds in f32), most of which no batch ever uses.
+pub const MAX_BREAK_RECORDS: u64 = 1 << 22;
 /// Verlet skin in units of the largest radius (the lists are rebuilt after a particle moves half
 /// of it), the CPU engine's (`engine::cpu::SKIN_FACTOR`): a body moving as a whole rebuilds
 /// half as often as at 0.3, for lists some 1.4× longer; a close packing's second neighbours
@@ -124,6 +130,9 @@ pub struct GpuOptions {
     /// Opens a device of its own instead of taking one from the process-wide cache (see
     /// `cache`), and closes it when the engine is dropped: for comparisons with a fresh device.
     pub fresh_device: bool,
+    /// Caps the break records one batch of steps holds below `MAX_BREAK_RECORDS` (tests of
+    /// the overflow, after which the advance is taken again in shorter batches).
+    pub max_break_records: Option<u64>,
 }
 
 /// What the host keeps of one replica.
@@ -183,6 +192,9 @@ pub struct GpuEngine {
     breaks: Vec<(usize, BreakEvent)>,
     /// Steps run in batches where some neighbour list overflowed (see `fallback_steps`).
     fallback_steps: u64,
+    /// The last batch broke more bonds than the break records hold: `run` goes back to the
+    /// advance's start and takes shorter batches.
+    break_overflow: bool,
     /// The device and kernels this engine holds; last, so that the state's buffers are gone
     /// before the device goes back to the cache.
     _lease: Lease,
@@ -339,6 +351,7 @@ impl GpuEngine {
             options.memory_budget,
             have,
             max_buffer,
+            options.max_break_records.map_or(MAX_BREAK_RECORDS, |m| m.clamp(1, MAX_BREAK_RECORDS)),
         )?;
         let mut e = GpuEngine {
             ctx,
@@ -356,6 +369,7 @@ impl GpuEngine {
             step: 0,
             breaks: Vec::new(),
             fallback_steps: 0,
+            break_overflow: false,
             _lease: lease,
         };
         let failures = e.evaluate_current().map_err(|err| match err {
@@ -575,11 +589,9 @@ impl GpuEngine {
         // Breaks first: a failing replica keeps those it made (the kernels freeze after a
         // failure), and `rollback` drops the ones after the step it returns to, as on the CPU.
         if status[STATUS_BREAKS] as u64 > self.state.break_capacity {
-            return Err(EngineError::Unsupported(format!(
-                "{} bonds broke in one batch of {steps} steps, more than the {} break records one storage binding \
-                 holds on this adapter; advance in shorter batches",
-                status[STATUS_BREAKS], self.state.break_capacity
-            )));
+            // Records were lost: `run` takes this advance again in shorter batches.
+            self.break_overflow = true;
+            return Ok(Vec::new());
         }
         if status[STATUS_BREAKS] != 0 {
             self.collect_breaks(steps, status[STATUS_BREAKS])?;
@@ -815,27 +827,57 @@ impl GpuEngine {
             self.ctx.queue.submit([encoder.finish()]);
             return Ok(Vec::new());
         }
-        let mut left = steps;
-        let mut first = true;
-        let mut failures = Vec::new();
-        while left > 0 {
-            let batch = left.min(u32::MAX as u64 / 2) as u32;
-            let found = self.advance_batch(batch, first)?;
-            first = false;
-            left -= batch as u64;
-            if !found.is_empty() && left > 0 {
-                // Later batches must leave the failed replicas as they are.
-                for (r, _) in &found {
-                    self.reps[*r].held = true;
+        let step0 = self.step;
+        // Batches as long as the step counter allows; after more breaks in one batch than the
+        // break records hold, every replica goes back to the advance's start (the backup) and
+        // the advance is taken again in batches a quarter as long. Results do not depend on
+        // where batches end (the lists' rebuilds do not change forces), so nothing changes
+        // but the records kept.
+        let mut longest = u32::MAX as u64 / 2;
+        loop {
+            let mut left = steps;
+            let mut first = true;
+            let mut failures = Vec::new();
+            let mut batch = longest;
+            self.break_overflow = false;
+            while left > 0 {
+                batch = left.min(longest);
+                let found = self.advance_batch(batch as u32, first)?;
+                first = false;
+                if self.break_overflow {
+                    break;
                 }
-                self.write_reps();
+                left -= batch;
+                if !found.is_empty() && left > 0 {
+                    // Later batches must leave the failed replicas as they are.
+                    for (r, _) in &found {
+                        self.reps[*r].held = true;
+                    }
+                    self.write_reps();
+                }
+                failures.extend(found);
             }
-            failures.extend(found);
+            for (r, _) in &failures {
+                self.reps[*r].held = false;
+            }
+            if !self.break_overflow {
+                return Ok(failures);
+            }
+            self.break_overflow = false;
+            if batch == 1 {
+                return Err(EngineError::Unsupported(format!(
+                    "more than {} bonds broke in one step, more than the break records hold on this adapter",
+                    self.state.break_capacity
+                )));
+            }
+            for r in 0..self.reps.len() {
+                self.restore_replica(r);
+            }
+            self.step = step0;
+            let all: Vec<usize> = (0..self.reps.len()).collect();
+            self.evaluate_thawed(&all)?;
+            longest = (batch / 4).max(1);
         }
-        for (r, _) in &failures {
-            self.reps[*r].held = false;
-        }
-        Ok(failures)
     }
 
     /// The engine as one model: its methods need a one-replica batch.

@@ -373,6 +373,7 @@ impl DemState {
         memory_budget: Option<u64>,
         max_binding: u64,
         max_buffer: u64,
+        max_break_records: u64,
     ) -> Result<DemState, GpuError> {
         let precision = pipe.precision;
         let rs = real_size(precision);
@@ -584,8 +585,9 @@ impl DemState {
         }
         data!("red_table", 4 * table.len(), Fill::Bytes(u(&table)), storage);
         let nr = if any_rupture { nb } else { 0 };
-        // Break records: one per bond, or what one binding holds (32 bytes a record in f64).
-        let nr_records = (nr as u64).min(max_binding / (4 * rs as u64).max(16)) as usize;
+        // Break records: one per bond, at most what one binding holds and `MAX_BREAK_RECORDS`
+        // (a batch that breaks more is taken again in shorter ones; 32 bytes a record in f64).
+        let nr_records = (nr as u64).min(max_binding / (4 * rs as u64).max(16)).min(max_break_records) as usize;
         for (name, len) in [
             ("force", v4_bytes),
             ("moment", v4_bytes),
