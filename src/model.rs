@@ -92,6 +92,13 @@ pub struct Params {
     pub rupture: Option<Rupture>,
 }
 
+impl Params {
+    /// Bonds may break with thresholds scattered per bond (Weibull, MODEL §6).
+    pub fn weibull(&self) -> bool {
+        self.rupture.as_ref().is_some_and(|r| r.weibull.is_some())
+    }
+}
+
 impl Default for Params {
     fn default() -> Self {
         Params {

@@ -39,6 +39,31 @@ fn open(m: &Model, dt: f64, p: Precision, options: GpuOptions) -> GpuEngine {
         .unwrap_or_else(|e| panic!("GPU engine: {e} (apt-get install mesa-vulkan-drivers libvulkan1)"))
 }
 
+/// Advances both engines `times` × `steps` steps; after each advance they must hold the same
+/// bits and have made the same breaks. Returns how many bonds broke.
+fn advance_alike(a: &mut GpuEngine, b: &mut GpuEngine, times: u64, steps: u64, what: &str) -> usize {
+    let mut broken = 0;
+    for k in 1..=times {
+        a.advance(steps).unwrap();
+        b.advance(steps).unwrap();
+        assert!(bits(a) == bits(b), "{what}: differs after {} steps", steps * k);
+        let (x, y) = (a.take_breaks(), b.take_breaks());
+        assert_eq!(x, y, "{what}: breaks differ");
+        broken += x.len();
+    }
+    broken
+}
+
+/// Both engines take 40 more steps and roll back: the same bits, and the same breaks around it.
+fn rollback_alike(a: &mut GpuEngine, b: &mut GpuEngine, what: &str) {
+    a.advance(40).unwrap();
+    b.advance(40).unwrap();
+    a.rollback().unwrap();
+    b.rollback().unwrap();
+    assert!(bits(a) == bits(b), "{what}: rolled-back states differ");
+    assert_eq!(a.take_breaks(), b.take_breaks(), "{what}: breaks around the rollback differ");
+}
+
 #[test]
 fn a_run_split_over_many_bindings_equals_the_unsplit_run_bit_for_bit() {
     let m = squeezed_block();
@@ -59,25 +84,13 @@ fn a_run_split_over_many_bindings_equals_the_unsplit_run_bit_for_bit() {
         );
         assert!(pc >= 2 && bc >= 3 && rc >= 2, "{p:?}: ({pc}, {bc}, {rc}) chunks");
         assert!(bits(&mut whole) == bits(&mut split), "{p:?}: initial state differs");
-        let mut broken = 0;
-        for k in 0..4 {
-            whole.advance(150).unwrap();
-            split.advance(150).unwrap();
-            assert!(bits(&mut whole) == bits(&mut split), "{p:?}: differs after {} steps", 150 * (k + 1));
-            let (a, b) = (whole.take_breaks(), split.take_breaks());
-            assert_eq!(a, b, "{p:?}: breaks differ");
-            broken += a.len();
-        }
+        let broken = advance_alike(&mut whole, &mut split, 4, 150, &format!("{p:?}"));
         let u = whole.diagnostics().unwrap();
         eprintln!("{p:?}: {broken} bonds broke, U_contact + U_wall = {:.3e}", u.u_contact + u.u_wall);
         assert!(broken > 0 && u.u_wall > 0.0, "{p:?}: the run must break bonds and touch the wall");
         // Saved states are the same bytes; a rollback returns both to the same bits.
         assert!(whole.save_state().unwrap() == split.save_state().unwrap(), "{p:?}: saved states differ");
-        whole.advance(40).unwrap();
-        split.advance(40).unwrap();
-        whole.rollback().unwrap();
-        split.rollback().unwrap();
-        assert!(bits(&mut whole) == bits(&mut split), "{p:?}: rolled-back states differ");
+        rollback_alike(&mut whole, &mut split, &format!("{p:?}"));
     }
 }
 
@@ -96,12 +109,7 @@ fn lists_laid_out_anew_while_split_keep_the_bits() {
     let (pc, bc, _) = split.chunk_counts();
     assert!(pc >= 2 && bc >= 2, "({pc}, {bc}) chunks");
     assert!(split.neighbour_capacity() > 1, "the lists must have been laid out anew");
-    for _ in 0..3 {
-        whole.advance(100).unwrap();
-        split.advance(100).unwrap();
-        assert!(bits(&mut whole) == bits(&mut split), "differs");
-        assert_eq!(whole.take_breaks(), split.take_breaks());
-    }
+    advance_alike(&mut whole, &mut split, 3, 100, "relaid lists");
 }
 
 /// A solid FCC torus of 1000 spheres (5.9 bonds each), Morton-numbered, hitting a wall at
@@ -136,15 +144,7 @@ fn far_bonds_come_through_the_halo_bit_for_bit() {
             "{p:?}: {n} particles, {nb} bonds, binding {limit} B: ({pc}, {bc}, {rc}) chunks, {halo} halo entries"
         );
         assert!(pc >= 2 && bc >= 3 && halo > 0, "{p:?}: ({pc}, {bc}, {rc}) chunks, {halo} halo entries");
-        let mut broken = 0;
-        for k in 0..3 {
-            whole.advance(100).unwrap();
-            split.advance(100).unwrap();
-            assert!(bits(&mut whole) == bits(&mut split), "{p:?}: differs after {} steps", 100 * (k + 1));
-            let (a, b) = (whole.take_breaks(), split.take_breaks());
-            assert_eq!(a, b, "{p:?}: breaks differ");
-            broken += a.len();
-        }
+        let broken = advance_alike(&mut whole, &mut split, 3, 100, &format!("{p:?}"));
         eprintln!("{p:?}: {broken} bonds broke");
         assert!(broken > 0, "{p:?}: bonds must break");
     }
@@ -194,31 +194,15 @@ fn arrays_paged_over_several_buffers_equal_the_unpaged_run_bit_for_bit() {
         assert!(paged.neighbour_capacity() > 1, "{p:?}: the lists must have been laid out anew");
         assert!(paged.halo_entries() > 0, "{p:?}: bonds across page boundaries come through the halo");
         assert!(bits(&mut whole) == bits(&mut paged), "{p:?}: initial state differs");
-        let mut broken = 0;
-        for k in 0..3 {
-            whole.advance(100).unwrap();
-            paged.advance(100).unwrap();
-            assert!(bits(&mut whole) == bits(&mut paged), "{p:?}: differs after {} steps", 100 * (k + 1));
-            let (a, b) = (whole.take_breaks(), paged.take_breaks());
-            assert_eq!(a, b, "{p:?}: breaks differ");
-            broken += a.len();
-        }
+        let broken = advance_alike(&mut whole, &mut paged, 3, 100, &format!("{p:?}"));
         assert!(broken > 0, "{p:?}: bonds must break");
         let saved = whole.save_state().unwrap();
         assert!(saved == paged.save_state().unwrap(), "{p:?}: saved states differ");
-        whole.advance(40).unwrap();
-        paged.advance(40).unwrap();
-        whole.rollback().unwrap();
-        paged.rollback().unwrap();
-        assert!(bits(&mut whole) == bits(&mut paged), "{p:?}: rolled-back states differ");
-        assert_eq!(whole.take_breaks(), paged.take_breaks(), "{p:?}: breaks around the rollback differ");
+        rollback_alike(&mut whole, &mut paged, &format!("{p:?}"));
         // The unpaged engine's state, loaded into a fresh paged one, continues bit for bit.
         let mut fresh = open(&m, dt, p, paged_options);
         fresh.load_state(&saved).unwrap();
-        whole.advance(100).unwrap();
-        fresh.advance(100).unwrap();
-        assert!(bits(&mut whole) == bits(&mut fresh), "{p:?}: the loaded paged run differs");
-        assert_eq!(whole.take_breaks(), fresh.take_breaks(), "{p:?}: breaks after loading differ");
+        advance_alike(&mut whole, &mut fresh, 1, 100, &format!("{p:?}, loaded into the paged engine"));
     }
 }
 
@@ -256,11 +240,6 @@ fn more_breaks_than_records_take_the_advance_again_in_shorter_batches() {
             assert!(states[k] == bits(&mut few), "{p:?}: differs after {} steps", 100 * (k + 1));
             assert_eq!(events[k], few.take_breaks(), "{p:?}: breaks differ");
         }
-        whole.advance(40).unwrap();
-        few.advance(40).unwrap();
-        whole.rollback().unwrap();
-        few.rollback().unwrap();
-        assert!(bits(&mut whole) == bits(&mut few), "{p:?}: rolled-back states differ");
-        assert_eq!(whole.take_breaks(), few.take_breaks(), "{p:?}: breaks around the rollback differ");
+        rollback_alike(&mut whole, &mut few, &format!("{p:?}"));
     }
 }

@@ -161,7 +161,7 @@ impl BatchTotals {
         self.replicas += 1;
         self.walls += m.params.walls.len() as u64;
         self.rupture |= m.params.rupture.is_some();
-        self.weibull |= m.params.rupture.as_ref().is_some_and(|r| r.weibull.is_some());
+        self.weibull |= m.params.weibull();
         self.broken_words += broken_words(m.bonds.len() as u64);
         self.bond_attitudes |= m.reference_attitudes().is_none();
         self.bond_refs |= m.reference_positions().is_none();

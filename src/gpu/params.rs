@@ -143,7 +143,7 @@ macro_rules! sim_params {
                 if prm.rupture.is_some() {
                     flags |= FLAG_RUPTURE;
                 }
-                if prm.rupture.as_ref().is_some_and(|r| r.weibull.is_some()) {
+                if prm.weibull() {
                     flags |= FLAG_WEIBULL;
                 }
                 if p.held {

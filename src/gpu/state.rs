@@ -34,10 +34,9 @@ pub fn real_size(p: Precision) -> usize {
 
 /// f64 values as the device's reals.
 pub fn reals_to_bytes(v: &[f64], p: Precision) -> Vec<u8> {
-    match p {
-        Precision::F32 => bytemuck::cast_slice(&v.iter().map(|&x| x as f32).collect::<Vec<f32>>()).to_vec(),
-        Precision::F64 => bytemuck::cast_slice(v).to_vec(),
-    }
+    let mut out = Vec::with_capacity(v.len() * real_size(p));
+    push_reals(&mut out, v, p);
+    out
 }
 
 /// Device reals back to f64.
@@ -524,12 +523,7 @@ impl DemState {
             if !blocks {
                 return Vec::new();
             }
-            particle_bytes(models, CELL_BYTES, |r, i, out| {
-                let (b, _) = reference(r, i);
-                for c in [b[0], b[1], b[2], 0] {
-                    out.extend_from_slice(&c.to_ne_bytes());
-                }
-            })
+            particle_bytes(models, CELL_BYTES, |r, i, out| push_block(out, reference(r, i).0))
         }));
         data!("ref_cell", if blocks { CELL_BYTES * n } else { 0 }, ref_cell, storage);
         let q0 = |_: &Model, b: &crate::model::Bond, _, p, out: &mut Vec<u8>| {
@@ -563,19 +557,14 @@ impl DemState {
         data!("status", status_bytes as usize, Fill::Bytes(u(&status)), storage);
         data!("x_ref", v4_bytes, vec4(position), storage);
         let cells = Fill::Make(Box::new(move || {
-            particle_bytes(models, CELL_BYTES, |r, i, out| {
-                let (b, _) = frames[r].split(models[r].particles.x[i]);
-                for c in [b[0], b[1], b[2], 0] {
-                    out.extend_from_slice(&c.to_ne_bytes());
-                }
-            })
+            particle_bytes(models, CELL_BYTES, |r, i, out| push_block(out, frames[r].split(models[r].particles.x[i]).0))
         }));
         data!(CELL.0, CELL_BYTES * n, cells, storage);
         // Rupture buffers only where bonds may break; otherwise minimal placeholders for the
         // bindings, which the kernels never read (FLAG_RUPTURE is off). The thresholds' scales
         // only where some replica has Weibull scatter (FLAG_WEIBULL; the others' are never
         // read): without it every scale is 1.
-        if models.iter().any(|m| m.params.rupture.as_ref().is_some_and(|r| r.weibull.is_some())) {
+        if models.iter().any(|m| m.params.weibull()) {
             let scale = |m: &Model, b: &crate::model::Bond, _, p, out: &mut Vec<u8>| {
                 push_reals(out, &[m.params.rupture.as_ref().map_or(1.0, |ru| ru.scale(b.i, b.j))], p)
             };
@@ -769,7 +758,9 @@ impl DemState {
             readback,
             status_bytes,
         };
-        state.replan(device, queue, pipe, Some(&inc_entries))?;
+        let plan = state.plan_for(device, queue, &state.nbr_offsets_in_use(), nbr_pages, Some(&inc_entries))?;
+        let plan = plan.map_err(|particle| GpuError::ChunkTooLarge { particle, max_binding })?;
+        state.replan(device, queue, pipe, plan)?;
         Ok(state)
     }
 
@@ -848,30 +839,23 @@ impl DemState {
         }
     }
 
-    /// Plans the chunks of the chunked kernels (after construction and after the neighbour lists
-    /// are laid out anew) and makes their uniforms, bind groups and the grid stage's dispatch
-    /// list and indirect arguments.
+    /// Takes on the chunks `plan` of the chunked kernels (`plan_for`, after construction and after
+    /// the neighbour lists are laid out anew) and makes their uniforms, bind groups and the grid
+    /// stage's dispatch list and indirect arguments.
     fn replan(
         &mut self,
         device: &wgpu::Device,
         queue: &wgpu::Queue,
         pipe: &DemPipeline,
-        host_entries: Option<&[u32]>,
+        plan: ChunkPlan,
     ) -> Result<(), GpuError> {
         let rs = real_size(self.precision) as u64;
-        let plan = self
-            .plan_for(device, queue, &self.nbr_offsets_in_use(), self.paged["nbr"].pages, host_entries)?
-            .map_err(|particle| GpuError::ChunkTooLarge { particle, max_binding: self.max_binding })?;
         // Every window of a real (not placeholder) array must lie in one page and one binding:
         // a plan that broke that would bind the wrong elements, so it is an error, not a fallback.
         for c in plan.particles.iter().chain(&plan.bonds).chain(&plan.reduce) {
             for name in PAGED {
                 let p = &self.paged[name];
-                let w = match name {
-                    "inc_entries" => &c.inc,
-                    "nbr" => &c.nbr,
-                    _ => &c.bonds,
-                };
+                let w = window_of(c, name);
                 let inside = w.end <= w.start
                     || p.pages.len == 0
                     || (p.pages.holds(w.start, w.end) && (w.end - w.start) * p.elem <= self.max_binding);
@@ -919,11 +903,7 @@ impl DemState {
                 queue.write_buffer(&u, 0, bytemuck::bytes_of(&c.gpu));
                 let window = |name: &str| -> Option<wgpu::BindingResource<'_>> {
                     if let Some(p) = self.paged.get(name) {
-                        let range = match name {
-                            "inc_entries" => &c.inc,
-                            "nbr" => &c.nbr,
-                            _ => &c.bonds,
-                        };
+                        let range = window_of(c, name);
                         // The planner keeps each window in the page of its start (checked above).
                         if range.end <= range.start || p.pages.len == 0 {
                             // A placeholder, or a chunk with nothing in this window: never read.
@@ -1005,9 +985,9 @@ impl DemState {
         let Some(pages) = Pages::new(entries, 4, self.max_buffer, nbr_overlap(longest)) else {
             return Ok(false); // some list alone would exceed a buffer
         };
-        if self.plan_for(device, queue, &offsets, pages, None)?.is_err() {
+        let Ok(plan) = self.plan_for(device, queue, &offsets, pages, None)? else {
             return Ok(false); // some list alone would exceed a binding
-        }
+        };
         let old: u64 = self.paged["nbr"].buffers.iter().map(|b| b.size()).sum();
         let sizes: Vec<u64> = (0..pages.count())
             .map(|k| {
@@ -1036,7 +1016,7 @@ impl DemState {
         self.nbr_entries = entries;
         self.nbr_max_capacity = longest;
         self.nbr_offsets = offsets;
-        self.replan(device, queue, pipe, None)?;
+        self.replan(device, queue, pipe, plan)?;
         Ok(true)
     }
 
@@ -1402,13 +1382,30 @@ impl DemState {
     }
 }
 
-/// Appends reals in the device's precision (the bytes `reals_to_bytes` makes).
+/// Appends reals in the device's precision, in the host's byte order as the bytemuck casts of the
+/// other arrays (little-endian on every host wgpu runs on).
 fn push_reals(out: &mut Vec<u8>, v: &[f64], p: Precision) {
     for &x in v {
         match p {
             Precision::F32 => out.extend_from_slice(&(x as f32).to_ne_bytes()),
             Precision::F64 => out.extend_from_slice(&x.to_ne_bytes()),
         }
+    }
+}
+
+/// Appends a position block as the device reads it (`cell`, `CELL_BYTES`: i32 x, y, z, 0).
+fn push_block(out: &mut Vec<u8>, b: [i32; 3]) {
+    for c in [b[0], b[1], b[2], 0] {
+        out.extend_from_slice(&c.to_ne_bytes());
+    }
+}
+
+/// The window of a chunked array `name` in chunk `c`: incidence, lists, or bonds.
+fn window_of<'c>(c: &'c super::chunks::Chunk, name: &str) -> &'c std::ops::Range<u64> {
+    match name {
+        "inc_entries" => &c.inc,
+        "nbr" => &c.nbr,
+        _ => &c.bonds,
     }
 }
 
