@@ -3,6 +3,13 @@
 // (the particle kernel gathers them); with rupture on, the measures and the rule of MODEL §6
 // decide whether the bond breaks at this state.
 
+/// Twin of `model::bond_reference`: (d̂0, L0) from d0 = x_i0 − x_j0, with L0 = sqrt(d0·d0) and
+/// d̂0 = d0 / L0 component by component.
+fn bond_reference(d0: vec3<real>) -> vec4<real> {
+    let l0 = sqrt(dot(d0, d0));
+    return vec4<real>(d0 / l0, l0);
+}
+
 @compute @workgroup_size(WG)
 fn bonds(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
          @builtin(local_invocation_index) lid: u32) {
@@ -45,9 +52,7 @@ fn bonds(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: ve
     if (reps[rep].flags & FLAG_BOND_REF) != 0u {
         r = bond_ref[kw];
     } else {
-        let d0 = block_vector(ref_cell[e.x].xyz, ref_pos[e.x].xyz - ref_pos[e.y].xyz, ref_cell[e.y].xyz, edge);
-        let l0 = sqrt(dot(d0, d0));
-        r = vec4<real>(d0 / l0, l0);
+        r = bond_reference(block_vector(ref_cell[e.x].xyz, ref_pos[e.x].xyz - ref_pos[e.y].xyz, ref_cell[e.y].xyz, edge));
     }
     let bend = bending(dq_i, dq_j, reps[rep].k_bend);
     let ax = axial(d, r.w, reps[rep].k_axial);

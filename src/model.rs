@@ -134,9 +134,8 @@ impl Model {
     /// Each bond is computed on its own, so the parallel map is deterministic.
     pub fn new(particles: Particles, pairs: &[(u32, u32)], params: Params) -> Model {
         let bond = |&(i, j): &(u32, u32)| {
-            let d0 = particles.x[i as usize] - particles.x[j as usize];
-            let l0 = d0.length();
-            Bond { i, j, dhat0: d0 / l0, l0, q_i0: particles.q[i as usize], q_j0: particles.q[j as usize] }
+            let (dhat0, l0) = bond_reference(particles.x[i as usize] - particles.x[j as usize]);
+            Bond { i, j, dhat0, l0, q_i0: particles.q[i as usize], q_j0: particles.q[j as usize] }
         };
         // Small models stay on the calling thread (rayon's dispatch would cost more).
         let bonds =
@@ -193,9 +192,8 @@ impl Model {
         let x = self.reference_x.as_deref().unwrap_or(&self.particles.x);
         let bits = |v: DVec3| v.to_array().map(f64::to_bits);
         let made_here = |b: &Bond| {
-            let d0 = x[b.i as usize] - x[b.j as usize];
-            let l0 = d0.length();
-            l0.to_bits() == b.l0.to_bits() && bits(d0 / l0) == bits(b.dhat0)
+            let (dhat0, l0) = bond_reference(x[b.i as usize] - x[b.j as usize]);
+            l0.to_bits() == b.l0.to_bits() && bits(dhat0) == bits(b.dhat0)
         };
         let all = if self.bonds.len() < 4096 {
             self.bonds.iter().all(made_here)
@@ -209,6 +207,16 @@ impl Model {
     pub fn max_radius(&self) -> f64 {
         self.particles.radius.iter().copied().fold(0.0, f64::max)
     }
+}
+
+/// A bond's reference direction and length from `d0 = x_i − x_j` at t = 0: `(d̂0, L0)` with
+/// `L0 = √(d0·d0)` (the dot product summed x, y, z) and `d̂0 = d0 / L0` component by component.
+/// The WGSL function of the same name (shaders/bonds.wgsl) does the same operations in the same
+/// order, so an IEEE device forms the same bits from the reference positions.
+#[inline]
+pub fn bond_reference(d0: DVec3) -> (DVec3, f64) {
+    let l0 = d0.length();
+    (d0 / l0, l0)
 }
 
 /// All binder terms of one bond at the current state: bending/torsion, axial and shear.
