@@ -142,7 +142,7 @@ pub fn report(scenario: &Scenario, geometry: &Geometry) -> Report {
         solids,
         dt: scenario.dt,
         stability,
-        memory: memory_estimate(p, geometry.pairs.len()),
+        memory: memory_estimate(p, &geometry.pairs),
     }
 }
 
@@ -187,14 +187,16 @@ fn contact_partners(p: &Particles, skin: f64) -> f64 {
 /// - CPU engine (`src/engine/cpu.rs`, as `CpuEngine::memory` reports it): per particle two
 ///   `Kinematics` (the state and the rollback copy, 2 × 104), the force/moment accumulator (48),
 ///   its reference attitude (32: bonds built from the model's starting attitudes keep them per
-///   particle), one incidence offset (4), mass, inertia and radius (8 each) and fixed (1), where
+///   particle), its bond range and the start of its stored bond ends (4 each), mass, inertia
+///   and radius (8 each) and fixed (1), where
 ///   a column whose values are all equal is stored once (nothing per particle); its neighbour list (`src/grid.rs`): cell (12),
 ///   hash (4), sorted index (4), list offset (4), position at the last rebuild (24),
 ///   `2^⌈log2 2N⌉ + 1` bucket starts (4 each) and 4 per list entry. Per bond: ends, reference
-///   direction and length (40), force and moments of the last evaluation (72), broken flag and
-///   its rollback copy (2), two incidence entries (8); with Weibull rupture also its threshold
-///   scale (8, not counted here). This is a run on several threads: on one, the results and
-///   the incidence (80 per bond) are never allocated.
+///   direction and length (40), broken flag and its rollback copy (2); with Weibull rupture
+///   also its threshold scale (8, not counted here). On several threads (as many as this
+///   process's rayon pool has) the bond pass also stores the ends that lie past a range
+///   boundary (`src/engine/scatter.rs`; 52 each, a few % of a solid's ends) and 8 per particle,
+///   allocated only then.
 /// - GPU (`src/gpu/state.rs`, `DemState::new`), with `rs` the size of a real: per particle
 ///   twelve vec4 arrays (pos, vel, quat, omega, inertial, force, moment, pot, sorted_pos, x_ref,
 ///   the reference attitude q_ref and position ref_pos: `48·rs`) and the rollback copies of pos,
@@ -208,14 +210,14 @@ fn contact_partners(p: &Particles, skin: f64) -> f64 {
 ///   per 64 records of max(N, B), and 16 bytes each in the reduction table). With rupture, per bond 32 bytes in f32 and 48 in f64 more
 ///   (break records, up to what one binding holds), 2 bits of flags, and 4 or 8 for the
 ///   Weibull scale (not counted here).
-pub fn memory_estimate(p: &Particles, bonds: usize) -> MemoryEstimate {
+pub fn memory_estimate(p: &Particles, bond_ends: &[(u32, u32)]) -> MemoryEstimate {
     use crate::gpu::shader::{NQ, SCAN_WG, WG};
     use crate::integrator::Kinematics;
     use crate::model::Bond;
     use glam::{DQuat, DVec3};
     use std::mem::size_of;
     let n = p.len() as u64;
-    let b = bonds as u64;
+    let b = bond_ends.len() as u64;
     let r_max = p.radius.iter().copied().fold(0.0, f64::max);
     let per_particle = contact_partners(p, crate::gpu::engine::SKIN_FACTOR * r_max);
     let cpu_partners = contact_partners(p, crate::engine::cpu::SKIN_FACTOR * r_max);
@@ -232,7 +234,7 @@ pub fn memory_estimate(p: &Particles, bonds: usize) -> MemoryEstimate {
     };
     let flags = if p.fixed.windows(2).all(|w| w[0] == w[1]) { 0 } else { n };
     let attitudes = if p.q.windows(2).all(|w| w[0] == w[1]) { 0 } else { n * q4 };
-    let cpu_engine = n * (2 * size_of::<Kinematics>() as u64 + 2 * v3 + 4)
+    let cpu_engine = n * (2 * size_of::<Kinematics>() as u64 + 2 * v3 + 8 * (rayon::current_num_threads() > 1) as u64)
         + attitudes
         + constant(&p.mass)
         + constant(&p.inertia)
@@ -243,7 +245,12 @@ pub fn memory_estimate(p: &Particles, bonds: usize) -> MemoryEstimate {
         + n * (12 + 4 + 4 + 4 + v3)
         + 4 * (buckets + 1)
         + 4 * partners
-        + b * (40 + 3 * v3 + 2 + 8);
+        + b * (40 + 2)
+        + if rayon::current_num_threads() > 1 {
+            52 * crate::engine::stored_ends(n as usize, bond_ends) as u64
+        } else {
+            0
+        };
     let gpu = |rs: u64| {
         let records = n.max(b).max(1).div_ceil(WG as u64);
         let mut scan = 0;

@@ -87,20 +87,66 @@ fn cpu_results_do_not_depend_on_thread_count() {
     assert_eq!(s1, s3);
     assert_eq!(d1, d2);
     assert_eq!(d1, d3);
-    // One engine, first on one thread (no per-bond results or incidence list allocated), then
-    // on two (allocated at the first parallel evaluation, mid-run): the same bits.
+    // One engine, first on one thread (no bond ranges cut), then on two (cut at the first
+    // parallel evaluation, mid-run), then on three (cut anew): the same bits.
     let part = |e: &CpuEngine, name: &str| e.memory().iter().find(|p| p.0 == name).map(|p| p.1).unwrap();
-    let one = rayon::ThreadPoolBuilder::new().num_threads(1).build().unwrap();
-    let two = rayon::ThreadPoolBuilder::new().num_threads(2).build().unwrap();
-    let mut e = one.install(|| {
+    let pool = |n| rayon::ThreadPoolBuilder::new().num_threads(n).build().unwrap();
+    let mut e = pool(1).install(|| {
         let mut e = CpuEngine::new(&model, Integrator::RrpNewmark, 2e-3).unwrap();
-        e.advance(20).unwrap();
+        e.advance(10).unwrap();
         e
     });
-    assert_eq!((part(&e, "bond results"), part(&e, "incidence")), (0, 0));
-    two.install(|| e.advance(20).unwrap());
-    assert_eq!(part(&e, "bond results"), 72 * model.bonds.len());
+    assert_eq!(part(&e, "bond ranges"), 0);
+    pool(2).install(|| e.advance(20).unwrap());
+    // Two rings of 6000 and 3000 bonds in 6 ranges of 1500: the ranges hold a particle's two
+    // bonds apart only at their ends and at a ring's closing bond (0, n − 1), a few ends, so
+    // the plan is its per-particle arrays (owner, deferred offsets: 8 B per particle) and a
+    // few stored ends of 52 B.
+    let (n, ranges) = (model.particles.len(), part(&e, "bond ranges"));
+    assert!(ranges >= 8 * n + 4 && ranges < 8 * n + 4 + 7 * 4 + 52 * 8 * 2, "{ranges} B");
+    pool(3).install(|| e.advance(10).unwrap());
     assert_eq!((e.snapshot().unwrap(), e.diagnostics().unwrap()), (s1, d1));
+}
+
+#[test]
+fn cpu_results_of_a_rupturing_solid_do_not_depend_on_thread_count() {
+    // An FCC block of 3500 spheres (12 bonds each inside, 18 468 bonds: 6 or 9 ranges of the
+    // parallel bond pass, whose boundaries part the bonds of hundreds of spheres) spinning into
+    // a wall with thresholds low enough to break 130 bonds. Each particle sums up to 12 bond
+    // results, so adding them in any other than bond order changes bits (a ring's two per
+    // particle commute and could not show it); broken bonds add +0 through stored ends in the
+    // parallel pass and nothing in the serial one.
+    let json = r#"{"name": "det-fcc", "dt": 1e-3, "t_end": 1, "shear": "objective",
+        "particle": {"mass": 1, "inertia": 0.4},
+        "stiffness": {"bending": 10, "axial": 200, "shear": 200, "contact": 2100},
+        "rupture": {"tension": 0.01, "shear": 0.1},
+        "walls": [{"point": [0, 0, 0], "normal": [1, 0, 0]}],
+        "bodies": [{"type": "block_solid", "size": [14, 14, 14], "particle_diameter": 1, "lattice": "fcc",
+                    "center": [7.7, 0, 0], "velocity": [-3, 0.5, 0], "angular_velocity": [0, 0, 0.5]}]}"#;
+    let model = scenario_from(json).build_model().unwrap();
+    assert_eq!(model.bonds.len(), 18468);
+    let run = |threads: usize| {
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
+        pool.install(|| {
+            let mut e = CpuEngine::new(&model, Integrator::RrpNewmark, 1e-3).unwrap();
+            e.advance(200).unwrap();
+            let breaks: Vec<(u64, u32, u8)> = e.take_breaks().iter().map(|b| (b.step, b.bond, b.mode)).collect();
+            (e.snapshot().unwrap(), e.diagnostics().unwrap(), breaks, e.forces())
+        })
+    };
+    let one = run(1);
+    assert!(one.2.len() > 10 && one.2.len() < model.bonds.len() / 2, "{} breaks", one.2.len());
+    assert!(one.1.u_wall > 0.0, "the block reaches the wall");
+    for threads in [2, 3] {
+        let other = run(threads);
+        assert!(one.0 == other.0, "{threads} threads: states differ");
+        assert!(one.1 == other.1, "{threads} threads: diagnostics differ");
+        assert!(one.2 == other.2, "{threads} threads: breaks differ");
+        let bits = |f: &[(DVec3, DVec3)]| {
+            f.iter().flat_map(|(a, b)| [a.to_array(), b.to_array()]).flatten().map(f64::to_bits).collect::<Vec<_>>()
+        };
+        assert!(bits(&one.3) == bits(&other.3), "{threads} threads: forces differ");
+    }
 }
 
 #[test]

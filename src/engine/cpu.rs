@@ -1,18 +1,21 @@
 //! The CPU reference engine: f64, parallel over bonds and particles with rayon, deterministic.
 //!
-//! Per step: per-bond forces and moments are computed once into `bond_force`; each particle then
-//! gathers its bond results through the CSR incidence list in a fixed order and adds its contacts (found in
-//! the hashed grid, visited in a fixed order), walls and fields. Every output element is written
-//! by exactly one task and every sum runs in a fixed order, so results do not depend on the
-//! number of threads. Energies are not stored per item: the last evaluation of an `advance`
-//! folds them in index order, block by block, into the same sequential sums.
+//! Per step: each bond's force and moments are added into its two ends, every particle's in
+//! bond order; each particle then adds its contacts (found in the hashed grid, visited in a
+//! fixed order), walls and fields. Every output element is written by exactly one task and
+//! every sum runs in a fixed order, so results do not depend on the number of threads.
+//! Energies are not stored per item: the last evaluation of an `advance` folds them in index
+//! order, block by block, into the same sequential sums.
 //!
-//! On one thread (and for small systems) the same sums are formed without the per-bond array:
-//! the bond pass adds each bond into its two ends in bond order, which is the gather's order
-//! for every particle. The per-bond results (72 B per bond) and the incidence list (8 B per
-//! bond) are then never allocated: they are made at the first parallel evaluation. The closing half kick of a step shares a pass with the next step's first
-//! part, and that pass goes by blocks so that the rotation updates' square roots pipeline.
+//! On one thread (and for small systems) the bond pass adds each bond into its ends as it goes.
+//! In parallel it runs over contiguous ranges of bonds (`scatter::BondRanges`): a range adds
+//! into the particles whose first bond it holds and stores the ends of the others, which the
+//! particle pass adds after: the same additions in the same order, without storing every
+//! bond's result (72 B per bond). The ranges are cut at the first parallel evaluation. The
+//! closing half kick of a step shares a pass with the next step's first part, and that pass
+//! goes by blocks so that the rotation updates' square roots pipeline.
 
+use super::scatter::BondRanges;
 use super::{Engine, EngineInfo, EngineState, Precision, wrong_state_kind};
 use crate::diagnostics::Diagnostics;
 use crate::error::EngineError;
@@ -49,6 +52,21 @@ fn first_index(n: usize, pred: impl Fn(usize) -> bool + Sync + Send) -> Option<u
 /// computed in parallel into a small buffer, then folded sequentially, so the fold is the same
 /// sequential sum whatever the schedule, without a per-item array.
 const FOLD_BLOCK: usize = 1 << 14;
+
+/// Passes `f(i)` for every `i < n` to `fold` in index order, computing the values block by block
+/// in parallel.
+fn fold_in_order<E: Copy + Default + Send>(n: usize, f: impl Fn(usize) -> E + Sync + Send, mut fold: impl FnMut(E)) {
+    if serial(n) {
+        (0..n).for_each(|i| fold(f(i)));
+        return;
+    }
+    let mut buf = vec![E::default(); FOLD_BLOCK.min(n)];
+    for base in (0..n).step_by(FOLD_BLOCK) {
+        let out = &mut buf[..FOLD_BLOCK.min(n - base)];
+        out.par_iter_mut().with_min_len(PAR_MIN / 4).enumerate().for_each(|(k, o)| *o = f(base + k));
+        out.iter().for_each(|&e| fold(e));
+    }
+}
 
 /// Runs `f(i, &mut a[i], &mut b[i])` for every index (in parallel for large slices). With
 /// `fold`, the values `f` returns are passed to it in index order. Each item is written by one
@@ -220,15 +238,6 @@ struct ParticleAcc {
     moment: DVec3,
 }
 
-/// What a bond exerts on its ends in one force evaluation (its energies are folded into
-/// `Sums` when they are needed instead of being stored).
-#[derive(Clone, Copy, Debug, Default)]
-struct BondForce {
-    f_i: DVec3,
-    m_i: DVec3,
-    m_j: DVec3,
-}
-
 /// Bond state byte: intact, broken, or broken in this evaluation by channel `s - BROKE_NOW`.
 const INTACT: u8 = 0;
 const BROKEN: u8 = 1;
@@ -261,9 +270,8 @@ pub struct CpuEngine {
     fixed: Column<bool>,
     bonds: Vec<BondRef>,
     ref_q: RefAttitudes,
-    inc_offsets: Vec<u32>,
-    inc_entries: Vec<u32>,
-    bond_force: Vec<BondForce>,
+    /// The parallel bond pass's ranges (cut at the first parallel evaluation).
+    ranges: Option<BondRanges>,
     bond_state: Vec<u8>,
     /// Per-bond scale of the rupture thresholds (Weibull; 1 without).
     bond_scale: Column<f64>,
@@ -311,9 +319,7 @@ impl CpuEngine {
             fixed: Column::new(&p.fixed, false),
             bonds: model.bonds.par_iter().map(|b| BondRef { i: b.i, j: b.j, dhat0: b.dhat0, l0: b.l0 }).collect(),
             ref_q: RefAttitudes::new(model),
-            inc_offsets: Vec::new(),
-            inc_entries: Vec::new(),
-            bond_force: Vec::new(),
+            ranges: None,
             bond_state: vec![INTACT; nb],
             bond_scale: model
                 .params
@@ -354,9 +360,8 @@ impl CpuEngine {
                     + self.fixed.bytes(),
             ),
             ("bond reference data", cap(self.bonds.capacity(), size_of::<BondRef>()) + self.ref_q.bytes()),
-            ("bond results", cap(self.bond_force.capacity(), size_of::<BondForce>())),
             ("bond states", self.bond_state.capacity() + self.saved.broken.capacity() + self.bond_scale.bytes()),
-            ("incidence", 4 * (self.inc_offsets.capacity() + self.inc_entries.capacity())),
+            ("bond ranges", self.ranges.as_ref().map_or(0, BondRanges::bytes)),
             ("neighbour list and grid", self.neighbours.bytes()),
         ]
     }
@@ -390,18 +395,16 @@ impl CpuEngine {
     /// force summed into `sums` (needed at the end of an `advance` only). `moved`: whether some
     /// particle moved far enough to rebuild the neighbour list, when the caller knows.
     ///
-    /// On one thread (or for small systems) the bond pass adds each bond's result into its two
-    /// ends' sums directly, in bond order: the same additions in the same order per particle as
-    /// the parallel gather through the incidence list (a broken bond adds +0 there, which
-    /// changes no sum that starts at +0), without storing and re-reading per-bond results.
+    /// The bond pass adds each bond's result into its two ends' sums in bond order: directly on
+    /// one thread (or for small systems), by ranges in parallel (`BondRanges`) otherwise. A
+    /// broken bond adds nothing directly and +0 through a stored end, which changes no sum that
+    /// starts at +0. Its energies, when asked for, are folded in bond order afterwards.
     fn evaluate(&mut self, energies: bool, moved: Option<bool>) -> Result<(), EngineError> {
         let (nb, n) = (self.bonds.len(), self.kin.len());
-        let scatter = serial(nb) && serial(n);
-        if !scatter && self.inc_offsets.len() != n + 1 {
-            // The gather's arrays, at the first evaluation that runs in parallel.
-            self.bond_force = vec![BondForce::default(); nb];
+        let parallel = !serial(nb);
+        if parallel && !self.ranges.as_ref().is_some_and(BondRanges::fits_pool) {
             let bonds = &self.bonds;
-            (self.inc_offsets, self.inc_entries) = crate::model::incidence(n, nb, || bonds.iter().map(|b| (b.i, b.j)));
+            self.ranges = Some(BondRanges::new(n, nb, |k| (bonds[k].i, bonds[k].j)));
         }
         let step = self.step;
         let t = self.time();
@@ -423,12 +426,8 @@ impl CpuEngine {
         let (bonds, ref_q) = (&self.bonds, &self.ref_q);
         let scale = &self.bond_scale;
         let identity = ref_q.is_identity();
-        // The result of intact bond `k`, or `None` when it is (or has just been) broken.
-        let bond_eval = |k: usize, state: &mut u8| -> Option<BondOut> {
-            if *state != INTACT {
-                *state = BROKEN;
-                return None;
-            }
+        // Bond `k`'s result and its ends' rotations since the reference.
+        let terms = |k: usize| -> (BondOut, DQuat, DQuat) {
             let b = &bonds[k];
             let (ki, kj) = (&kin[b.i as usize], &kin[b.j as usize]);
             let (dq_i, dq_j) = if identity {
@@ -437,7 +436,17 @@ impl CpuEngine {
                 let (q_i0, q_j0) = ref_q.get(k, b);
                 (ki.q * q_i0.conjugate(), kj.q * q_j0.conjugate())
             };
-            let o = bond_terms_rel(b.dhat0, b.l0, dq_i, dq_j, ki.x, kj.x, prm);
+            (bond_terms_rel(b.dhat0, b.l0, dq_i, dq_j, ki.x, kj.x, prm), dq_i, dq_j)
+        };
+        // The result of intact bond `k`, or `None` when it is (or has just been) broken.
+        let bond_eval = |k: usize, state: &mut u8| -> Option<BondOut> {
+            if *state != INTACT {
+                *state = BROKEN;
+                return None;
+            }
+            let b = &bonds[k];
+            let (ki, kj) = (&kin[b.i as usize], &kin[b.j as usize]);
+            let (o, dq_i, dq_j) = terms(k);
             if let Some(r) = &prm.rupture {
                 let m = rupture_measures(prm.shear, ki.x - kj.x, b.l0, b.dhat0, dq_i, dq_j);
                 if let Some(mode) =
@@ -451,11 +460,40 @@ impl CpuEngine {
             Some(o)
         };
         let mut sums = Sums::default();
-        if scatter {
-            let acc = &mut self.acc;
-            if !std::mem::take(&mut self.acc_zeroed) {
-                acc.fill(ParticleAcc::default());
+        let acc = &mut self.acc;
+        if !std::mem::take(&mut self.acc_zeroed) {
+            acc.fill(ParticleAcc::default());
+        }
+        if let (true, Some(plan)) = (parallel, &mut self.ranges) {
+            plan.pass(
+                acc,
+                &mut self.bond_state,
+                |k| (bonds[k].i, bonds[k].j),
+                |k, state| bond_eval(k, state).map(|o| [(o.f_i, o.m_i), (-o.f_i, o.m_j)]),
+                |a, &(f, m)| {
+                    a.force += f;
+                    a.moment += m;
+                },
+            );
+            if energies {
+                let state = &self.bond_state;
+                fold_in_order(
+                    nb,
+                    |k| {
+                        if state[k] != INTACT {
+                            return [0.0; 3];
+                        }
+                        let o = terms(k).0;
+                        [o.u_bend, o.u_axial, o.u_shear]
+                    },
+                    |u| {
+                        sums.u_bend += u[0];
+                        sums.u_axial += u[1];
+                        sums.u_shear += u[2];
+                    },
+                );
             }
+        } else {
             for (k, state) in self.bond_state.iter_mut().enumerate() {
                 let Some(o) = bond_eval(k, state) else { continue };
                 let b = &bonds[k];
@@ -471,35 +509,12 @@ impl CpuEngine {
                     sums.u_shear += o.u_shear;
                 }
             }
-        } else {
-            self.acc_zeroed = false;
-            let mut fold_bond = |u: [f64; 3]| {
-                sums.u_bend += u[0];
-                sums.u_axial += u[1];
-                sums.u_shear += u[2];
-            };
-            run_pass(
-                &mut self.bond_force,
-                &mut self.bond_state,
-                if energies { Some(&mut fold_bond as &mut dyn FnMut([f64; 3])) } else { None },
-                |k, out, state| match bond_eval(k, state) {
-                    None => {
-                        *out = BondForce::default();
-                        [0.0; 3]
-                    }
-                    Some(o) => {
-                        *out = BondForce { f_i: o.f_i, m_i: o.m_i, m_j: o.m_j };
-                        [o.u_bend, o.u_axial, o.u_shear]
-                    }
-                },
-            );
         }
         if self.params.rupture.is_some() {
             self.collect_breaks(t);
         }
         let (kin, prm) = (&self.kin, &self.params);
-        let bond_force = &self.bond_force;
-        let (off, ent) = (&self.inc_offsets, &self.inc_entries);
+        let deferred = if parallel { self.ranges.as_ref() } else { None };
         let (radius, mass, nbr) = (&self.radius, &self.mass, &self.neighbours);
         let mut fold_particle = |u: [f64; 6]| {
             sums.u_contact += u[0];
@@ -513,18 +528,11 @@ impl CpuEngine {
             &mut none,
             if energies { Some(&mut fold_particle as &mut dyn FnMut([f64; 6])) } else { None },
             |i, acc, _| {
-                let (mut fi, mut mi) = if scatter { (acc.force, acc.moment) } else { (DVec3::ZERO, DVec3::ZERO) };
-                if !scatter {
-                    for &e in &ent[off[i] as usize..off[i + 1] as usize] {
-                        let o = &bond_force[(e >> 1) as usize];
-                        if e & 1 == 0 {
-                            fi += o.f_i;
-                            mi += o.m_i;
-                        } else {
-                            fi -= o.f_i;
-                            mi += o.m_j;
-                        }
-                    }
+                // The bond ends of earlier ranges are in `acc`; the later ones follow in order.
+                let (mut fi, mut mi) = (acc.force, acc.moment);
+                for &(f, m) in deferred.map_or(&[][..], |d| d.deferred(i)) {
+                    fi += f;
+                    mi += m;
                 }
                 let xi = kin[i].x;
                 let ri = radius.get(i);

@@ -3,6 +3,8 @@
 
 pub mod batch;
 pub mod cpu;
+mod scatter;
+pub(crate) use scatter::stored_ends;
 
 use crate::diagnostics::Diagnostics;
 use crate::error::EngineError;
