@@ -227,22 +227,21 @@ pub fn peak_rss() -> Option<u64> {
 }
 
 /// Estimated bytes of memory traffic of one step of the CPU engine (f64), from its data layout
-/// (`src/engine/cpu.rs`): every array a pass streams through counted once per pass, the bond
-/// ends' positions and attitudes counted once per particle (bonds join nearby indices, so the
-/// gathers mostly hit the cache), and each bond's result counted twice (gathered by each end,
-/// often far apart in index). `partners` is the number of contact neighbour-list entries.
-/// Neighbour-list rebuilds (every ~0.15 r_max of motion) are not counted.
+/// (`src/engine/cpu.rs`): every array a pass streams through counted once per pass, and what the
+/// bond pass touches at the bond ends (positions, attitudes, the force and moment sums it adds
+/// into) counted once per particle: bonds join nearby indices, so those accesses mostly hit the
+/// cache. Not counted: the bond ends stored past a range boundary on several threads (52 B
+/// each, written and read; a few % of the ends), and neighbour-list rebuilds (every ~0.3 r_max
+/// of motion). `partners` is the number of contact neighbour-list entries.
 pub fn cpu_bytes_per_step(n: usize, bonds: usize, partners: usize) -> f64 {
     const KIN: f64 = 104.0; // x, v, q, Ω
     const ACC: f64 = 48.0; // force, moment
     let per_particle = (KIN + ACC + KIN) // pre-force: read state and forces, write state
         + (24.0 + 24.0) // neighbour-list staleness check: x and x at the last rebuild
-        + 56.0 // bond pass: the ends' x and q
-        + (4.0 + 4.0 + 24.0 + ACC) // particle pass: incidence and list offsets, x, write forces
+        + 56.0 + 2.0 * ACC // bond pass: the ends' x and q, their sums read and written
+        + (4.0 + 4.0 + 24.0 + 2.0 * ACC) // particle pass: stored-end and list offsets, x, the sums
         + (48.0 + ACC + 48.0); // post-force: read v, Ω and forces, write v, Ω
-    let per_bond = 40.0 + 1.0 // bond pass: ends, d̂0, L0 and state
-        + 72.0 + 1.0 // write the bond's force and moments, state
-        + 8.0 + 2.0 * 72.0; // particle pass: two incidence entries, the result read by each end
+    let per_bond = 40.0 + 1.0 + 1.0; // bond pass: ends, d̂0, L0; state read and written
     let per_partner = 4.0; // the list entry (the partner's position is counted as cached)
     per_particle * n as f64 + per_bond * bonds as f64 + per_partner * partners as f64
 }

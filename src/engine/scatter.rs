@@ -9,10 +9,13 @@
 //! order, onto that prefix. So every particle's sum runs over its bonds in bond order, as the
 //! serial pass adds them, and has the same bits on any number of threads.
 //!
-//! Only ends past a range boundary are stored: of a particle whose bonds straddle one. For the
-//! FCC block of 10⁵ spheres in lattice order on 2 threads that is 6 ranges and ≈ 2 % of the
-//! ends, against every bond's result (72 B per bond) and an incidence list (8 B per bond) for a
-//! gather; one parallel loop per evaluation, as a gather has.
+//! Only ends past a range boundary are stored: of a particle whose bonds straddle one. On 2
+//! threads (6 ranges) that is 6 % of the ends of the FCC block of 10⁵ spheres in lattice order
+//! (a range boundary parts the bonds of one lattice layer), 2.7 % at 10⁶ and 1.6 % for the solid
+//! torus of 10⁶ spheres in Morton order (measured), against every bond's result (72 B per bond)
+//! and an incidence list (8 B per bond) for a gather; and one parallel loop per evaluation, as
+//! a gather has (a loop per block of bonds instead made the threads sleep and wake hundreds of
+//! times per step: 18 000 context switches against 1 500 in a 6 s run of fcc-1e5).
 
 use glam::DVec3;
 use rayon::prelude::*;
