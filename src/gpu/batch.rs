@@ -142,6 +142,13 @@ impl BatchTotals {
     }
 
     pub fn add(&mut self, m: &Model) {
+        self.add_with(m, m.reference_attitudes().is_none(), m.reference_positions().is_none());
+    }
+
+    /// `add` for a model whose reference checks (`Model::reference_attitudes`,
+    /// `reference_positions`: passes over every bond) the caller has made: whether its bonds
+    /// need per-bond attitudes and per-bond directions and lengths.
+    pub fn add_with(&mut self, m: &Model, bond_attitudes: bool, bond_refs: bool) {
         let mut c = chunks(m.particles.len() as u32, m.bonds.len() as u32) as u64;
         let mut seq = vec![c];
         while c > 1 {
@@ -163,8 +170,8 @@ impl BatchTotals {
         self.rupture |= m.params.rupture.is_some();
         self.weibull |= m.params.weibull();
         self.broken_words += broken_words(m.bonds.len() as u64);
-        self.bond_attitudes |= m.reference_attitudes().is_none();
-        self.bond_refs |= m.reference_positions().is_none();
+        self.bond_attitudes |= bond_attitudes;
+        self.bond_refs |= bond_refs;
     }
 
     /// Contact-grid bucket count (power of two ≥ 2N).

@@ -252,7 +252,16 @@ impl GpuEngine {
         let have = options.max_binding_size.map_or(have, |m| m.min(have));
         let nbr_capacity = options.nbr_capacity.unwrap_or(INITIAL_NBR_CAPACITY).max(1);
         let max_buffer = options.page_size.map_or(ctx.limits.max_buffer_size, |m| m.min(ctx.limits.max_buffer_size));
-        let totals = BatchTotals::of(models);
+        // Per particle where the bonds agree on it (always, for models built from their initial
+        // state, and for checkpoints): `q_ref`; per bond otherwise.
+        let ref_q: Vec<_> = models.iter().map(|m| m.reference_attitudes()).collect();
+        // Likewise the reference directions and lengths, from the particles' positions where the
+        // bonds were made from them; per bond otherwise.
+        let ref_x: Vec<_> = models.iter().map(|m| m.reference_positions()).collect();
+        let mut totals = BatchTotals::default();
+        for (m, (q, x)) in models.iter().zip(ref_q.iter().zip(&ref_x)) {
+            totals.add_with(m, q.is_none(), x.is_none());
+        }
         // Arrays bound whole must fit a binding; those bound in parts (`gpu::chunks`) are paged
         // over as many buffers as they need.
         // Neighbour-list slots and incidence entries are indexed by u32 (`nbr_offsets`,
@@ -284,12 +293,6 @@ impl GpuEngine {
                 max_particles: fits(need.max(1)),
             });
         }
-        // Per particle where the bonds agree on it (always, for models built from their initial
-        // state, and for checkpoints): `q_ref`; per bond otherwise.
-        let ref_q: Vec<_> = models.iter().map(|m| m.reference_attitudes()).collect();
-        // Likewise the reference directions and lengths, from the particles' positions where the
-        // bonds were made from them; per bond otherwise.
-        let ref_x: Vec<_> = models.iter().map(|m| m.reference_positions()).collect();
         let reps: Vec<Replica> = models
             .iter()
             .zip(ref_q.iter().zip(&ref_x))
