@@ -193,10 +193,10 @@ fn contact_partners(p: &Particles, skin: f64) -> f64 {
 ///   hash (4), sorted index (4), list offset (4), position at the last rebuild (24),
 ///   `2^⌈log2 2N⌉ + 1` bucket starts (4 each) and 4 per list entry. Per bond: ends, reference
 ///   direction and length (40), broken flag and its rollback copy (2); with Weibull rupture
-///   also its threshold scale (8, not counted here). On several threads (as many as this
-///   process's rayon pool has) the bond pass also stores the ends that lie past a range
-///   boundary (`src/engine/scatter.rs`; 52 each, a few % of a solid's ends) and 8 per particle,
-///   allocated only then.
+///   also its threshold scale (8, not counted here). When the bond pass runs in parallel (this
+///   process's rayon pool has several threads, and there are 2048 bonds or more) it also stores
+///   the ends that lie past a range boundary (`src/engine/scatter.rs`; 52 each, a few % of a
+///   solid's ends), 8 per particle and 24 per 1024 bonds, allocated only then.
 /// - GPU (`src/gpu/state.rs`, `DemState::new`), with `rs` the size of a real: per particle
 ///   twelve vec4 arrays (pos, vel, quat, omega, inertial, force, moment, pot, sorted_pos, x_ref,
 ///   the reference attitude q_ref and position ref_pos: `48·rs`) and the rollback copies of pos,
@@ -234,7 +234,9 @@ pub fn memory_estimate(p: &Particles, bond_ends: &[(u32, u32)]) -> MemoryEstimat
     };
     let flags = if p.fixed.windows(2).all(|w| w[0] == w[1]) { 0 } else { n };
     let attitudes = if p.q.windows(2).all(|w| w[0] == w[1]) { 0 } else { n * q4 };
-    let cpu_engine = n * (2 * size_of::<Kinematics>() as u64 + 2 * v3 + 8 * (rayon::current_num_threads() > 1) as u64)
+    // The parallel bond pass's ranges (`src/engine/scatter.rs`), on this process's pool.
+    let parallel = crate::engine::cpu::parallel_bonds(bond_ends.len());
+    let cpu_engine = n * (2 * size_of::<Kinematics>() as u64 + 2 * v3 + 8 * parallel as u64)
         + attitudes
         + constant(&p.mass)
         + constant(&p.inertia)
@@ -246,8 +248,8 @@ pub fn memory_estimate(p: &Particles, bond_ends: &[(u32, u32)]) -> MemoryEstimat
         + 4 * (buckets + 1)
         + 4 * partners
         + b * (40 + 2)
-        + if rayon::current_num_threads() > 1 {
-            52 * crate::engine::stored_ends(n as usize, bond_ends) as u64
+        + if parallel {
+            52 * crate::engine::stored_ends(n as usize, bond_ends) as u64 + 24 * b.div_ceil(1024)
         } else {
             0
         };

@@ -145,7 +145,8 @@ impl Model {
 
     /// Particle → bond incidence in CSR form: the bonds of particle `p` are
     /// `entries[offsets[p]..offsets[p+1]]`, each `2·bond + end` (end 0 = `i`, 1 = `j`), in
-    /// increasing bond order. Engines gather bond results through it in this fixed order.
+    /// increasing bond order. The GPU engine gathers bond results through it in this fixed order
+    /// (the CPU engine adds them in bond order as it goes: `src/engine/scatter.rs`).
     pub fn incidence(&self) -> (Vec<u32>, Vec<u32>) {
         incidence(self.particles.len(), self.bonds.len(), || self.bonds.iter().map(|b| (b.i, b.j)))
     }

@@ -125,27 +125,59 @@ fn cpu_results_of_a_rupturing_solid_do_not_depend_on_thread_count() {
                     "center": [7.7, 0, 0], "velocity": [-3, 0.5, 0], "angular_velocity": [0, 0, 0.5]}]}"#;
     let model = scenario_from(json).build_model().unwrap();
     assert_eq!(model.bonds.len(), 18468);
+    let pool = |threads: usize| rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
+    // Bits of the states (`==` on f64 would take −0 for +0) and of the forces.
+    let state_bits = |k: &[rrpdem::integrator::Kinematics]| {
+        k.iter()
+            .flat_map(|k| [k.x.to_array(), k.v.to_array(), k.w.to_array()])
+            .flatten()
+            .map(f64::to_bits)
+            .collect::<Vec<_>>()
+    };
+    let force_bits = |f: &[(DVec3, DVec3)]| {
+        f.iter().flat_map(|(a, b)| [a.to_array(), b.to_array()]).flatten().map(f64::to_bits).collect::<Vec<_>>()
+    };
+    // 200 steps, the diagnostics (energies included) after each: every step's sums are checked.
     let run = |threads: usize| {
-        let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
-        pool.install(|| {
+        pool(threads).install(|| {
             let mut e = CpuEngine::new(&model, Integrator::RrpNewmark, 1e-3).unwrap();
-            e.advance(200).unwrap();
+            let mut diags = Vec::new();
+            for _ in 0..200 {
+                e.advance(1).unwrap();
+                diags.push(e.diagnostics().unwrap());
+            }
             let breaks: Vec<(u64, u32, u8)> = e.take_breaks().iter().map(|b| (b.step, b.bond, b.mode)).collect();
-            (e.snapshot().unwrap(), e.diagnostics().unwrap(), breaks, e.forces())
+            let q: Vec<[u64; 4]> = e.snapshot().unwrap().iter().map(|k| k.q.to_array().map(f64::to_bits)).collect();
+            (state_bits(&e.snapshot().unwrap()), q, diags, breaks, force_bits(&e.forces()))
         })
     };
     let one = run(1);
-    assert!(one.2.len() > 10 && one.2.len() < model.bonds.len() / 2, "{} breaks", one.2.len());
-    assert!(one.1.u_wall > 0.0, "the block reaches the wall");
+    assert!(one.3.len() > 10 && one.3.len() < model.bonds.len() / 2, "{} breaks", one.3.len());
+    assert!(one.2.last().unwrap().u_wall > 0.0, "the block reaches the wall");
     for threads in [2, 3] {
         let other = run(threads);
-        assert!(one.0 == other.0, "{threads} threads: states differ");
-        assert!(one.1 == other.1, "{threads} threads: diagnostics differ");
-        assert!(one.2 == other.2, "{threads} threads: breaks differ");
-        let bits = |f: &[(DVec3, DVec3)]| {
-            f.iter().flat_map(|(a, b)| [a.to_array(), b.to_array()]).flatten().map(f64::to_bits).collect::<Vec<_>>()
-        };
-        assert!(bits(&one.3) == bits(&other.3), "{threads} threads: forces differ");
+        assert!(one.0 == other.0 && one.1 == other.1, "{threads} threads: states differ");
+        for (step, (a, b)) in one.2.iter().zip(&other.2).enumerate() {
+            assert!(a == b, "{threads} threads: diagnostics differ after step {}", step + 1);
+        }
+        assert!(one.3 == other.3, "{threads} threads: breaks differ");
+        assert!(one.4 == other.4, "{threads} threads: forces differ");
+    }
+    // Saved, run on, reloaded, rolled back: the state continues as the straight run's, on any
+    // number of threads (the parallel pass adds into force sums that a reload must clear).
+    for threads in [1, 2, 3] {
+        let (state, forces) = pool(threads).install(|| {
+            let mut e = CpuEngine::new(&model, Integrator::RrpNewmark, 1e-3).unwrap();
+            e.advance(120).unwrap();
+            let saved = e.save_state().unwrap();
+            e.advance(30).unwrap();
+            e.load_state(&saved).unwrap();
+            e.advance(40).unwrap();
+            e.rollback().unwrap();
+            e.advance(80).unwrap();
+            (state_bits(&e.snapshot().unwrap()), force_bits(&e.forces()))
+        });
+        assert!(state == one.0 && forces == one.4, "{threads} threads: a reloaded run differs from the straight one");
     }
 }
 

@@ -5,17 +5,19 @@
 //! fixed order), walls and fields. Every output element is written by exactly one task and
 //! every sum runs in a fixed order, so results do not depend on the number of threads.
 //! Energies are not stored per item: the last evaluation of an `advance` folds them in index
-//! order, block by block, into the same sequential sums.
+//! order, the particles' block by block into the same sequential sums, the bonds' as sums over
+//! blocks of `ENERGY_BLOCK` bonds (each in bond order) added in block order.
 //!
 //! On one thread (and for small systems) the bond pass adds each bond into its ends as it goes.
 //! In parallel it runs over contiguous ranges of bonds (`scatter::BondRanges`): a range adds
 //! into the particles whose first bond it holds and stores the ends of the others, which the
 //! particle pass adds after: the same additions in the same order, without storing every
-//! bond's result (72 B per bond). The ranges are cut at the first parallel evaluation. The
+//! bond's result (72 B per bond). The ranges are cut at the first parallel evaluation, and
+//! again when the pool's thread count changes (same results, fewer idle threads). The
 //! closing half kick of a step shares a pass with the next step's first part, and that pass
 //! goes by blocks so that the rotation updates' square roots pipeline.
 
-use super::scatter::BondRanges;
+use super::scatter::{BondRanges, ENERGY_BLOCK};
 use super::{Engine, EngineInfo, EngineState, Precision, wrong_state_kind};
 use crate::diagnostics::Diagnostics;
 use crate::error::EngineError;
@@ -39,6 +41,12 @@ fn serial(n: usize) -> bool {
     n < PAR_MIN || rayon::current_num_threads() == 1
 }
 
+/// Whether the bond pass of `n_bonds` bonds runs in parallel on the current pool (and so holds
+/// `BondRanges`).
+pub(crate) fn parallel_bonds(n_bonds: usize) -> bool {
+    !serial(n_bonds)
+}
+
 /// The lowest index in `0..n` for which `pred` holds.
 fn first_index(n: usize, pred: impl Fn(usize) -> bool + Sync + Send) -> Option<usize> {
     if serial(n) {
@@ -52,21 +60,6 @@ fn first_index(n: usize, pred: impl Fn(usize) -> bool + Sync + Send) -> Option<u
 /// computed in parallel into a small buffer, then folded sequentially, so the fold is the same
 /// sequential sum whatever the schedule, without a per-item array.
 const FOLD_BLOCK: usize = 1 << 14;
-
-/// Passes `f(i)` for every `i < n` to `fold` in index order, computing the values block by block
-/// in parallel.
-fn fold_in_order<E: Copy + Default + Send>(n: usize, f: impl Fn(usize) -> E + Sync + Send, mut fold: impl FnMut(E)) {
-    if serial(n) {
-        (0..n).for_each(|i| fold(f(i)));
-        return;
-    }
-    let mut buf = vec![E::default(); FOLD_BLOCK.min(n)];
-    for base in (0..n).step_by(FOLD_BLOCK) {
-        let out = &mut buf[..FOLD_BLOCK.min(n - base)];
-        out.par_iter_mut().with_min_len(PAR_MIN / 4).enumerate().for_each(|(k, o)| *o = f(base + k));
-        out.iter().for_each(|&e| fold(e));
-    }
-}
 
 /// Runs `f(i, &mut a[i], &mut b[i])` for every index (in parallel for large slices). With
 /// `fold`, the values `f` returns are passed to it in index order. Each item is written by one
@@ -398,10 +391,11 @@ impl CpuEngine {
     /// The bond pass adds each bond's result into its two ends' sums in bond order: directly on
     /// one thread (or for small systems), by ranges in parallel (`BondRanges`) otherwise. A
     /// broken bond adds nothing directly and +0 through a stored end, which changes no sum that
-    /// starts at +0. Its energies, when asked for, are folded in bond order afterwards.
+    /// starts at +0. The bond energies are summed per `ENERGY_BLOCK` of bonds on the way (a
+    /// range is whole blocks), and the block sums added in order when asked for.
     fn evaluate(&mut self, energies: bool, moved: Option<bool>) -> Result<(), EngineError> {
         let (nb, n) = (self.bonds.len(), self.kin.len());
-        let parallel = !serial(nb);
+        let parallel = parallel_bonds(nb);
         if parallel && !self.ranges.as_ref().is_some_and(BondRanges::fits_pool) {
             let bonds = &self.bonds;
             self.ranges = Some(BondRanges::new(n, nb, |k| (bonds[k].i, bonds[k].j)));
@@ -464,49 +458,40 @@ impl CpuEngine {
         if !std::mem::take(&mut self.acc_zeroed) {
             acc.fill(ParticleAcc::default());
         }
+        // Bond energies: sums of blocks of ENERGY_BLOCK bonds in bond order, in block order.
+        let mut add_energies = |u: &[f64; 3]| {
+            sums.u_bend += u[0];
+            sums.u_axial += u[1];
+            sums.u_shear += u[2];
+        };
+        let add = |a: &mut ParticleAcc, &(f, m): &(DVec3, DVec3)| {
+            a.force += f;
+            a.moment += m;
+        };
+        // What bond `k` puts on its ends i and j, and its energies; `None` when broken.
+        let loads = |k: usize, state: &mut u8| {
+            bond_eval(k, state).map(|o| ([(o.f_i, o.m_i), (-o.f_i, o.m_j)], [o.u_bend, o.u_axial, o.u_shear]))
+        };
         if let (true, Some(plan)) = (parallel, &mut self.ranges) {
-            plan.pass(
-                acc,
-                &mut self.bond_state,
-                |k| (bonds[k].i, bonds[k].j),
-                |k, state| bond_eval(k, state).map(|o| [(o.f_i, o.m_i), (-o.f_i, o.m_j)]),
-                |a, &(f, m)| {
-                    a.force += f;
-                    a.moment += m;
-                },
-            );
+            plan.pass(acc, &mut self.bond_state, |k| (bonds[k].i, bonds[k].j), loads, add);
             if energies {
-                let state = &self.bond_state;
-                fold_in_order(
-                    nb,
-                    |k| {
-                        if state[k] != INTACT {
-                            return [0.0; 3];
-                        }
-                        let o = terms(k).0;
-                        [o.u_bend, o.u_axial, o.u_shear]
-                    },
-                    |u| {
-                        sums.u_bend += u[0];
-                        sums.u_axial += u[1];
-                        sums.u_shear += u[2];
-                    },
-                );
+                plan.block_energies().iter().for_each(add_energies);
             }
         } else {
-            for (k, state) in self.bond_state.iter_mut().enumerate() {
-                let Some(o) = bond_eval(k, state) else { continue };
-                let b = &bonds[k];
-                let a = &mut acc[b.i as usize];
-                a.force += o.f_i;
-                a.moment += o.m_i;
-                let a = &mut acc[b.j as usize];
-                a.force -= o.f_i;
-                a.moment += o.m_j;
+            for (first, states) in (0..nb).step_by(ENERGY_BLOCK).zip(self.bond_state.chunks_mut(ENERGY_BLOCK)) {
+                let mut u = [0.0; 3];
+                for (l, state) in states.iter_mut().enumerate() {
+                    let k = first + l;
+                    let Some(([load_i, load_j], e)) = loads(k, state) else { continue };
+                    let b = &bonds[k];
+                    add(&mut acc[b.i as usize], &load_i);
+                    add(&mut acc[b.j as usize], &load_j);
+                    u[0] += e[0];
+                    u[1] += e[1];
+                    u[2] += e[2];
+                }
                 if energies {
-                    sums.u_bend += o.u_bend;
-                    sums.u_axial += o.u_axial;
-                    sums.u_shear += o.u_shear;
+                    add_energies(&u);
                 }
             }
         }

@@ -5,7 +5,7 @@
 //! order. A particle belongs to the range that holds its first end (its lowest bond): that
 //! range adds the particle's ends it holds straight into the particle's sums, and those ends
 //! are the first of the particle's ends in bond order. The particle's later ends, in later
-//! ranges, are stored (force and moment, 48 B each) and added by the particle pass, in bond
+//! ranges, are stored (force and moment, 48 B, and a 4 B slot each) and added by the particle pass, in bond
 //! order, onto that prefix. So every particle's sum runs over its bonds in bond order, as the
 //! serial pass adds them, and has the same bits on any number of threads.
 //!
@@ -24,6 +24,11 @@ use rayon::prelude::*;
 /// few enough that boundaries stay rare.
 const RANGES_PER_THREAD: usize = 3;
 
+/// Bonds per block of the bond energies: a block's energies are summed in bond order from +0,
+/// and the blocks' sums in block order, on one thread as on many (a range is whole blocks), so
+/// that the parallel pass sums them as it goes instead of storing them per bond.
+pub(crate) const ENERGY_BLOCK: usize = 1024;
+
 /// No range: a particle without bonds.
 const NONE: u32 = u32::MAX;
 
@@ -35,6 +40,7 @@ pub(crate) type EndLoad = (DVec3, DVec3);
 pub(crate) struct BondRanges {
     /// Threads the ranges were cut for.
     threads: usize,
+    n_bonds: usize,
     /// Bonds per range (the last holds the rest).
     len: usize,
     /// The range of each particle's first end (`NONE` without bonds).
@@ -47,12 +53,17 @@ pub(crate) struct BondRanges {
     /// bond order.
     deferred_off: Vec<u32>,
     deferred: Vec<EndLoad>,
+    /// Each `ENERGY_BLOCK` of bonds' energies (bending, axial, shear) of the last `pass`.
+    block_energies: Vec<[f64; 3]>,
 }
 
 impl BondRanges {
     /// The plan for `n` particles and `n_bonds` bonds whose ends are `ends(k)`, cut for the
     /// current rayon pool. Linear in the bonds (sequential: a few passes over the bond ends).
     pub(crate) fn new(n: usize, n_bonds: usize, ends: impl Fn(usize) -> (u32, u32)) -> BondRanges {
+        // Ends and slots are counted in u32 (a model that large, 2³¹ bonds, needs 86 GB for
+        // its bonds alone).
+        assert!(2 * n_bonds <= u32::MAX as usize, "{n_bonds} bonds: more than the CPU engine indexes");
         let threads = rayon::current_num_threads();
         let len = range_len(n_bonds);
         let ranges = n_bonds.div_ceil(len);
@@ -77,7 +88,8 @@ impl BondRanges {
             }
         }
         let deferred = vec![(DVec3::ZERO, DVec3::ZERO); slot.len()];
-        BondRanges { threads, len, owner, range_slots, slot, deferred_off, deferred }
+        let block_energies = vec![[0.0; 3]; n_bonds.div_ceil(ENERGY_BLOCK)];
+        BondRanges { threads, n_bonds, len, owner, range_slots, slot, deferred_off, deferred, block_energies }
     }
 
     /// Whether the plan was cut for the current rayon pool (a plan cut for another gives the
@@ -90,48 +102,74 @@ impl BondRanges {
     pub(crate) fn bytes(&self) -> usize {
         4 * (self.owner.capacity() + self.range_slots.capacity() + self.slot.capacity() + self.deferred_off.capacity())
             + self.deferred.capacity() * size_of::<EndLoad>()
+            + self.block_energies.capacity() * size_of::<[f64; 3]>()
     }
 
     /// Runs `eval(k, &mut state[k])` for every bond, in parallel over the ranges and in bond
     /// order within each; its loads on the two ends (`None` for a bond that exerts nothing) go
     /// into `add(&mut acc[p], load)` for particles of the bond's range, and are stored for the
-    /// others (`None` stores zeros, which add nothing to sums that start at +0). `ends(k)` must
-    /// be the ends the plan was made with, `acc` one entry per particle.
+    /// others (`None` stores zeros, which add nothing to sums that start at +0); its energies
+    /// into the sums of its `ENERGY_BLOCK` (`block_energies`). `ends(k)` must be the ends the
+    /// plan was made with (checked where it matters: a range never writes past its own slots),
+    /// `acc` one entry per particle and `state` one per bond.
     pub(crate) fn pass<A: Send, S: Send>(
         &mut self,
         acc: &mut [A],
         state: &mut [S],
         ends: impl Fn(usize) -> (u32, u32) + Sync,
-        eval: impl Fn(usize, &mut S) -> Option<[EndLoad; 2]> + Sync,
+        eval: impl Fn(usize, &mut S) -> Option<([EndLoad; 2], [f64; 3])> + Sync,
         add: impl Fn(&mut A, &EndLoad) + Sync,
     ) {
-        assert_eq!(acc.len(), self.owner.len());
+        assert_eq!((acc.len(), state.len()), (self.owner.len(), self.n_bonds));
         let acc = Disjoint::new(acc);
         let deferred = Disjoint::new(&mut self.deferred);
         let (owner, slot, range_slots, len) = (&self.owner, &self.slot, &self.range_slots, self.len);
-        state.par_chunks_mut(len).enumerate().with_max_len(1).for_each(|(r, states)| {
-            let mut s = range_slots[r] as usize;
-            for (l, st) in states.iter_mut().enumerate() {
-                let k = r * len + l;
-                let (i, j) = ends(k);
-                let loads = eval(k, st);
-                for (end, p) in [(0, i as usize), (1, j as usize)] {
-                    if owner[p] == r as u32 {
-                        if let Some(loads) = &loads {
-                            // SAFETY: only range `owner[p]` touches `acc[p]`, and this range
-                            // runs on one task.
-                            add(unsafe { acc.get(p) }, &loads[end]);
+        let per_range = len / ENERGY_BLOCK;
+        state
+            .par_chunks_mut(len)
+            .zip(self.block_energies.par_chunks_mut(per_range))
+            .enumerate()
+            .with_max_len(1)
+            .for_each(|(r, (states, energies))| {
+                let (mut s, slots_end) = (range_slots[r] as usize, range_slots[r + 1] as usize);
+                for (b, (block, energy)) in states.chunks_mut(ENERGY_BLOCK).zip(energies.iter_mut()).enumerate() {
+                    let first = r * len + b * ENERGY_BLOCK;
+                    let mut u = [0.0; 3];
+                    for (l, st) in block.iter_mut().enumerate() {
+                        let k = first + l;
+                        let (i, j) = ends(k);
+                        let out = eval(k, st);
+                        if let Some((_, e)) = &out {
+                            u[0] += e[0];
+                            u[1] += e[1];
+                            u[2] += e[2];
                         }
-                    } else {
-                        let load = loads.as_ref().map_or((DVec3::ZERO, DVec3::ZERO), |l| l[end]);
-                        // SAFETY: the slots are a permutation of the deferred entries, each
-                        // listed once, under the one range that holds its end.
-                        *unsafe { deferred.get(slot[s] as usize) } = load;
-                        s += 1;
+                        for (end, p) in [(0, i as usize), (1, j as usize)] {
+                            if owner[p] == r as u32 {
+                                if let Some((loads, _)) = &out {
+                                    // SAFETY: only range `owner[p]` touches `acc[p]`, and this
+                                    // range runs on one task.
+                                    add(unsafe { acc.get(p) }, &loads[end]);
+                                }
+                            } else {
+                                assert!(s < slots_end, "bond {k}: more ends past its range than the plan holds");
+                                let load = out.as_ref().map_or((DVec3::ZERO, DVec3::ZERO), |o| o.0[end]);
+                                // SAFETY: `slot` is a permutation of the deferred entries (made
+                                // by `new`), and this range reads only its own part of it.
+                                *unsafe { deferred.get(slot[s] as usize) } = load;
+                                s += 1;
+                            }
+                        }
                     }
+                    *energy = u;
                 }
-            }
-        });
+            });
+    }
+
+    /// The bond energies (bending, axial, shear) of each `ENERGY_BLOCK` of bonds in the last
+    /// `pass`, summed in bond order.
+    pub(crate) fn block_energies(&self) -> &[[f64; 3]] {
+        &self.block_energies
     }
 
     /// Particle p's deferred ends of the last `pass`, in bond order.
@@ -141,9 +179,9 @@ impl BondRanges {
     }
 }
 
-/// Bonds per range for the current rayon pool.
+/// Bonds per range for the current rayon pool (whole energy blocks).
 fn range_len(n_bonds: usize) -> usize {
-    n_bonds.div_ceil(RANGES_PER_THREAD * rayon::current_num_threads()).max(1)
+    n_bonds.div_ceil(RANGES_PER_THREAD * rayon::current_num_threads()).max(1).next_multiple_of(ENERGY_BLOCK)
 }
 
 /// Each particle's range (that of its first end), and how many of its ends, and of each
