@@ -66,6 +66,8 @@ impl BondRanges {
         assert!(2 * n_bonds <= u32::MAX as usize, "{n_bonds} bonds: more than the CPU engine indexes");
         let threads = rayon::current_num_threads();
         let len = range_len(n_bonds);
+        // `pass` pairs each range with its energy blocks: whole blocks only.
+        assert_eq!(len % ENERGY_BLOCK, 0);
         let ranges = n_bonds.div_ceil(len);
         let (owner, mut count, mut range_slots) = owners(n, n_bonds, len, &ends);
         for p in 0..n {
@@ -87,6 +89,13 @@ impl BondRanges {
                 }
             }
         }
+        // `pass` relies on `slot` being a permutation of the deferred entries: each particle's
+        // filled exactly, and as many slots as the ranges hold (`ends` is called twice here;
+        // these checks make a closure that answers differently a panic, not a data race).
+        assert!(
+            slot.len() == range_slots[ranges] as usize && (0..n).all(|p| fill[p] == deferred_off[p + 1]),
+            "bond ends changed while the bond ranges were cut"
+        );
         let deferred = vec![(DVec3::ZERO, DVec3::ZERO); slot.len()];
         let block_energies = vec![[0.0; 3]; n_bonds.div_ceil(ENERGY_BLOCK)];
         BondRanges { threads, n_bonds, len, owner, range_slots, slot, deferred_off, deferred, block_energies }
@@ -233,5 +242,25 @@ impl<'a, T> Disjoint<'a, T> {
         assert!(i < self.1);
         // SAFETY: in bounds (checked above); exclusive by the caller's guarantee.
         unsafe { &mut *self.0.add(i) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    #[should_panic(expected = "bond ends changed")]
+    fn ends_that_change_while_the_ranges_are_cut_are_refused() {
+        // 3072 bonds in ranges of 1024 on a 3-thread pool; the second reading of the ends
+        // differs from the first, which would make two ranges share a stored end.
+        let calls = std::sync::atomic::AtomicUsize::new(0);
+        let ends = |k: usize| {
+            let call = calls.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let shift = if call >= 3072 { 1 } else { 0 };
+            ((k % 7) as u32, (7 + (k + shift) % 5) as u32)
+        };
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(3).build().unwrap();
+        pool.install(|| BondRanges::new(12, 3072, ends));
     }
 }
