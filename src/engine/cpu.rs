@@ -61,45 +61,38 @@ fn first_index(n: usize, pred: impl Fn(usize) -> bool + Sync + Send) -> Option<u
 /// sequential sum whatever the schedule, without a per-item array.
 const FOLD_BLOCK: usize = 1 << 14;
 
-/// Runs `f(i, &mut a[i], &mut b[i])` for every index (in parallel for large slices). With
-/// `fold`, the values `f` returns are passed to it in index order. Each item is written by one
-/// call only, so nothing depends on the schedule.
-fn run_pass<A: Send, B: Send, E: Copy + Default + Send + Sync>(
+/// Runs `f(i, &mut a[i])` for every index (in parallel for large slices). With `fold`, the
+/// values `f` returns are passed to it in index order. Each item is written by one call only,
+/// so nothing depends on the schedule.
+fn run_pass<A: Send, E: Copy + Default + Send + Sync>(
     a: &mut [A],
-    b: &mut [B],
     fold: Option<&mut dyn FnMut(E)>,
-    f: impl Fn(usize, &mut A, &mut B) -> E + Sync + Send,
+    f: impl Fn(usize, &mut A) -> E + Sync + Send,
 ) {
-    debug_assert_eq!(a.len(), b.len());
     let Some(fold) = fold else {
         if serial(a.len()) {
-            a.iter_mut().zip(b.iter_mut()).enumerate().for_each(|(i, (x, y))| {
-                f(i, x, y);
+            a.iter_mut().enumerate().for_each(|(i, x)| {
+                f(i, x);
             });
         } else {
-            a.par_iter_mut().zip(b.par_iter_mut()).with_min_len(PAR_MIN / 4).enumerate().for_each(|(i, (x, y))| {
-                f(i, x, y);
+            a.par_iter_mut().with_min_len(PAR_MIN / 4).enumerate().for_each(|(i, x)| {
+                f(i, x);
             });
         }
         return;
     };
     let mut buf = vec![E::default(); FOLD_BLOCK.min(a.len())];
-    for (blk, (ca, cb)) in a.chunks_mut(FOLD_BLOCK).zip(b.chunks_mut(FOLD_BLOCK)).enumerate() {
+    for (blk, ca) in a.chunks_mut(FOLD_BLOCK).enumerate() {
         let base = blk * FOLD_BLOCK;
         let out = &mut buf[..ca.len()];
         if serial(ca.len()) {
-            for (k, ((x, y), o)) in ca.iter_mut().zip(cb.iter_mut()).zip(out.iter_mut()).enumerate() {
-                *o = f(base + k, x, y);
+            for (k, (x, o)) in ca.iter_mut().zip(out.iter_mut()).enumerate() {
+                *o = f(base + k, x);
             }
         } else {
-            ca.par_iter_mut()
-                .zip(cb.par_iter_mut())
-                .zip(out.par_iter_mut())
-                .with_min_len(PAR_MIN / 4)
-                .enumerate()
-                .for_each(|(k, ((x, y), o))| {
-                    *o = f(base + k, x, y);
-                });
+            ca.par_iter_mut().zip(out.par_iter_mut()).with_min_len(PAR_MIN / 4).enumerate().for_each(|(k, (x, o))| {
+                *o = f(base + k, x);
+            });
         }
         out.iter().for_each(|&e| fold(e));
     }
@@ -420,18 +413,6 @@ impl CpuEngine {
         let (bonds, ref_q) = (&self.bonds, &self.ref_q);
         let scale = &self.bond_scale;
         let identity = ref_q.is_identity();
-        // Bond `k`'s result and its ends' rotations since the reference.
-        let terms = |k: usize| -> (BondOut, DQuat, DQuat) {
-            let b = &bonds[k];
-            let (ki, kj) = (&kin[b.i as usize], &kin[b.j as usize]);
-            let (dq_i, dq_j) = if identity {
-                (ki.q, kj.q)
-            } else {
-                let (q_i0, q_j0) = ref_q.get(k, b);
-                (ki.q * q_i0.conjugate(), kj.q * q_j0.conjugate())
-            };
-            (bond_terms_rel(b.dhat0, b.l0, dq_i, dq_j, ki.x, kj.x, prm), dq_i, dq_j)
-        };
         // The result of intact bond `k`, or `None` when it is (or has just been) broken.
         let bond_eval = |k: usize, state: &mut u8| -> Option<BondOut> {
             if *state != INTACT {
@@ -440,7 +421,13 @@ impl CpuEngine {
             }
             let b = &bonds[k];
             let (ki, kj) = (&kin[b.i as usize], &kin[b.j as usize]);
-            let (o, dq_i, dq_j) = terms(k);
+            let (dq_i, dq_j) = if identity {
+                (ki.q, kj.q)
+            } else {
+                let (q_i0, q_j0) = ref_q.get(k, b);
+                (ki.q * q_i0.conjugate(), kj.q * q_j0.conjugate())
+            };
+            let o = bond_terms_rel(b.dhat0, b.l0, dq_i, dq_j, ki.x, kj.x, prm);
             if let Some(r) = &prm.rupture {
                 let m = rupture_measures(prm.shear, ki.x - kj.x, b.l0, b.dhat0, dq_i, dq_j);
                 if let Some(mode) =
@@ -507,12 +494,10 @@ impl CpuEngine {
             sums.u_gravity += u[2];
             sums.f_wall += DVec3::new(u[3], u[4], u[5]);
         };
-        let mut none = vec![(); self.acc.len()];
         run_pass(
             &mut self.acc,
-            &mut none,
             if energies { Some(&mut fold_particle as &mut dyn FnMut([f64; 6])) } else { None },
-            |i, acc, _| {
+            |i, acc| {
                 // The bond ends of earlier ranges are in `acc`; the later ones follow in order.
                 let (mut fi, mut mi) = (acc.force, acc.moment);
                 for &(f, m) in deferred.map_or(&[][..], |d| d.deferred(i)) {

@@ -5,9 +5,9 @@
 //! order. A particle belongs to the range that holds its first end (its lowest bond): that
 //! range adds the particle's ends it holds straight into the particle's sums, and those ends
 //! are the first of the particle's ends in bond order. The particle's later ends, in later
-//! ranges, are stored (force and moment, 48 B, and a 4 B slot each) and added by the particle pass, in bond
-//! order, onto that prefix. So every particle's sum runs over its bonds in bond order, as the
-//! serial pass adds them, and has the same bits on any number of threads.
+//! ranges, are stored (force and moment, 48 B, and a 4 B slot each) and added by the particle
+//! pass, in bond order, onto that prefix. So every particle's sum runs over its bonds in bond
+//! order, as the serial pass adds them, and has the same bits on any number of threads.
 //!
 //! Only ends past a range boundary are stored: of a particle whose bonds straddle one. On 2
 //! threads (6 ranges) that is 6 % of the ends of the FCC block of 10⁵ spheres in lattice order
