@@ -1,6 +1,7 @@
 //! Binary checkpoints: everything a run needs to continue bit-identically (`rrpdem resume`).
 //!
-//! Layout (little-endian), version 2 (version 1, still read, has no reference positions):
+//! Layout (little-endian), version 3 (versions 1 and 2, still read, have no particle order;
+//! version 1 has no reference positions either):
 //!
 //! | bytes | content |
 //! |---|---|
@@ -16,7 +17,9 @@
 //! (count, then x, v, q, Ω, mass, inertia, radius as f64 and `fixed` as one byte each), the bonds
 //! (count, then per bond i, j as u32 and d̂0, L0, q_i0, q_j0 as f64), the particles' reference
 //! positions (one byte, 1 if present, then x as f64 per particle: where they were when the
-//! bonds were made, from which the GPU engine forms each bond's d0), and the engine's own state
+//! bonds were made, from which the GPU engine forms each bond's d0), the order the engine runs
+//! them in (one byte, 1 if not the user's, then the engine's particles' and bonds' user indices
+//! as u32: `crate::order`; the engine state is in that order), and the engine's own state
 //! (its kind, step and raw bytes, [`EngineState`]). The particles' kinematics are the f64
 //! snapshot (to rebuild the engine); the engine state carries the exact raw values.
 //!
@@ -38,9 +41,10 @@ use thiserror::Error;
 
 const MAGIC: &[u8; 8] = b"RRPDEMCK";
 /// Version of the layout above; a reader refuses any other.
-pub const FORMAT_VERSION: u32 = 2;
-/// Versions a reader accepts: this one, and version 1 (without reference positions).
-const READABLE: [u32; 2] = [1, 2];
+pub const FORMAT_VERSION: u32 = 3;
+/// Versions a reader accepts: this one, version 2 (without particle order) and version 1
+/// (without reference positions either).
+const READABLE: [u32; 3] = [1, 2, 3];
 /// Name of the checkpoint file in an output folder.
 pub const FILE_NAME: &str = "checkpoint.bin";
 
@@ -54,7 +58,7 @@ pub enum CheckpointError {
     },
     #[error("{path}: not an rrpdem checkpoint (the file does not start with RRPDEMCK)")]
     NotACheckpoint { path: PathBuf },
-    #[error("{path}: checkpoint format version {found}; this rrpdem reads versions 1 and {FORMAT_VERSION}")]
+    #[error("{path}: checkpoint format version {found}; this rrpdem reads versions 1 to {FORMAT_VERSION}")]
     Version { path: PathBuf, found: u32 },
     #[error("{path}: the checkpoint is truncated ({have} bytes, {need} expected); was it copied while being written?")]
     Truncated { path: PathBuf, have: u64, need: u64 },
@@ -100,6 +104,8 @@ pub struct Checkpoint {
     /// checkpoint's step (f64).
     pub model: Model,
     pub engine: EngineState,
+    /// The order the engine ran the model in (its state is in that order); `None`: the user's.
+    pub order: Option<crate::order::Order>,
     pub progress: RunProgress,
 }
 
@@ -182,6 +188,15 @@ impl Checkpoint {
             }
             None => body.0.push(0),
         }
+        match &self.order {
+            Some(o) => {
+                body.0.push(1);
+                for &k in o.particles.iter().chain(&o.bonds) {
+                    body.u32(k);
+                }
+            }
+            None => body.0.push(0),
+        }
         body.bytes(self.engine.kind.as_bytes());
         body.u64(self.engine.step);
         body.bytes(&self.engine.data);
@@ -250,6 +265,12 @@ impl Checkpoint {
         } else {
             None
         };
+        let order = if version >= 3 && r.take(1)?[0] != 0 {
+            let (particles, bonds) = (r.u32s(n)?, r.u32s(nb)?);
+            Some(crate::order::Order::from_parts(particles, bonds, n, nb).map_err(|m| r.bad(m))?)
+        } else {
+            None
+        };
         let kind = String::from_utf8(r.bytes()?.to_vec()).map_err(|_| r.bad("engine kind is not UTF-8".into()))?;
         let step = r.u64()?;
         let data = r.bytes()?.to_vec();
@@ -264,8 +285,9 @@ impl Checkpoint {
         let params = scenario.params();
         Ok(Checkpoint {
             scenario,
-            model: Model { particles, bonds, params, reference_x },
+            model: Model { particles, bonds, params, reference_x, user_ids: None },
             engine: EngineState { kind, step, data },
+            order,
             progress: meta.progress,
         })
     }
@@ -335,6 +357,10 @@ impl Reader<'_> {
     }
     fn u32(&mut self) -> Result<u32, CheckpointError> {
         Ok(u32::from_le_bytes(self.take(4)?.try_into().expect("4 bytes")))
+    }
+    fn u32s(&mut self, n: usize) -> Result<Vec<u32>, CheckpointError> {
+        let bytes = self.take(n.saturating_mul(4))?;
+        Ok(bytes.chunks_exact(4).map(|c| u32::from_le_bytes(c.try_into().expect("4 bytes"))).collect())
     }
     fn u64(&mut self) -> Result<u64, CheckpointError> {
         Ok(u64::from_le_bytes(self.take(8)?.try_into().expect("8 bytes")))

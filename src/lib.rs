@@ -23,6 +23,7 @@ pub mod impact;
 pub mod integrator;
 pub mod interactions;
 pub mod model;
+pub mod order;
 pub mod output;
 pub mod plot;
 pub mod rng;

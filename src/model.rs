@@ -126,6 +126,10 @@ pub struct Model {
     /// `particles.x`: a resumed run's model, whose particles have moved on (the checkpoint
     /// carries them). `None`: `particles.x`.
     pub reference_x: Option<Vec<DVec3>>,
+    /// The user's index of each particle when the engine runs the model in another order
+    /// (`crate::order`); `None`: the indices are the user's. Random draws keyed by particle
+    /// (the Weibull scale of a bond's thresholds) use these, so they follow the particle.
+    pub user_ids: Option<Vec<u32>>,
 }
 
 impl Model {
@@ -140,7 +144,7 @@ impl Model {
         // Small models stay on the calling thread (rayon's dispatch would cost more).
         let bonds =
             if pairs.len() < 4096 { pairs.iter().map(bond).collect() } else { pairs.par_iter().map(bond).collect() };
-        Model { particles, bonds, params, reference_x: None }
+        Model { particles, bonds, params, reference_x: None, user_ids: None }
     }
 
     /// Particle → bond incidence in CSR form: the bonds of particle `p` are
@@ -202,6 +206,24 @@ impl Model {
             self.bonds.par_iter().all(made_here)
         };
         all.then_some(x)
+    }
+
+    /// The scale of each bond's rupture thresholds (MODEL §6; all 1 without Weibull scatter),
+    /// drawn from the user's indices of its ends (`user_ids`).
+    pub fn bond_scales(&self) -> Vec<f64> {
+        let scale = |b: &Bond| self.bond_scale(b);
+        if self.bonds.len() < 4096 {
+            self.bonds.iter().map(scale).collect()
+        } else {
+            self.bonds.par_iter().map(scale).collect()
+        }
+    }
+
+    /// The scale of bond `b`'s rupture thresholds (see `bond_scales`).
+    pub fn bond_scale(&self, b: &Bond) -> f64 {
+        let Some(r) = &self.params.rupture else { return 1.0 };
+        let user = |k: u32| self.user_ids.as_ref().map_or(k, |ids| ids[k as usize]);
+        r.scale(user(b.i), user(b.j))
     }
 
     /// Largest particle radius (sets the contact-search cell size).

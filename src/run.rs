@@ -8,6 +8,7 @@ use crate::error::EngineError;
 use crate::impact::ImpactTracker;
 use crate::interactions::BreakEvent;
 use crate::model::Model;
+use crate::order::{Order, Reordered};
 use crate::output::{self, OutputDir, OutputError, SeriesWriter};
 use crate::scenario::Scenario;
 use crate::stability::StabilityEstimate;
@@ -232,7 +233,7 @@ pub fn run(
     dir: &OutputDir,
     opts: RunOptions,
 ) -> Result<Summary, RunError> {
-    let job = Job { scenario, model, start, dir, vtk: opts.vtk, warnings: Vec::new() };
+    let job = Job { scenario, model, order: None, start, dir, vtk: opts.vtk, warnings: Vec::new() };
     let mut batch = Single::new(engine);
     let mut results = run_batch(vec![job], &mut batch, opts, &|_, _| {});
     results.pop().expect("one result per job")
@@ -241,7 +242,11 @@ pub fn run(
 /// One replica of a batch run: what it runs, where it starts and where its outputs go.
 pub struct Job<'a> {
     pub scenario: &'a Scenario,
+    /// The model in the user's numbering (what the outputs show).
     pub model: &'a Model,
+    /// The order the engine runs the model in (`crate::order`): the engine's replica was built
+    /// from `order.apply(model)`. `None`: from `model` itself.
+    pub order: Option<&'a Order>,
     pub start: Start,
     pub dir: &'a OutputDir,
     /// VTK frames asked for over the scenario's `output` block (`opts.vtk` is not used).
@@ -263,6 +268,14 @@ pub fn run_batch(
     done: &(dyn Fn(usize, &Result<Summary, RunError>) + Sync),
 ) -> Vec<Result<Summary, RunError>> {
     assert_eq!(jobs.len(), engine.replicas(), "one job per replica");
+    // The driver sees every replica in its user's numbering.
+    let mut reordered;
+    let engine: &mut dyn BatchEngine = if jobs.iter().any(|j| j.order.is_some()) {
+        reordered = Reordered::new(engine, jobs.iter().map(|j| j.order).collect());
+        &mut reordered
+    } else {
+        engine
+    };
     // The VTK writer threads borrow the models; the scope guarantees they have ended (every
     // queued frame written) before the run returns, whichever way it returns.
     std::thread::scope(|scope| drive(scope, jobs, engine, opts, done))
@@ -287,6 +300,7 @@ struct Replica<'scope> {
     /// The scenario as summary.json and checkpoints record it (with the frames asked for).
     scenario: Scenario,
     model: &'scope Model,
+    order: Option<&'scope Order>,
     dir: &'scope OutputDir,
     total: u64,
     record_every: u64,
@@ -313,7 +327,7 @@ impl<'scope> Replica<'scope> {
         engine: &mut dyn BatchEngine,
         r: usize,
     ) -> Result<Replica<'scope>, RunError> {
-        let Job { scenario, model, start, dir, vtk, warnings } = job;
+        let Job { scenario, model, order, start, dir, vtk, warnings } = job;
         // Frames asked for by the caller go into the scenario that summary.json and the
         // checkpoints record, so that a resume continues them without being asked again.
         let scenario = match vtk.every {
@@ -374,6 +388,7 @@ impl<'scope> Replica<'scope> {
         let mut rep = Replica {
             scenario,
             model,
+            order,
             dir,
             total,
             record_every,
@@ -451,7 +466,7 @@ impl<'scope> Replica<'scope> {
             return Err(RunError::Vtk { error: e, step: self.last.step, out_dir: self.dir.path.clone() });
         }
         let path = self.dir.join(checkpoint::FILE_NAME);
-        write_checkpoint(&self.scenario, self.model, engine, r, self.progress(elapsed), &path)
+        write_checkpoint(&self.scenario, self.model, self.order, engine, r, self.progress(elapsed), &path)
     }
 
     /// Writes everything the replica owes (frames, logs, final state, summary.json) for the
@@ -489,7 +504,7 @@ impl<'scope> Replica<'scope> {
                 // Text would cost ~300 bytes and microseconds of formatting per particle: large
                 // models keep their final state in the binary checkpoint.
                 let path = self.dir.join(checkpoint::FILE_NAME);
-                write_checkpoint(&self.scenario, self.model, engine, r, self.progress(elapsed), &path)?;
+                write_checkpoint(&self.scenario, self.model, self.order, engine, r, self.progress(elapsed), &path)?;
                 Some(checkpoint::FILE_NAME.to_string())
             }
             None => None,
@@ -793,7 +808,11 @@ impl EngineChoice {
 /// A scenario made ready to run from t = 0: its model built, its time step checked, its output
 /// folder taken and its engine kind chosen.
 pub struct Prepared {
+    /// The model in the user's numbering.
     pub model: Model,
+    /// The order the engine runs it in (`Order::choose` on the scenario's `particle_order`);
+    /// `None`: the user's. Build the engine from `engine_model()`.
+    pub order: Option<Order>,
     pub stability: StabilityEstimate,
     pub dir: OutputDir,
     pub backend: crate::scenario::Backend,
@@ -841,7 +860,25 @@ pub fn prepare(
         announce("note: precision f32 asked for, but no hardware GPU was found: running the CPU engine in f64");
         precision = None;
     }
-    Ok(Prepared { model, stability: est, dir, backend, precision, warnings: Vec::new() })
+    let order = Order::choose(&model, scenario.particle_order);
+    if order.is_some() && scenario.particle_order.is_auto() {
+        announce(&format!(
+            "note: the particles' numbering scatters neighbours through memory (scatter {:.2}); running them in a \
+             spatial order (outputs keep the input's numbering; particle_order \"input\" keeps it)",
+            crate::order::scatter(&model.particles.x)
+        ));
+    }
+    Ok(Prepared { model, order, stability: est, dir, backend, precision, warnings: Vec::new() })
+}
+
+impl Prepared {
+    /// The model the engine is built from: `model` in `order`.
+    pub fn engine_model(&self) -> std::borrow::Cow<'_, Model> {
+        match &self.order {
+            Some(o) => std::borrow::Cow::Owned(o.apply(&self.model)),
+            None => std::borrow::Cow::Borrowed(&self.model),
+        }
+    }
 }
 
 /// Runs a scenario from t = 0 into the folder `out` as `rrpdem run` does: `prepare`, then the
@@ -854,10 +891,16 @@ pub fn run_scenario(
     opts: RunOptions,
     announce: &dyn Fn(&str),
 ) -> Result<Summary, RunError> {
-    let Prepared { model, stability, dir, backend, precision, warnings } =
-        prepare(scenario, out, overwrite, choice, announce)?;
-    let mut engine = crate::engine::create(&model, scenario.integrator, scenario.dt, backend, precision)
-        .map_err(RunError::EngineStart)?;
+    let prepared = prepare(scenario, out, overwrite, choice, announce)?;
+    let mut engine = crate::engine::create(
+        &prepared.engine_model(),
+        scenario.integrator,
+        scenario.dt,
+        prepared.backend,
+        prepared.precision,
+    )
+    .map_err(RunError::EngineStart)?;
+    let Prepared { model, order, stability, dir, warnings, .. } = prepared;
     announce(&format!(
         "{} — {} particles, {} bonds, {} steps of {} with {} on {}",
         scenario.name,
@@ -868,7 +911,15 @@ pub fn run_scenario(
         scenario.integrator,
         engine.info().device
     ));
-    let job = Job { scenario, model: &model, start: Start::Fresh { stability }, dir: &dir, vtk: opts.vtk, warnings };
+    let job = Job {
+        scenario,
+        model: &model,
+        order: order.as_ref(),
+        start: Start::Fresh { stability },
+        dir: &dir,
+        vtk: opts.vtk,
+        warnings,
+    };
     let mut batch = Single::new(engine.as_mut());
     let mut results = run_batch(vec![job], &mut batch, opts, &|_, _| {});
     results.pop().expect("one result per job")
@@ -909,8 +960,17 @@ pub fn resume(
         "gpu-f64" => (Backend::Gpu, Some(Precision::F64)),
         other => return Err(RunError::UnknownEngineKind { path: cp_path, kind: other.into() }),
     };
-    let mut engine = crate::engine::create(&cp.model, scenario.integrator, scenario.dt, backend, precision)
-        .map_err(RunError::EngineStart)?;
+    // The engine runs the model in the order the checkpoint's engine state was written in.
+    let engine_model = cp.order.as_ref().map(|o| o.apply(&cp.model));
+    let mut engine = crate::engine::create(
+        engine_model.as_ref().unwrap_or(&cp.model),
+        scenario.integrator,
+        scenario.dt,
+        backend,
+        precision,
+    )
+    .map_err(RunError::EngineStart)?;
+    drop(engine_model);
     engine.load_state(&cp.engine).map_err(RunError::EngineStart)?;
     announce(&format!(
         "resuming {} at step {} (t = {}) to step {} on {}",
@@ -920,13 +980,25 @@ pub fn resume(
         scenario.total_steps(),
         engine.info().device
     ));
-    run(&scenario, &cp.model, engine.as_mut(), Start::Resume { progress: Box::new(cp.progress.clone()) }, dir, opts)
+    let job = Job {
+        scenario: &scenario,
+        model: &cp.model,
+        order: cp.order.as_ref(),
+        start: Start::Resume { progress: Box::new(cp.progress.clone()) },
+        dir,
+        vtk: opts.vtk,
+        warnings: Vec::new(),
+    };
+    let mut batch = Single::new(engine.as_mut());
+    let mut results = run_batch(vec![job], &mut batch, opts, &|_, _| {});
+    results.pop().expect("one result per job")
 }
 
 /// Writes `checkpoint.bin` for replica `r`'s current state.
 fn write_checkpoint(
     scenario: &Scenario,
     model: &Model,
+    order: Option<&Order>,
     engine: &mut dyn BatchEngine,
     r: usize,
     progress: RunProgress,
@@ -940,6 +1012,7 @@ fn write_checkpoint(
         scenario: scenario.clone(),
         model: checkpoint::model_at(model, &state),
         engine: engine_state,
+        order: order.cloned(),
         progress,
     };
     cp.write(path)?;

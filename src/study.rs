@@ -616,7 +616,8 @@ fn run_batch(
         Backend::Gpu => {
             // One state holding every replica (the caller has split the batch to fit).
             let precision = key.precision.unwrap_or(crate::engine::Precision::F32);
-            let models: Vec<&crate::model::Model> = batch.iter().map(|b| &b.2.model).collect();
+            let owned: Vec<std::borrow::Cow<crate::model::Model>> = batch.iter().map(|b| b.2.engine_model()).collect();
+            let models: Vec<&crate::model::Model> = owned.iter().map(|m| m.as_ref()).collect();
             let made = crate::gpu::GpuEngine::new_batch(
                 &models,
                 integrator,
@@ -626,6 +627,7 @@ fn run_batch(
                 gpu,
             );
             drop(models);
+            drop(owned);
             match made {
                 Ok(e) => Box::new(e),
                 Err(crate::gpu::GpuError::OutOfMemory { .. }) if batch.len() > 1 => {
@@ -639,7 +641,7 @@ fn run_batch(
         }
         _ => {
             let made: Result<Vec<CpuEngine>, _> =
-                batch.par_iter().map(|b| CpuEngine::new(&b.2.model, integrator, dt)).collect();
+                batch.par_iter().map(|b| CpuEngine::new(&b.2.engine_model(), integrator, dt)).collect();
             match made {
                 Ok(engines) => Box::new(Separate::new(engines, true)),
                 Err(e) => return fail_all(e.to_string()),
@@ -651,6 +653,7 @@ fn run_batch(
         .map(|(k, s, p)| Job {
             scenario: s,
             model: &p.model,
+            order: p.order.as_ref(),
             start: Start::Fresh { stability: p.stability.clone() },
             dir: &p.dir,
             vtk: crate::run::VtkOptions { replica: i32::try_from(*k).unwrap_or(i32::MAX), ..vtk },

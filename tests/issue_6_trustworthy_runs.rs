@@ -258,27 +258,63 @@ fn bad_checkpoints_are_refused() {
     let mut version = good.clone();
     version[8] = 99;
     assert!(matches!(Checkpoint::from_bytes(&version, &path), Err(CheckpointError::Version { found: 99, .. })));
-    // A version-1 checkpoint (written before the reference positions were carried) is still
-    // read: its model has none, so the engines take the bonds' stored references.
+    // Version-1 and version-2 checkpoints (written before the reference positions, or the
+    // particle order, were carried) are still read: a model without reference positions makes
+    // the engines take the bonds' stored references; without an order, the user's is run.
     let mut cp = Checkpoint::from_bytes(&good, &path).unwrap();
     assert!(cp.model.reference_x.is_some());
+    assert!(cp.order.is_none(), "the paper torus runs in its own order");
     cp.model.reference_x = None;
-    let v2 = cp.to_bytes();
-    let meta_len = u64::from_le_bytes(v2[28..36].try_into().unwrap()) as usize;
+    let v3 = cp.to_bytes();
+    let meta_len = u64::from_le_bytes(v3[28..36].try_into().unwrap()) as usize;
     let (n, nb) = (cp.model.particles.len(), cp.model.bonds.len());
-    // Header, metadata, particles (129 B each), bonds (104 B each): then the version-2 flag.
+    // Header, metadata, particles (129 B each), bonds (104 B each): then the version-2 flag
+    // (reference positions) and the version-3 flag (particle order).
     let at = 28 + 8 + meta_len + 8 + 129 * n + 8 + 104 * nb;
-    assert_eq!(v2[at], 0, "the reference-positions flag");
-    let mut v1 = v2[..at].to_vec();
-    v1.extend_from_slice(&v2[at + 1..v2.len() - 4]);
-    v1[8..12].copy_from_slice(&1u32.to_le_bytes());
-    let len = (v1.len() - 28) as u64;
-    v1[20..28].copy_from_slice(&len.to_le_bytes());
-    let crc = crc32fast::hash(&v1);
-    v1.extend_from_slice(&crc.to_le_bytes());
-    let old = Checkpoint::from_bytes(&v1, &path).unwrap();
-    assert_eq!((old.model.bonds == cp.model.bonds, old.model.reference_x.is_none()), (true, true));
-    assert_eq!(old.engine, cp.engine);
+    assert_eq!((v3[at], v3[at + 1]), (0, 0), "the reference-positions and particle-order flags");
+    // The same checkpoint in an older layout: the flags at `drop` (offsets from `at`) removed.
+    let older = |drop: &[usize], version: u32| {
+        let mut v: Vec<u8> = v3[..v3.len() - 4]
+            .iter()
+            .enumerate()
+            .filter(|(k, _)| !drop.iter().any(|d| at + d == *k))
+            .map(|x| *x.1)
+            .collect();
+        v[8..12].copy_from_slice(&version.to_le_bytes());
+        let len = (v.len() - 28) as u64;
+        v[20..28].copy_from_slice(&len.to_le_bytes());
+        let crc = crc32fast::hash(&v);
+        v.extend_from_slice(&crc.to_le_bytes());
+        v
+    };
+    for (bytes, version) in [(older(&[0, 1], 1), 1), (older(&[1], 2), 2)] {
+        let old = Checkpoint::from_bytes(&bytes, &path).unwrap_or_else(|e| panic!("version {version}: {e}"));
+        assert_eq!((old.model.bonds == cp.model.bonds, old.model.reference_x.is_none()), (true, true));
+        assert_eq!((old.engine == cp.engine, old.order.is_none()), (true, true), "version {version}");
+    }
+    // An order that is not a permutation is refused, naming what is wrong.
+    let mut bad = Checkpoint::from_bytes(&good, &path).unwrap();
+    let ids: Vec<u32> = vec![0; n];
+    bad.order = None;
+    let with_order = {
+        let mut b = bad.to_bytes();
+        b.truncate(b.len() - 4);
+        // Flag 1, then n zeros (not a permutation) and the identity for the bonds.
+        let flag_at = 28 + 8 + meta_len + 8 + 129 * n + 8 + 104 * nb + 1 + 24 * n;
+        assert_eq!(b[flag_at], 0);
+        b[flag_at] = 1;
+        let tail = b.split_off(flag_at + 1);
+        b.extend(ids.iter().flat_map(|k| k.to_le_bytes()));
+        b.extend((0..nb as u32).flat_map(|k| k.to_le_bytes()));
+        b.extend(tail);
+        let len = (b.len() - 28) as u64;
+        b[20..28].copy_from_slice(&len.to_le_bytes());
+        let crc = crc32fast::hash(&b);
+        b.extend_from_slice(&crc.to_le_bytes());
+        b
+    };
+    let e = Checkpoint::from_bytes(&with_order, &path).unwrap_err().to_string();
+    assert!(e.contains("particle order is not a permutation"), "{e}");
 
     // Another scenario: the paper torus with another contact stiffness.
     let mut other = s.clone();

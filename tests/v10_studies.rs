@@ -335,6 +335,7 @@ fn an_interrupted_gpu_batch_resumes_variant_by_variant() {
         .map(|k| Job {
             scenario: &scenarios[k],
             model: &models[k],
+            order: None,
             start: Start::Fresh { stability: rrpdem::stability::estimate(&models[k]) },
             dir: &dirs[k],
             vtk: VtkOptions::default(),

@@ -307,10 +307,7 @@ impl CpuEngine {
             ref_q: RefAttitudes::new(model),
             ranges: None,
             bond_state: vec![INTACT; nb],
-            bond_scale: model
-                .params
-                .rupture
-                .map_or(Column::Uniform(1.0), |r| Column::new(&r.scales(model.bonds.iter().map(|b| (b.i, b.j))), 1.0)),
+            bond_scale: model.params.rupture.map_or(Column::Uniform(1.0), |_| Column::new(&model.bond_scales(), 1.0)),
             acc: vec![ParticleAcc::default(); n],
             acc_zeroed: false,
             sums: Sums::default(),

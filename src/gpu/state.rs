@@ -565,9 +565,8 @@ impl DemState {
         // only where some replica has Weibull scatter (FLAG_WEIBULL; the others' are never
         // read): without it every scale is 1.
         if models.iter().any(|m| m.params.weibull()) {
-            let scale = |m: &Model, b: &crate::model::Bond, _, p, out: &mut Vec<u8>| {
-                push_reals(out, &[m.params.rupture.as_ref().map_or(1.0, |ru| ru.scale(b.i, b.j))], p)
-            };
+            let scale =
+                |m: &Model, b: &crate::model::Bond, _, p, out: &mut Vec<u8>| push_reals(out, &[m.bond_scale(b)], p);
             paged!("bond_scale", rs64, bond_pages, per_bond(rs64, scale));
         } else {
             paged!("bond_scale", rs64, Pages::one(0), None);

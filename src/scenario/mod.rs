@@ -76,6 +76,11 @@ pub struct Scenario {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rupture: Option<RuptureSpec>,
     pub bodies: Vec<Body>,
+    /// The order the engine runs the particles in (`crate::order`): `auto` (default) sorts
+    /// them along a Morton curve when the input's numbering scatters neighbours through memory,
+    /// `spatial` always, `input` never. Outputs keep the input's numbering either way.
+    #[serde(default, skip_serializing_if = "crate::order::OrderChoice::is_auto")]
+    pub particle_order: crate::order::OrderChoice,
     /// Optional outputs beyond the standard files (VTK frames for ParaView). Not part of the
     /// scenario's identity for `resume` (it does not change the trajectory).
     #[serde(default, skip_serializing_if = "Option::is_none")]
