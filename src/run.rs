@@ -899,7 +899,7 @@ pub fn run_scenario(
         prepared.backend,
         prepared.precision,
     )
-    .map_err(RunError::EngineStart)?;
+    .map_err(|e| RunError::EngineStart(crate::order::error_to_user(prepared.order.as_ref(), e)))?;
     let Prepared { model, order, stability, dir, warnings, .. } = prepared;
     announce(&format!(
         "{} — {} particles, {} bonds, {} steps of {} with {} on {}",
@@ -969,9 +969,11 @@ pub fn resume(
         backend,
         precision,
     )
-    .map_err(RunError::EngineStart)?;
+    .map_err(|e| RunError::EngineStart(crate::order::error_to_user(cp.order.as_ref(), e)))?;
     drop(engine_model);
-    engine.load_state(&cp.engine).map_err(RunError::EngineStart)?;
+    engine
+        .load_state(&cp.engine)
+        .map_err(|e| RunError::EngineStart(crate::order::error_to_user(cp.order.as_ref(), e)))?;
     announce(&format!(
         "resuming {} at step {} (t = {}) to step {} on {}",
         scenario.name,

@@ -640,8 +640,13 @@ fn run_batch(
             }
         }
         _ => {
-            let made: Result<Vec<CpuEngine>, _> =
-                batch.par_iter().map(|b| CpuEngine::new(&b.2.engine_model(), integrator, dt)).collect();
+            let made: Result<Vec<CpuEngine>, _> = batch
+                .par_iter()
+                .map(|b| {
+                    CpuEngine::new(&b.2.engine_model(), integrator, dt)
+                        .map_err(|e| crate::order::error_to_user(b.2.order.as_ref(), e))
+                })
+                .collect();
             match made {
                 Ok(engines) => Box::new(Separate::new(engines, true)),
                 Err(e) => return fail_all(e.to_string()),

@@ -36,8 +36,15 @@ fn shuffle(n: usize) -> Vec<usize> {
     perm
 }
 
+/// The order of the bonds file for particle rows `perm`: the generator's when `perm` is the
+/// identity, else shuffled too (row q holds the generator's bond `bond_rows(..)[q]`), so that
+/// bond indices differ between the two files as particle indices do.
+fn bond_rows(perm: &[usize], nb: usize) -> Vec<usize> {
+    if perm.iter().enumerate().all(|(k, &u)| k == u) { (0..nb).collect() } else { shuffle(nb) }
+}
+
 /// Writes the torus as CSV bodies in the row order `perm` into `dir` and returns the scenario
-/// reading them (bond k is the generator's bond k, its ends renumbered, orientation kept).
+/// reading them (bonds in the order `bond_rows`, their ends renumbered, orientation kept).
 fn csv_scenario(dir: &Path, perm: &[usize], order: &str, name: &str) -> Scenario {
     let model = Scenario::from_json(TORUS, Path::new("torus.json")).unwrap().build_model().unwrap();
     let p = &model.particles;
@@ -65,7 +72,8 @@ fn csv_scenario(dir: &Path, perm: &[usize], order: &str, name: &str) -> Scenario
         .unwrap();
     }
     let mut bonds = String::from("i,j\n");
-    for b in &model.bonds {
+    for &k in &bond_rows(perm, model.bonds.len()) {
+        let b = &model.bonds[k];
         writeln!(bonds, "{},{}", row_of[b.i as usize], row_of[b.j as usize]).unwrap();
     }
     std::fs::write(dir.join(format!("{name}_particles.csv")), particles).unwrap();
@@ -113,16 +121,27 @@ fn assert_same_run_renumbered(a: &Path, b: &Path, perm: &[usize]) -> usize {
         assert_eq!(row[0], r.to_string(), "final_state.csv is in the input's numbering");
         assert_eq!(row[1..], fa[perm[r]][1..], "final_state.csv row {r} (particle {} of the other run)", perm[r]);
     }
-    // breaks.csv: the same bonds (same bond index, the ends renumbered) at the same steps.
+    // breaks.csv: the same bonds (bond and ends renumbered) at the same steps; b lists a step's
+    // breaks by its own bond numbers, so both are compared sorted by step and a's bond.
     let (ba, bb) = (rows(&read(a, "breaks.csv")), rows(&read(b, "breaks.csv")));
     assert_eq!(ba.len(), bb.len(), "as many breaks");
-    for (ra, rb) in ba.iter().zip(&bb) {
-        let mut mapped = rb.clone();
-        for c in [3, 4] {
-            mapped[c] = perm[rb[c].parse::<usize>().unwrap()].to_string();
-        }
-        assert_eq!(&mapped, ra, "breaks.csv row");
-    }
+    let nb = Scenario::from_json(TORUS, Path::new("t.json")).unwrap().build_model().unwrap().bonds.len();
+    let brows = bond_rows(perm, nb);
+    let mut mapped: Vec<Vec<String>> = bb
+        .iter()
+        .map(|rb| {
+            let mut m = rb.clone();
+            m[2] = brows[rb[2].parse::<usize>().unwrap()].to_string();
+            for c in [3, 4] {
+                m[c] = perm[rb[c].parse::<usize>().unwrap()].to_string();
+            }
+            m
+        })
+        .collect();
+    let key = |r: &Vec<String>| (r[0].parse::<u64>().unwrap(), r[2].parse::<usize>().unwrap());
+    mapped.sort_by_key(key);
+    assert!(ba.windows(2).all(|w| key(&w[0]) < key(&w[1])), "breaks.csv in step, then bond order");
+    assert_eq!(mapped, ba, "breaks.csv rows");
     ba.len()
 }
 
