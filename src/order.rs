@@ -144,18 +144,19 @@ fn reference(model: &Model) -> &[DVec3] {
 
 impl Order {
     /// The order `choice` asks for, or `None` for the user's own (`input`, or `auto` when that
-    /// is local enough).
-    pub fn choose(model: &Model, choice: OrderChoice) -> Option<Order> {
+    /// is local enough); with `auto`, also the `scatter` of the user's order that decided it.
+    pub fn choose(model: &Model, choice: OrderChoice) -> (Option<Order>, Option<f64>) {
         let n = model.particles.len();
         let seq = match choice {
-            OrderChoice::Input => return None,
-            OrderChoice::Auto if n < AUTO_MIN_PARTICLES => return None,
+            OrderChoice::Input => return (None, None),
+            OrderChoice::Auto if n < AUTO_MIN_PARTICLES => return (None, None),
             _ => morton_sequence(reference(model)),
         };
-        if choice == OrderChoice::Auto && scatter_of(&seq) <= AUTO_THRESHOLD {
-            return None;
+        let scatter = (choice == OrderChoice::Auto).then(|| scatter_of(&seq));
+        if scatter.is_some_and(|s| s <= AUTO_THRESHOLD) {
+            return (None, scatter);
         }
-        Some(Order::from_sequence(model, seq))
+        (Some(Order::from_sequence(model, seq)), scatter)
     }
 
     /// The spatial order of `model` (what `spatial` runs).
@@ -249,11 +250,7 @@ impl Order {
 
     /// A state in the engine's order, in the user's.
     pub fn to_user(&self, state: Vec<Kinematics>) -> Vec<Kinematics> {
-        let mut out = state.clone();
-        for (k, s) in state.into_iter().enumerate() {
-            out[self.particles[k] as usize] = s;
-        }
-        out
+        self.inverse.par_iter().map(|&k| state[k as usize]).collect()
     }
 
     /// A break in the engine's numbering, in the user's.
@@ -465,14 +462,7 @@ mod tests {
         let model = grid(7);
         let n = model.particles.len();
         // A fixed shuffle of the user's numbering.
-        let mut perm: Vec<u32> = (0..n as u32).collect();
-        let mut s = 0x9e37_79b9_7f4a_7c15u64;
-        for i in (1..n).rev() {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            perm.swap(i, (s % (i as u64 + 1)) as usize);
-        }
+        let perm: Vec<u32> = crate::rng::permutation(n, 7).into_iter().map(|k| k as u32).collect();
         let shuffle = Order::from_parts(perm, (0..model.bonds.len() as u32).collect(), n, model.bonds.len()).unwrap();
         let shuffled = shuffle.apply(&model);
         let (a, b) = (Order::spatial(&model).apply(&model), Order::spatial(&shuffled).apply(&shuffled));
@@ -483,13 +473,11 @@ mod tests {
     #[test]
     fn auto_sorts_a_scattered_model_and_leaves_a_local_one() {
         let model = grid(20); // 8000 particles, above AUTO_MIN_PARTICLES
-        assert!(
-            Order::choose(&model, OrderChoice::Auto).is_none(),
-            "row-major grid: local ({})",
-            scatter(&model.particles.x)
-        );
-        assert!(Order::choose(&model, OrderChoice::Input).is_none());
-        assert!(Order::choose(&model, OrderChoice::Spatial).is_some());
+        let (none, measured) = Order::choose(&model, OrderChoice::Auto);
+        assert!(none.is_none(), "row-major grid: local ({measured:?})");
+        assert_eq!(measured, Some(scatter(&model.particles.x)));
+        assert_eq!(Order::choose(&model, OrderChoice::Input), (None, None));
+        assert!(Order::choose(&model, OrderChoice::Spatial).0.is_some());
         let n = model.particles.len();
         let perm: Vec<u32> = (0..n as u32).map(|k| (k * 4099) % n as u32).collect(); // 4099 prime to 8000
         let scattered = Order::from_parts(perm, (0..model.bonds.len() as u32).collect(), n, model.bonds.len())
@@ -497,7 +485,7 @@ mod tests {
             .apply(&model);
         let f = scatter(&scattered.particles.x);
         assert!(f > AUTO_THRESHOLD, "a strided numbering is scattered: {f}");
-        let o = Order::choose(&scattered, OrderChoice::Auto).expect("auto sorts it");
+        let o = Order::choose(&scattered, OrderChoice::Auto).0.expect("auto sorts it");
         assert_eq!(scatter(&o.apply(&scattered).particles.x), 0.0);
     }
 

@@ -20,8 +20,31 @@ pub fn unit(bits: u64) -> f64 {
     (bits >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
 }
 
+/// A permutation of `0..n` drawn from `seed` (Fisher–Yates over SplitMix64 draws keyed by
+/// seed and position): the same for a given `(n, seed)` everywhere. For shuffled test inputs
+/// and benchmarks.
+pub fn permutation(n: usize, seed: u64) -> Vec<usize> {
+    let mut perm: Vec<usize> = (0..n).collect();
+    for i in (1..n).rev() {
+        let draw = splitmix64(splitmix64(seed) ^ i as u64);
+        perm.swap(i, (draw % (i as u64 + 1)) as usize);
+    }
+    perm
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn permutations_are_permutations_and_depend_on_the_seed() {
+        let a = super::permutation(1000, 1);
+        let mut sorted = a.clone();
+        sorted.sort_unstable();
+        assert_eq!(sorted, (0..1000).collect::<Vec<_>>());
+        assert_ne!(a, (0..1000).collect::<Vec<_>>());
+        assert_ne!(a, super::permutation(1000, 2));
+        assert_eq!(a, super::permutation(1000, 1));
+    }
+
     #[test]
     fn splitmix64_matches_the_reference_sequence() {
         // SplitMix64 seeded with 0: its first outputs (the reference implementation's state

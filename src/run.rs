@@ -234,6 +234,11 @@ pub fn run(
     opts: RunOptions,
 ) -> Result<Summary, RunError> {
     let job = Job { scenario, model, order: None, start, dir, vtk: opts.vtk, warnings: Vec::new() };
+    run_single(job, engine, opts)
+}
+
+/// Runs one job on one engine: the one-replica case of `run_batch`.
+fn run_single(job: Job<'_>, engine: &mut dyn Engine, opts: RunOptions) -> Result<Summary, RunError> {
     let mut batch = Single::new(engine);
     let mut results = run_batch(vec![job], &mut batch, opts, &|_, _| {});
     results.pop().expect("one result per job")
@@ -860,12 +865,11 @@ pub fn prepare(
         announce("note: precision f32 asked for, but no hardware GPU was found: running the CPU engine in f64");
         precision = None;
     }
-    let order = Order::choose(&model, scenario.particle_order);
-    if order.is_some() && scenario.particle_order.is_auto() {
+    let (order, scatter) = Order::choose(&model, scenario.particle_order);
+    if let (Some(_), Some(scatter)) = (&order, scatter) {
         announce(&format!(
-            "note: the particles' numbering scatters neighbours through memory (scatter {:.2}); running them in a \
-             spatial order (outputs keep the input's numbering; particle_order \"input\" keeps it)",
-            crate::order::scatter(&model.particles.x)
+            "note: the particles' numbering scatters neighbours through memory (scatter {scatter:.2}); running them \
+             in a spatial order (outputs keep the input's numbering; particle_order \"input\" keeps it)"
         ));
     }
     Ok(Prepared { model, order, stability: est, dir, backend, precision, warnings: Vec::new() })
@@ -920,9 +924,7 @@ pub fn run_scenario(
         vtk: opts.vtk,
         warnings,
     };
-    let mut batch = Single::new(engine.as_mut());
-    let mut results = run_batch(vec![job], &mut batch, opts, &|_, _| {});
-    results.pop().expect("one result per job")
+    run_single(job, engine.as_mut(), opts)
 }
 
 /// Continues the run in `dir` from its `checkpoint.bin` on an engine of the kind that wrote it,
@@ -991,9 +993,7 @@ pub fn resume(
         vtk: opts.vtk,
         warnings: Vec::new(),
     };
-    let mut batch = Single::new(engine.as_mut());
-    let mut results = run_batch(vec![job], &mut batch, opts, &|_, _| {});
-    results.pop().expect("one result per job")
+    run_single(job, engine.as_mut(), opts)
 }
 
 /// Writes `checkpoint.bin` for replica `r`'s current state.
