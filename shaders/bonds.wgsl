@@ -58,13 +58,13 @@ fn bonds(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: ve
     let ax = axial(d, r.w, reps[rep].k_axial);
     let sh = shear(reps[rep].shear_variant, d, r.xyz, dq_i, dq_j, reps[rep].k_shear);
     if rupture_on {
-        let m = rupture_measures(reps[rep].shear_variant, d, r.w, r.xyz, dq_i, dq_j);
         // The thresholds' scale: per bond with Weibull scatter, else 1 (and no array to read).
         var scale = real(1.0);
         if (reps[rep].flags & FLAG_WEIBULL) != 0u {
             scale = bond_scale[kw];
         }
-        let mode = rupture(m, reps[rep].rupture_inv, scale, reps[rep].rupture_sum != 0u);
+        let mode = bond_breaks(reps[rep].shear_variant, d, r.w, r.xyz, dq_i, dq_j, reps[rep].rupture_inv, scale,
+                               reps[rep].rupture_sum != 0u, RUPTURE_SLACK);
         if mode >= 0 {
             // Broken from this evaluation on: it exerts nothing from F_k on (MODEL §6). Its
             // energy at this state is released; the host books it (in step, then bond order).

@@ -129,6 +129,68 @@ fn rupture_measures(variant: u32, d: vec3<real>, l0: real, dhat0: vec3<real>, dq
     return vec4<real>(tension, shear_angle, length3(theta - along * dhat), abs(along));
 }
 
+/// An upper bound of angle_between(a, b) without atan2: atan2(y, x) ≤ y/x for x > 0, ≤ π/2
+/// for x > 0, ≤ π; widened by `slack` (relative and absolute). See `rupture_bounds`.
+fn angle_bound(a: vec3<real>, b: vec3<real>, slack: real) -> real {
+    let y = length3(cross3(a, b));
+    let x = dot3(a, b);
+    var bound = real(RUPTURE_PI);
+    if x > 0.0 {
+        bound = real(RUPTURE_PI / 2.0);
+        if y < real(RUPTURE_PI / 2.0) * x {
+            bound = y / x;
+        }
+    }
+    return bound * (1.0 + slack) + slack;
+}
+
+/// Upper bounds of the four measures rupture_measures computes, componentwise, without atan2,
+/// widened by `slack` to cover rounding (RUPTURE_SLACK of this precision): the rotation vector
+/// θ = f u of the canonical Q_ij = (u, w) has f ≤ min(2/w, π/|u|). The Rust twin explains why
+/// a bond whose bounds hold also holds on its measures.
+fn rupture_bounds(variant: u32, d: vec3<real>, l0: real, dhat0: vec3<real>, dq_i: vec4<real>,
+                  dq_j: vec4<real>, slack: real) -> vec4<real> {
+    let l = length3(d);
+    let dhat = d / l;
+    let tension = max(l / l0 - 1.0, 0.0);
+    let n_i = quat_rotate(dq_i, dhat0);
+    var shear_bound: real;
+    if variant == 0u {
+        shear_bound = angle_bound(n_i, quat_rotate(dq_j, dhat), slack);
+    } else {
+        shear_bound = max(angle_bound(n_i, dhat, slack), angle_bound(quat_rotate(dq_j, dhat0), dhat, slack));
+    }
+    var q = quat_mul(dq_j, quat_conj(dq_i));
+    if q.w < 0.0 {
+        q = -q;
+    }
+    let u = q.xyz;
+    let s = length3(u);
+    var f_max: real;
+    if 2.0 * s <= real(RUPTURE_PI) * q.w {
+        f_max = 2.0 / q.w;
+    } else {
+        f_max = real(RUPTURE_PI) / s;
+    }
+    f_max = f_max * (1.0 + slack);
+    let along = dot3(u, dhat);
+    return vec4<real>(tension * (1.0 + slack) + slack, shear_bound, f_max * (length3(u - along * dhat) + slack * s),
+                      f_max * (abs(along) + slack * s));
+}
+
+/// Whether (and in which channel, −1: it holds) a bond breaks: rupture(rupture_measures(..)),
+/// decided first on rupture_bounds so that bonds far from breaking skip the atan2s.
+fn bond_breaks(variant: u32, d: vec3<real>, l0: real, dhat0: vec3<real>, dq_i: vec4<real>, dq_j: vec4<real>,
+               inv_thresholds: vec4<real>, scale: real, sum: bool, slack: real) -> i32 {
+    let bounds = rupture_bounds(variant, d, l0, dhat0, dq_i, dq_j, slack);
+    // A bound that is not finite (a degenerate bond) proves nothing: measure it.
+    let finite = finite_real(bounds.x) && finite_real(bounds.y) && finite_real(bounds.z) && finite_real(bounds.w);
+    if finite && rupture(bounds, inv_thresholds, scale, sum) < 0 {
+        return -1;
+    }
+    return rupture(rupture_measures(variant, d, l0, dhat0, dq_i, dq_j), inv_thresholds, scale, sum);
+}
+
 /// The rupture rule: ratios r_c = measure_c · inv_threshold_c / scale; the bond breaks when
 /// max_c r_c ≥ 1 (`sum` false) or Σ_c r_c ≥ 1 (`sum` true). Returns the channel with the largest
 /// ratio (lowest index on ties) when it breaks, −1 when it holds (Rust: `None`).

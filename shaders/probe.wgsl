@@ -47,21 +47,32 @@ fn finite_probe(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) 
 }
 
 /// Case i: rupture_in[6i ..] = (d, L0), (d̂0, scale), ΔR_i, ΔR_j, 1/t_c, (variant, sum, 0, 0);
-/// rupture_out[5i ..] = the four measures, then the channel `rupture` returns (−1: holds).
+/// rupture_out[10i ..] = the four measures, the channel `rupture` returns for them (−1: holds),
+/// the four bounds of `rupture_bounds` and the channel `bond_breaks` returns, both with
+/// RUPTURE_SLACK (src/gpu/engine.rs reads them).
 @compute @workgroup_size(WG)
 fn rupture_probe(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                  @builtin(local_invocation_index) lid: u32) {
     let i = linear_id(wid, nwg, lid, WG);
-    if i < arrayLength(&rupture_out) / 5u {
+    if i < arrayLength(&rupture_out) / 10u {
         let a = rupture_in[6u * i];
         let b = rupture_in[6u * i + 1u];
         let flags = rupture_in[6u * i + 5u];
-        let m = rupture_measures(u32(flags.x), a.xyz, a.w, b.xyz, rupture_in[6u * i + 2u], rupture_in[6u * i + 3u]);
-        let mode = rupture(m, rupture_in[6u * i + 4u], b.w, flags.y != 0.0);
+        let dq_i = rupture_in[6u * i + 2u];
+        let dq_j = rupture_in[6u * i + 3u];
+        let variant = u32(flags.x);
+        let sum = flags.y != 0.0;
+        let m = rupture_measures(variant, a.xyz, a.w, b.xyz, dq_i, dq_j);
+        let mode = rupture(m, rupture_in[6u * i + 4u], b.w, sum);
+        let bounds = rupture_bounds(variant, a.xyz, a.w, b.xyz, dq_i, dq_j, RUPTURE_SLACK);
+        let breaks = bond_breaks(variant, a.xyz, a.w, b.xyz, dq_i, dq_j, rupture_in[6u * i + 4u], b.w, sum,
+                                 RUPTURE_SLACK);
         for (var c = 0u; c < 4u; c++) {
-            rupture_out[5u * i + c] = m[c];
+            rupture_out[10u * i + c] = m[c];
+            rupture_out[10u * i + 5u + c] = bounds[c];
         }
-        rupture_out[5u * i + 4u] = real(mode);
+        rupture_out[10u * i + 4u] = real(mode);
+        rupture_out[10u * i + 9u] = real(breaks);
     }
 }
 

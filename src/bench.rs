@@ -30,7 +30,8 @@ pub struct Case {
 /// spheres at nearest-neighbour spacing, bonded to nearest neighbours, moving onto a wall),
 /// `solid-torus-N` (a solid torus of about N FCC spheres, D_t = 3, D_c = 1, as in
 /// `scenarios/solid_torus_impact.json` without rupture, spheres of mass 100, moving onto a wall),
-/// `tori-N` (N copies of the paper torus stepped as a study batch steps its variants: on the CPU
+/// `solid-torus-rupture-N` (the same torus with its binder breaking as in that scenario:
+/// objective shear, tension 0.06, shear 0.6), `tori-N` (N copies of the paper torus stepped as a study batch steps its variants: on the CPU
 /// one engine each, in parallel over the copies; on the GPU one state holding all of them;
 /// `measure` treats it specially).
 pub fn case(name: &str) -> Result<Case, String> {
@@ -54,11 +55,16 @@ pub fn case(name: &str) -> Result<Case, String> {
     } else if let Some(count) = name.strip_prefix("fcc-") {
         let count = n(count)?;
         Box::new(move || fcc_block(count))
+    } else if let Some(count) = name.strip_prefix("solid-torus-rupture-") {
+        let count = n(count)?;
+        Box::new(move || solid_torus_rupture(count))
     } else if let Some(count) = name.strip_prefix("solid-torus-") {
         let count = n(count)?;
         Box::new(move || solid_torus(count))
     } else {
-        return Err(format!("unknown case `{name}` (torus, rings-N, fcc-N, solid-torus-N, tori-N)"));
+        return Err(format!(
+            "unknown case `{name}` (torus, rings-N, fcc-N, solid-torus-N, solid-torus-rupture-N, tori-N)"
+        ));
     };
     Ok(Case { name: name.into(), model })
 }
@@ -97,6 +103,20 @@ pub fn solid_torus(n: usize) -> Result<Model, String> {
         "particles": {n}, "lattice": "fcc", "gap": 0, "velocity": [-1, 0, 0]}}]}}"#
     );
     Scenario::from_json(&json, Path::new("bench.json")).and_then(|s| s.build_model()).map_err(|e| e.to_string())
+}
+
+/// `solid_torus(n)` with the binder of `scenarios/solid_torus_impact.json`: objective shear and
+/// rupture at tension 0.06 or shear 0.6, so that every intact bond is tested at every step and
+/// bonds break once the torus is on the wall.
+pub fn solid_torus_rupture(n: usize) -> Result<Model, String> {
+    let mut model = solid_torus(n)?;
+    let text = include_str!("../scenarios/solid_torus_impact.json");
+    let scenario =
+        Scenario::from_json(text, Path::new("scenarios/solid_torus_impact.json")).map_err(|e| e.to_string())?;
+    let own = scenario.params();
+    model.params.shear = own.shear;
+    model.params.rupture = own.rupture;
+    Ok(model)
 }
 
 /// About `n` unit spheres of an FCC cube at nearest-neighbour spacing, bonds to nearest

@@ -9,6 +9,7 @@ mod common;
 use common::Rng;
 use rrpdem::engine::Precision;
 use rrpdem::gpu::{RuptureCase, atan2_on_device, cell_hash_on_device, finite_on_device, rupture_on_device};
+use rrpdem::interactions::rupture::rupture_bounds;
 use rrpdem::interactions::{ShearVariant, rupture, rupture_measures};
 
 /// Distance in units in the last place between two finite f64 of the same sign.
@@ -156,7 +157,7 @@ fn rupture_measures_and_rule_on_the_device_match_their_rust_twins() {
                 *c = rng.range(0.5, 40.0);
             }
         }
-        cases.push(RuptureCase {
+        let mut case = RuptureCase {
             variant: if k % 2 == 0 { ShearVariant::Objective } else { ShearVariant::Paper },
             d: rng.rotation(max_angle) * dhat0 * rng.range(0.8, 1.2),
             l0: rng.range(0.9, 1.1),
@@ -165,13 +166,35 @@ fn rupture_measures_and_rule_on_the_device_match_their_rust_twins() {
             dq_j: rng.rotation(max_angle),
             inv_thresholds: inv,
             scale: rng.range(0.5, 2.0),
-            sum: k % 3 == 0,
-        });
+            sum: false,
+        };
+        // Every fifth bond sits within ±1e-4 of one channel's threshold (the any rule), where
+        // `bond_breaks` must not hold a bond on its bounds that its measures break.
+        if k % 5 == 4 {
+            let m = rupture_measures(case.variant, case.d, case.l0, case.dhat0, case.dq_i, case.dq_j);
+            let c = (k / 5) % 4;
+            if m[c] > 1e-9 {
+                case.inv_thresholds = [0.0; 4];
+                case.inv_thresholds[c] = (1.0 + rng.range(-1e-4, 1e-4)) / (m[c] * case.scale);
+            }
+        } else {
+            case.sum = k % 3 == 0;
+        }
+        cases.push(case);
     }
     for (p, tol) in [(Precision::F64, 1e-14), (Precision::F32, 2e-5)] {
         let got = rupture_on_device(&cases, p).unwrap_or_else(|e| panic!("{e}"));
-        let (mut worst, mut compared, mut broke) = (0.0f64, 0, 0);
-        for (c, (m, mode)) in cases.iter().zip(&got) {
+        let (mut worst, mut compared, mut broke, mut measured) = (0.0f64, 0, 0, 0);
+        for (c, r) in cases.iter().zip(&got) {
+            let (m, mode) = (&r.measures, &r.mode);
+            // On the device: the bounds are above the measures, and `bond_breaks` (the bond
+            // kernel's test) decides as the measures do, near the thresholds included.
+            for (k, (m, b)) in m.iter().zip(r.bounds).enumerate() {
+                assert!(*m <= b, "{p:?} channel {k}: measure {m} above bound {b}: {c:?}");
+            }
+            assert_eq!(r.breaks, *mode, "{p:?}: bond_breaks against rupture(rupture_measures): {c:?}");
+            let b = rupture_bounds(c.variant, c.d, c.l0, c.dhat0, c.dq_i, c.dq_j, 0.0);
+            measured += rupture(b, c.inv_thresholds, c.scale, c.sum).is_some() as usize;
             let want = rupture_measures(c.variant, c.d, c.l0, c.dhat0, c.dq_i, c.dq_j);
             for (a, b) in m.iter().zip(want) {
                 worst = worst.max((a - b).abs());
@@ -191,7 +214,11 @@ fn rupture_measures_and_rule_on_the_device_match_their_rust_twins() {
                 broke += mode.is_some() as usize;
             }
         }
-        eprintln!("{p:?}: worst measure difference {worst:.2e}; {compared} decisions compared, {broke} breaking");
+        eprintln!(
+            "{p:?}: worst measure difference {worst:.2e}; {compared} decisions compared, {broke} breaking; \
+             {measured} of {} needed their measures",
+            cases.len()
+        );
         assert!(worst <= tol, "{p:?}: measures differ by {worst:e}");
         assert!(compared > 3000 && broke > 500 && compared - broke > 500, "{p:?}: {compared} {broke}");
     }

@@ -24,7 +24,8 @@ use crate::error::EngineError;
 use crate::grid::NeighbourList;
 use crate::integrator::{self, Integrator, Kinematics};
 use crate::interactions::BondOut;
-use crate::interactions::{BreakEvent, contact, gravity, pendulum, rupture, rupture_measures, wall};
+use crate::interactions::rupture::{BOUND_SLACK_F64, bond_breaks};
+use crate::interactions::{BreakEvent, contact, gravity, pendulum, wall};
 use crate::model::{Model, Params, bond_terms_ref, bond_terms_rel};
 use crate::rrp;
 use glam::{DQuat, DVec3};
@@ -426,10 +427,20 @@ impl CpuEngine {
             };
             let o = bond_terms_rel(b.dhat0, b.l0, dq_i, dq_j, ki.x, kj.x, prm);
             if let Some(r) = &prm.rupture {
-                let m = rupture_measures(prm.shear, ki.x - kj.x, b.l0, b.dhat0, dq_i, dq_j);
-                if let Some(mode) =
-                    rupture(m, r.inv_thresholds, scale.get(k), r.rule == crate::interactions::RuptureRule::Sum)
-                {
+                let sum = r.rule == crate::interactions::RuptureRule::Sum;
+                let d = ki.x - kj.x;
+                if let Some(mode) = bond_breaks(
+                    prm.shear,
+                    d,
+                    b.l0,
+                    b.dhat0,
+                    dq_i,
+                    dq_j,
+                    r.inv_thresholds,
+                    scale.get(k),
+                    sum,
+                    BOUND_SLACK_F64,
+                ) {
                     // Broken from this evaluation on: it exerts nothing from F_k on (MODEL §6).
                     *state = BROKE_NOW + mode as u8;
                     return None;

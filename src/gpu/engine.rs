@@ -1573,8 +1573,18 @@ pub fn arithmetic_on_device(precision: Precision) -> Result<ArithmeticReport, Gp
     Ok(r)
 }
 
-/// What `rupture_on_device` gives per case: the four measures and the breaking channel.
-pub type RuptureResult = ([f64; 4], Option<usize>);
+/// What `rupture_on_device` gives per case.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RuptureResult {
+    /// `rupture_measures`.
+    pub measures: [f64; 4],
+    /// `rupture` of the measures: the breaking channel, `None` when the bond holds.
+    pub mode: Option<usize>,
+    /// `rupture_bounds` with the precision's `RUPTURE_SLACK`.
+    pub bounds: [f64; 4],
+    /// `bond_breaks` with that slack (what the bond kernel decides).
+    pub breaks: Option<usize>,
+}
 
 /// One input of `rupture_on_device`: the arguments of `rupture_measures` and `rupture`.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -1590,9 +1600,12 @@ pub struct RuptureCase {
     pub sum: bool,
 }
 
-/// Runs the WGSL `rupture_measures` and `rupture` (shaders/interactions.wgsl) over cases, to
-/// check them against their Rust twins: per case the four measures and the channel that breaks
-/// the bond (`None`: it holds).
+/// Reals `rupture_probe` writes per case (shaders/probe.wgsl).
+const RUPTURE_PROBE_OUT: usize = 10;
+
+/// Runs the WGSL `rupture_measures`, `rupture`, `rupture_bounds` and `bond_breaks`
+/// (shaders/interactions.wgsl) over cases, to check them against their Rust twins and each
+/// other.
 pub fn rupture_on_device(cases: &[RuptureCase], precision: Precision) -> Result<Vec<RuptureResult>, GpuError> {
     use crate::interactions::ShearVariant;
     let flat: Vec<f64> = cases
@@ -1611,7 +1624,7 @@ pub fn rupture_on_device(cases: &[RuptureCase], precision: Precision) -> Result<
         })
         .collect();
     let n = cases.len();
-    let out = 5 * n * state::real_size(precision);
+    let out = RUPTURE_PROBE_OUT * n * state::real_size(precision);
     let bytes = run_probe(
         precision,
         "rupture_probe",
@@ -1621,7 +1634,15 @@ pub fn rupture_on_device(cases: &[RuptureCase], precision: Precision) -> Result<
         n as u32,
     )?;
     let r = state::bytes_to_reals(&bytes[..out], precision);
-    Ok(r.chunks_exact(5).map(|c| ([c[0], c[1], c[2], c[3]], (c[4] >= 0.0).then_some(c[4] as usize))).collect())
+    let mode = |v: f64| (v >= 0.0).then_some(v as usize);
+    Ok(r.chunks_exact(RUPTURE_PROBE_OUT)
+        .map(|c| RuptureResult {
+            measures: [c[0], c[1], c[2], c[3]],
+            mode: mode(c[4]),
+            bounds: [c[5], c[6], c[7], c[8]],
+            breaks: mode(c[9]),
+        })
+        .collect())
 }
 
 #[cfg(test)]

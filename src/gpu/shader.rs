@@ -173,12 +173,19 @@ pub fn header(precision: Precision) -> String {
          const RSTATUS_GRID_PARTICLE: u32 = {RSTATUS_GRID_PARTICLE}u;\n\
          const RSTATUS_LEN: u32 = {RSTATUS_LEN}u;\n\
          const REPLICA_HASH_PRIME: u32 = {REPLICA_HASH_PRIME}u;\n\
-         const STATUS_NONE: u32 = {STATUS_NONE}u;\n",
+         const STATUS_NONE: u32 = {STATUS_NONE}u;\n\
+         const RUPTURE_SLACK: real = {slack:?};\n\
+         const RUPTURE_PI = {pi:?};\n",
         p = precision.as_str(),
         blocks = super::frame::uses_blocks(precision),
         h0 = CELL_HASH_PRIMES[0],
         h1 = CELL_HASH_PRIMES[1],
         h2 = CELL_HASH_PRIMES[2],
+        slack = match precision {
+            Precision::F32 => crate::interactions::rupture::BOUND_SLACK_F32,
+            Precision::F64 => crate::interactions::rupture::BOUND_SLACK_F64,
+        },
+        pi = std::f64::consts::PI,
     );
     for (name, value) in slots {
         s.push_str(&format!("const {name}: u32 = {value}u;\n"));
