@@ -48,6 +48,10 @@ pub enum EngineError {
     /// caller can tell them apart.
     #[error("GPU: {0}")]
     Gpu(crate::gpu::GpuError),
+    /// A failure after which the engine could not return to the last checked state either:
+    /// what went wrong first, then what the return met.
+    #[error("{error}; returning to the last good state failed: {rollback}")]
+    NoRollback { error: Box<EngineError>, rollback: Box<EngineError> },
     #[error("{0}")]
     Unsupported(String),
 }

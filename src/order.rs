@@ -279,6 +279,10 @@ impl Order {
             EngineError::EnergyGuard { step, t, error, limit, particle, force } => {
                 EngineError::EnergyGuard { step, t, error, limit, particle: particle.map(user), force }
             }
+            EngineError::NoRollback { error, rollback } => EngineError::NoRollback {
+                error: Box::new(self.error_to_user(*error)),
+                rollback: Box::new(self.error_to_user(*rollback)),
+            },
             other => other,
         }
     }
@@ -321,7 +325,12 @@ impl BatchEngine for Reordered<'_> {
         self.inner.steps_done()
     }
     fn advance(&mut self, steps: u64) -> Result<(), EngineError> {
-        self.inner.advance(steps)
+        // An error of the whole batch names a particle of its one replica, if it has one; with
+        // several, replicas report their own failures through `take_failure`.
+        self.inner.advance(steps).map_err(|e| match self.orders[..] {
+            [order] => error_to_user(order, e),
+            _ => e,
+        })
     }
     fn take_failure(&mut self, r: usize) -> Option<EngineError> {
         let e = self.inner.take_failure(r)?;
@@ -543,6 +552,78 @@ mod tests {
         assert!(matches!(err, EngineError::OutOfRange { particle, .. } if particle == o.user_particle(k)));
         let err = o.error_to_user(EngineError::RrpExactCondition { particle: k, step: 1, t: 0.1, value: 2.0 });
         assert!(matches!(err, EngineError::RrpExactCondition { particle, .. } if particle == o.user_particle(k)));
+        // Both errors of a failed return to the last good state, too.
+        let j = (0..e.particles.len()).rev().find(|&j| o.user_particle(j) != j && j != k).expect("another one");
+        let err = o.error_to_user(EngineError::NoRollback {
+            error: Box::new(EngineError::OutOfRange { particle: k, step: 1, position: "far".into() }),
+            rollback: Box::new(EngineError::NonFinite { particle: j, step: 0, t: 0.0, what: "F = NaN".into() }),
+        });
+        let EngineError::NoRollback { error, rollback } = err else { panic!("{err}") };
+        assert!(matches!(*error, EngineError::OutOfRange { particle, .. } if particle == o.user_particle(k)));
+        assert!(matches!(*rollback, EngineError::NonFinite { particle, .. } if particle == o.user_particle(j)));
+    }
+
+    /// An engine whose step fails on particle `bad` and that cannot return either.
+    struct Failing {
+        bad: usize,
+    }
+
+    impl crate::engine::Engine for Failing {
+        fn info(&self) -> EngineInfo {
+            EngineInfo { backend: "test".into(), device: "none".into(), precision: crate::engine::Precision::F64 }
+        }
+        fn n_particles(&self) -> usize {
+            216
+        }
+        fn steps_done(&self) -> u64 {
+            0
+        }
+        fn advance(&mut self, _steps: u64) -> Result<(), EngineError> {
+            Err(EngineError::NonFinite { particle: self.bad, step: 1, t: 0.1, what: "F = NaN".into() })
+        }
+        fn diagnostics(&mut self) -> Result<Diagnostics, EngineError> {
+            unreachable!()
+        }
+        fn snapshot(&mut self) -> Result<Vec<Kinematics>, EngineError> {
+            unreachable!()
+        }
+        fn state_kind(&self) -> String {
+            "test".into()
+        }
+        fn save_state(&mut self) -> Result<EngineState, EngineError> {
+            unreachable!()
+        }
+        fn load_state(&mut self, _state: &EngineState) -> Result<(), EngineError> {
+            unreachable!()
+        }
+        fn rollback(&mut self) -> Result<(), EngineError> {
+            Err(EngineError::OutOfRange { particle: self.bad, step: 0, position: "far".into() })
+        }
+        fn largest_force(&mut self) -> Result<Option<(usize, f64)>, EngineError> {
+            unreachable!()
+        }
+        fn take_breaks(&mut self) -> Vec<BreakEvent> {
+            Vec::new()
+        }
+        fn guard_interval(&self) -> u64 {
+            1
+        }
+    }
+
+    #[test]
+    fn a_failure_without_return_names_the_users_particle() {
+        // A single run whose engine fails and cannot go back: the batch's own error (not a
+        // replica's failure) reaches the driver, and it too is in the user's numbering.
+        let model = grid(6);
+        let o = Order::spatial(&model);
+        let k = (0..model.particles.len()).find(|&k| o.user_particle(k) != k).expect("the order moves some particle");
+        let mut engine = Failing { bad: k };
+        let mut single = crate::engine::Single::new(&mut engine);
+        let mut batch = Reordered::new(&mut single, vec![Some(&o)]);
+        let err = batch.advance(1).expect_err("the step fails");
+        let EngineError::NoRollback { error, rollback } = err else { panic!("{err}") };
+        assert!(matches!(*error, EngineError::NonFinite { particle, .. } if particle == o.user_particle(k)), "{error}");
+        assert!(matches!(*rollback, EngineError::OutOfRange { particle, .. } if particle == o.user_particle(k)));
     }
 
     #[test]

@@ -90,8 +90,8 @@ impl BatchEngine for Single<'_> {
             Err(e @ EngineError::Gpu(_)) => Err(e),
             Err(e) => {
                 // Back to the last state the driver checked, as a batch does with a replica.
-                if self.engine.rollback().is_err() {
-                    return Err(e);
+                if let Err(r) = self.engine.rollback() {
+                    return Err(EngineError::NoRollback { error: Box::new(e), rollback: Box::new(r) });
                 }
                 self.failure = Some(e);
                 self.frozen = true;
@@ -185,7 +185,7 @@ impl<E: Engine + Send> BatchEngine for Separate<E> {
             // reports that instead.
             Some(match e.rollback() {
                 Ok(()) => err,
-                Err(r) => EngineError::Unsupported(format!("{err}; returning to the last good state failed: {r}")),
+                Err(r) => EngineError::NoRollback { error: Box::new(err), rollback: Box::new(r) },
             })
         };
         let found: Vec<Option<EngineError>> = if self.parallel {
