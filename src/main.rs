@@ -109,7 +109,8 @@ enum Command {
     },
     /// Throughput of the standard cases (particle-steps/s, bond-steps/s) on chosen engines.
     Bench {
-        /// Cases: torus, rings-N, fcc-N, solid-torus-N, tori-N (N a particle count such as 1e5).
+        /// Cases: torus, rings-N, fcc-N, solid-torus-N, solid-torus-rupture-N, tori-N (N a particle
+        /// count such as 1e5).
         #[arg(long, value_delimiter = ',', default_value = "torus,rings-1e5,fcc-1e5")]
         cases: Vec<String>,
         /// Engines: cpu, gpu-f32, gpu-f64.
