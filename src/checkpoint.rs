@@ -85,6 +85,9 @@ pub struct RunProgress {
     /// Wall time spent stepping before the checkpoint.
     pub wall_time_s: f64,
     pub impact: crate::impact::ImpactTracker,
+    /// Re-sorts of the particle order so far (absent in checkpoints written before them).
+    #[serde(default)]
+    pub resorts: Vec<crate::order::Resort>,
 }
 
 #[derive(Serialize, Deserialize)]

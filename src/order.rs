@@ -27,8 +27,16 @@
 //! random order's share (`scatter`, compared with `AUTO_THRESHOLD`). The generators' orders
 //! (rings in sequence, lattices along their own Morton curve) score at most one half, so generated
 //! models run in their own order and their results do not change.
-//! The order is taken once, at the start; bonded bodies keep their neighbours through a run, so a
-//! re-sort during a run is not done.
+//!
+//! During a run: bonded bodies keep their neighbours, but a granular flow mixes its particles
+//! until any order is a random one (measured: `scatter` 0.13 after 1000 steps of a gas, 0.42
+//! after 11 000; docs/BENCHMARKS.md). So every `Engine::order_check_interval` steps (a step
+//! count, so that a resumed run checks where the uninterrupted one did) the run driver measures
+//! the engine order's `scatter` at the current positions (`Order::resort`), and where it exceeds
+//! `AUTO_THRESHOLD` (`auto` and `spatial`; `auto` only from `AUTO_MIN_PARTICLES`) the engine is
+//! renumbered along the Morton curve of the current positions (`Engine::renumber`). The new
+//! order is again a pure function of the state (positions, ties by user index); checkpoints
+//! store it, so a resumed run continues in it bit for bit. `summary.json` lists the re-sorts.
 
 use crate::diagnostics::Diagnostics;
 use crate::engine::{BatchEngine, EngineInfo, EngineState};
@@ -40,6 +48,7 @@ use crate::scenario::generators::lattice::morton3;
 use glam::DVec3;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
+use std::borrow::Cow;
 
 /// Index distance within which two particles count as near in memory: 1024 particles are about
 /// 100 kB of engine state, well inside a CPU's L2 cache and a GPU's L1.
@@ -70,6 +79,25 @@ impl OrderChoice {
     pub fn is_auto(&self) -> bool {
         *self == OrderChoice::Auto
     }
+
+    /// Whether a run of `n` particles checks its order during the run (`Order::resort`).
+    pub fn checks_during_run(&self, n: usize) -> bool {
+        match self {
+            OrderChoice::Input => false,
+            OrderChoice::Auto => n >= AUTO_MIN_PARTICLES,
+            OrderChoice::Spatial => true,
+        }
+    }
+}
+
+/// A re-sort during a run (`Reordered::resort`), as `summary.json` lists it.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Resort {
+    /// The step and time at which the engine was renumbered.
+    pub step: u64,
+    pub t: f64,
+    /// The `scatter` of the order it left (0 along a Morton curve, about 1 random).
+    pub scatter: f64,
 }
 
 /// A permutation of a model's particles and bonds: engine index → user index.
@@ -157,6 +185,44 @@ impl Order {
             return (None, scatter);
         }
         (Some(Order::from_sequence(model, seq)), scatter)
+    }
+
+    /// The check during a run whose engine runs in `current` (`None`: the user's order), its
+    /// particles now at `x` (user numbering): the spatial order of `x` when the current order
+    /// has become nearly as scattered as a random one (`scatter` above `AUTO_THRESHOLD`, the
+    /// test the start applies), else `None`; and that scatter.
+    pub fn resort(model: &Model, x: &[DVec3], current: Option<&Order>) -> (Option<Order>, f64) {
+        assert_eq!(x.len(), model.particles.len(), "positions of the model's particles");
+        let seq = morton_sequence(x);
+        let scatter = match current {
+            // The engine indices along the curve: what the engine's gathers see.
+            Some(o) => scatter_of(&seq.par_iter().map(|&u| o.inverse[u as usize]).collect::<Vec<_>>()),
+            None => scatter_of(&seq),
+        };
+        if scatter <= AUTO_THRESHOLD {
+            return (None, scatter);
+        }
+        (Some(Order::from_sequence(model, seq)), scatter)
+    }
+
+    /// The renumbering that takes an engine running in `old` (`None`: the user's order) to
+    /// `new`: the engine's new particle k is its old particle `particles[k]`, its new bond k its
+    /// old bond `bonds[k]` (what `Engine::renumber` is given).
+    pub fn relative(old: Option<&Order>, new: &Order) -> Order {
+        let Some(old) = old else { return new.clone() };
+        assert_eq!(old.particles.len(), new.particles.len(), "orders of one model");
+        assert_eq!(old.bonds.len(), new.bonds.len(), "orders of one model");
+        let particles: Vec<u32> = new.particles.par_iter().map(|&u| old.inverse[u as usize]).collect();
+        let mut old_bond = vec![0u32; old.bonds.len()];
+        for (k, &u) in old.bonds.iter().enumerate() {
+            old_bond[u as usize] = k as u32;
+        }
+        let bonds = new.bonds.par_iter().map(|&u| old_bond[u as usize]).collect();
+        let mut inverse = vec![0u32; particles.len()];
+        for (k, &p) in particles.iter().enumerate() {
+            inverse[p as usize] = k as u32;
+        }
+        Order { particles, bonds, inverse }
     }
 
     /// The spatial order of `model` (what `spatial` runs).
@@ -301,13 +367,39 @@ pub fn error_to_user(order: Option<&Order>, e: EngineError) -> EngineError {
 /// stay in the engine's order (the checkpoint stores the order beside them).
 pub struct Reordered<'a> {
     inner: &'a mut dyn BatchEngine,
-    orders: Vec<Option<&'a Order>>,
+    /// Each replica's order: the caller's until a re-sort replaces it (`resort`).
+    orders: Vec<Option<Cow<'a, Order>>>,
 }
 
 impl<'a> Reordered<'a> {
     pub fn new(inner: &'a mut dyn BatchEngine, orders: Vec<Option<&'a Order>>) -> Reordered<'a> {
         assert_eq!(orders.len(), inner.replicas(), "one order per replica");
-        Reordered { inner, orders }
+        Reordered { inner, orders: orders.into_iter().map(|o| o.map(Cow::Borrowed)).collect() }
+    }
+
+    /// The order replica `r` runs in now (`None`: its user's).
+    pub fn order(&self, r: usize) -> Option<&Order> {
+        self.orders[r].as_deref()
+    }
+
+    /// The check of replica `r`'s order during a run (`Order::resort` at its current
+    /// positions): where it has scattered, the engine is renumbered along the Morton curve of
+    /// the current positions, as a resume from a checkpoint written now would build it. `model`
+    /// is the replica's in the user's numbering. Returns the scatter measured and whether the
+    /// replica was re-sorted. Take the breaks first (`Engine::renumber` drops those not taken).
+    pub fn resort(&mut self, r: usize, model: &Model) -> Result<(f64, bool), EngineError> {
+        let state = self.snapshot(r)?;
+        let x: Vec<DVec3> = state.par_iter().map(|k| k.x).collect();
+        let (new, scatter) = Order::resort(model, &x, self.order(r));
+        drop(x);
+        let Some(new) = new else { return Ok((scatter, false)) };
+        let perm = Order::relative(self.order(r), &new);
+        let engine_model = new.apply(&crate::checkpoint::model_at(model, &state));
+        drop(state);
+        // The engine reports in its new numbering from here on: the order changes with it.
+        self.inner.renumber(r, &engine_model, &perm).map_err(|e| error_to_user(Some(&new), e))?;
+        self.orders[r] = Some(Cow::Owned(new));
+        Ok((scatter, true))
     }
 }
 
@@ -327,21 +419,21 @@ impl BatchEngine for Reordered<'_> {
     fn advance(&mut self, steps: u64) -> Result<(), EngineError> {
         // An error of the whole batch names a particle of its one replica, if it has one; with
         // several, replicas report their own failures through `take_failure`.
-        self.inner.advance(steps).map_err(|e| match self.orders[..] {
-            [order] => error_to_user(order, e),
+        self.inner.advance(steps).map_err(|e| match &self.orders[..] {
+            [order] => error_to_user(order.as_deref(), e),
             _ => e,
         })
     }
     fn take_failure(&mut self, r: usize) -> Option<EngineError> {
         let e = self.inner.take_failure(r)?;
-        Some(error_to_user(self.orders[r], e))
+        Some(error_to_user(self.order(r), e))
     }
     fn diagnostics(&mut self) -> Result<Vec<Diagnostics>, EngineError> {
         self.inner.diagnostics()
     }
     fn snapshot(&mut self, r: usize) -> Result<Vec<Kinematics>, EngineError> {
         let s = self.inner.snapshot(r)?;
-        Ok(match self.orders[r] {
+        Ok(match self.order(r) {
             Some(o) => o.to_user(s),
             None => s,
         })
@@ -360,7 +452,7 @@ impl BatchEngine for Reordered<'_> {
     }
     fn largest_force(&mut self, r: usize) -> Result<Option<(usize, f64)>, EngineError> {
         let l = self.inner.largest_force(r)?;
-        Ok(match self.orders[r] {
+        Ok(match self.order(r) {
             Some(o) => l.map(|(k, f)| (o.user_particle(k), f)),
             None => l,
         })
@@ -371,7 +463,7 @@ impl BatchEngine for Reordered<'_> {
             return events;
         }
         for (r, e) in &mut events {
-            if let Some(o) = self.orders[*r] {
+            if let Some(o) = self.order(*r) {
                 *e = o.break_to_user(*e);
             }
         }
@@ -384,6 +476,9 @@ impl BatchEngine for Reordered<'_> {
     }
     fn warnings(&self) -> Vec<String> {
         self.inner.warnings()
+    }
+    fn order_check_interval(&self, r: usize) -> Option<u64> {
+        self.inner.order_check_interval(r)
     }
 }
 
@@ -624,6 +719,56 @@ mod tests {
         let EngineError::NoRollback { error, rollback } = err else { panic!("{err}") };
         assert!(matches!(*error, EngineError::NonFinite { particle, .. } if particle == o.user_particle(k)), "{error}");
         assert!(matches!(*rollback, EngineError::OutOfRange { particle, .. } if particle == o.user_particle(k)));
+    }
+
+    #[test]
+    fn a_renumbering_takes_one_order_to_the_other() {
+        // Two unrelated orders of a model: an engine in the first, renumbered by `relative`,
+        // holds the model exactly as one built in the second.
+        let model = grid(6);
+        let (n, nb) = (model.particles.len(), model.bonds.len());
+        let perm: Vec<u32> = crate::rng::permutation(n, 5).into_iter().map(|k| k as u32).collect();
+        let bperm: Vec<u32> = crate::rng::permutation(nb, 6).into_iter().map(|k| k as u32).collect();
+        let first = Order::from_parts(perm, bperm, n, nb).unwrap();
+        let second = Order::spatial(&model);
+        let rel = Order::relative(Some(&first), &second);
+        let (via, direct) = (rel.apply(&first.apply(&model)), second.apply(&model));
+        assert_eq!(via.particles.x, direct.particles.x);
+        assert_eq!(via.particles.mass, direct.particles.mass);
+        assert_eq!(via.user_ids, direct.user_ids, "the users' numbering is kept through both");
+        let ends = |m: &Model| m.bonds.iter().map(|b| (b.i, b.j, b.l0.to_bits())).collect::<Vec<_>>();
+        assert_eq!(ends(&via), ends(&direct));
+        // From the user's own order, the renumbering is the order itself.
+        assert_eq!(Order::relative(None, &second), second);
+    }
+
+    #[test]
+    fn a_run_is_resorted_once_its_order_has_mixed() {
+        let model = grid(20); // 8000 particles in row-major order: local
+        let x = &model.particles.x;
+        let (none, s) = Order::resort(&model, x, None);
+        assert!(none.is_none() && s < AUTO_THRESHOLD, "row-major: {s}");
+        // The particles have moved to one another's places at random: the order is scattered.
+        let n = x.len();
+        let moved: Vec<DVec3> = crate::rng::permutation(n, 3).into_iter().map(|k| x[k]).collect();
+        let (new, s) = Order::resort(&model, &moved, None);
+        assert!(s > AUTO_THRESHOLD, "mixed: {s}");
+        let new = new.expect("re-sorted");
+        assert_eq!(new.particles, morton_sequence(&moved), "the Morton order of where they are now");
+        // Measured in the engine's order: an engine already in the new order is local.
+        let (again, s) = Order::resort(&model, &moved, Some(&new));
+        assert!(again.is_none() && s == 0.0, "in its own order: {s}");
+        // ... and one still in the old spatial order is not.
+        let old = Order::spatial(&model);
+        assert!(Order::resort(&model, &moved, Some(&old)).1 > AUTO_THRESHOLD);
+    }
+
+    #[test]
+    fn only_auto_and_spatial_check_during_a_run() {
+        assert!(!OrderChoice::Input.checks_during_run(1 << 20));
+        assert!(!OrderChoice::Auto.checks_during_run(AUTO_MIN_PARTICLES - 1));
+        assert!(OrderChoice::Auto.checks_during_run(AUTO_MIN_PARTICLES));
+        assert!(OrderChoice::Spatial.checks_during_run(10));
     }
 
     #[test]

@@ -8,7 +8,7 @@ use crate::error::EngineError;
 use crate::impact::ImpactTracker;
 use crate::interactions::BreakEvent;
 use crate::model::Model;
-use crate::order::{Order, Reordered};
+use crate::order::{Order, Reordered, Resort};
 use crate::output::{self, OutputDir, OutputError, SeriesWriter};
 use crate::scenario::Scenario;
 use crate::stability::StabilityEstimate;
@@ -154,6 +154,9 @@ pub struct Summary {
     /// Impact measures (MODEL §9) where the scenario has walls.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub impact: Option<crate::impact::Impact>,
+    /// Steps at which the engine's particle order was renewed during the run (`crate::order`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub resorts: Vec<Resort>,
 }
 
 /// Above this many particles the final state is written only in binary (`checkpoint.bin`):
@@ -273,14 +276,10 @@ pub fn run_batch(
     done: &(dyn Fn(usize, &Result<Summary, RunError>) + Sync),
 ) -> Vec<Result<Summary, RunError>> {
     assert_eq!(jobs.len(), engine.replicas(), "one job per replica");
-    // The driver sees every replica in its user's numbering.
-    let mut reordered;
-    let engine: &mut dyn BatchEngine = if jobs.iter().any(|j| j.order.is_some()) {
-        reordered = Reordered::new(engine, jobs.iter().map(|j| j.order).collect());
-        &mut reordered
-    } else {
-        engine
-    };
+    // The driver sees every replica in its user's numbering (whatever order the engine runs it
+    // in, now or after a re-sort).
+    let mut engine = Reordered::new(engine, jobs.iter().map(|j| j.order).collect());
+    let engine = &mut engine;
     // The VTK writer threads borrow the models; the scope guarantees they have ended (every
     // queued frame written) before the run returns, whichever way it returns.
     std::thread::scope(|scope| drive(scope, jobs, engine, opts, done))
@@ -305,8 +304,11 @@ struct Replica<'scope> {
     /// The scenario as summary.json and checkpoints record it (with the frames asked for).
     scenario: Scenario,
     model: &'scope Model,
-    order: Option<&'scope Order>,
     dir: &'scope OutputDir,
+    /// Steps between checks of the engine's particle order (`crate::order`), where it has them.
+    order_check: Option<u64>,
+    /// The re-sorts so far (from t = 0), for summary.json.
+    resorts: Vec<Resort>,
     total: u64,
     record_every: u64,
     series: SeriesWriter,
@@ -332,7 +334,7 @@ impl<'scope> Replica<'scope> {
         engine: &mut dyn BatchEngine,
         r: usize,
     ) -> Result<Replica<'scope>, RunError> {
-        let Job { scenario, model, order, start, dir, vtk, warnings } = job;
+        let Job { scenario, model, order: _, start, dir, vtk, warnings } = job;
         // Frames asked for by the caller go into the scenario that summary.json and the
         // checkpoints record, so that a resume continues them without being asked again.
         let scenario = match vtk.every {
@@ -348,7 +350,7 @@ impl<'scope> Replica<'scope> {
         let series_path = dir.join("series.csv");
         let breaks_path = dir.join("breaks.csv");
         let fresh = matches!(start, Start::Fresh { .. });
-        let (series, breaks, budget, stability, wall_before, last, impact) = match start {
+        let (series, breaks, budget, stability, wall_before, last, impact, resorts) = match start {
             Start::Fresh { stability } => {
                 let mut series = SeriesWriter::create(&series_path)?;
                 let breaks = match model.params.rupture {
@@ -361,7 +363,8 @@ impl<'scope> Replica<'scope> {
                 series.write(&first)?;
                 let mut impact = ImpactTracker::default();
                 impact.record(&first, &model.params.walls);
-                (series, breaks, Budget::new(&first, Conserved::for_model(model)), stability, 0.0, first, impact)
+                let budget = Budget::new(&first, Conserved::for_model(model));
+                (series, breaks, budget, stability, 0.0, first, impact, Vec::new())
             }
             Start::Resume { progress } => {
                 let progress = *progress;
@@ -372,7 +375,16 @@ impl<'scope> Replica<'scope> {
                     None => None,
                 };
                 let series = SeriesWriter::resume(&series_path, step0)?;
-                (series, breaks, budget, progress.stability, progress.wall_time_s, progress.last, progress.impact)
+                (
+                    series,
+                    breaks,
+                    budget,
+                    progress.stability,
+                    progress.wall_time_s,
+                    progress.last,
+                    progress.impact,
+                    progress.resorts,
+                )
             }
         };
         let frames = match vtk.settings(&scenario) {
@@ -390,11 +402,17 @@ impl<'scope> Replica<'scope> {
         };
         let total = scenario.total_steps();
         let record_every = scenario.record_interval();
+        let order_check = match scenario.particle_order.checks_during_run(model.particles.len()) {
+            // The scenario's interval where it gives one, but only for engines that renumber.
+            true => engine.order_check_interval(r).map(|c| scenario.order_check_every.unwrap_or(c)).filter(|&c| c > 0),
+            false => None,
+        };
         let mut rep = Replica {
             scenario,
             model,
-            order,
             dir,
+            order_check,
+            resorts,
             total,
             record_every,
             series,
@@ -432,6 +450,9 @@ impl<'scope> Replica<'scope> {
         if let Some(s) = opts.stop_at.filter(|&s| s > step) {
             next = next.min(s);
         }
+        if let Some(c) = self.order_check {
+            next = next.min(next_multiple(step, c));
+        }
         next
     }
 
@@ -456,11 +477,12 @@ impl<'scope> Replica<'scope> {
             stability: self.stability.clone(),
             wall_time_s: self.wall_before + elapsed,
             impact: self.impact.clone(),
+            resorts: self.resorts.clone(),
         }
     }
 
     /// Flushes the logs and frames and writes a checkpoint of the current state.
-    fn checkpoint(&mut self, engine: &mut dyn BatchEngine, r: usize, elapsed: f64) -> Result<(), RunError> {
+    fn checkpoint(&mut self, engine: &mut Reordered, r: usize, elapsed: f64) -> Result<(), RunError> {
         self.series.flush()?;
         if let Some(b) = self.breaks.as_mut() {
             b.flush()?;
@@ -471,14 +493,14 @@ impl<'scope> Replica<'scope> {
             return Err(RunError::Vtk { error: e, step: self.last.step, out_dir: self.dir.path.clone() });
         }
         let path = self.dir.join(checkpoint::FILE_NAME);
-        write_checkpoint(&self.scenario, self.model, self.order, engine, r, self.progress(elapsed), &path)
+        write_checkpoint(&self.scenario, self.model, engine, r, self.progress(elapsed), &path)
     }
 
     /// Writes everything the replica owes (frames, logs, final state, summary.json) for the
     /// state of `self.last`, which is where the engine holds it, and says how it ended.
     fn finish(
         mut self,
-        engine: &mut dyn BatchEngine,
+        engine: &mut Reordered,
         r: usize,
         interrupted: bool,
         elapsed: f64,
@@ -509,7 +531,7 @@ impl<'scope> Replica<'scope> {
                 // Text would cost ~300 bytes and microseconds of formatting per particle: large
                 // models keep their final state in the binary checkpoint.
                 let path = self.dir.join(checkpoint::FILE_NAME);
-                write_checkpoint(&self.scenario, self.model, self.order, engine, r, self.progress(elapsed), &path)?;
+                write_checkpoint(&self.scenario, self.model, engine, r, self.progress(elapsed), &path)?;
                 Some(checkpoint::FILE_NAME.to_string())
             }
             None => None,
@@ -539,6 +561,7 @@ impl<'scope> Replica<'scope> {
             final_diagnostics: self.last,
             final_state,
             warnings: self.warnings.iter().cloned().chain(engine.warnings()).collect(),
+            resorts: self.resorts.clone(),
         };
         output::write_json(&self.dir.join("summary.json"), &summary)?;
         match self.failure {
@@ -559,7 +582,7 @@ impl<'scope> Replica<'scope> {
 
 /// Writes each replica's new break events; returns the replicas whose log failed. `initial`:
 /// the events of the starting state's evaluation, which a resumed replica drops (see `drive`).
-fn take_breaks(engine: &mut dyn BatchEngine, reps: &mut [Option<Replica>], initial: bool) -> Vec<(usize, OutputError)> {
+fn take_breaks(engine: &mut Reordered, reps: &mut [Option<Replica>], initial: bool) -> Vec<(usize, OutputError)> {
     let mut errors = Vec::new();
     let events = engine.take_breaks();
     for chunk in events.chunk_by(|a, b| a.0 == b.0) {
@@ -581,7 +604,7 @@ fn take_breaks(engine: &mut dyn BatchEngine, reps: &mut [Option<Replica>], initi
 fn drive<'scope>(
     scope: &'scope std::thread::Scope<'scope, '_>,
     jobs: Vec<Job<'scope>>,
-    engine: &mut dyn BatchEngine,
+    engine: &mut Reordered,
     opts: RunOptions,
     done: &(dyn Fn(usize, &Result<Summary, RunError>) + Sync),
 ) -> Vec<Result<Summary, RunError>> {
@@ -746,6 +769,26 @@ fn drive<'scope>(
             {
                 engine.freeze(r);
                 rep.failure = Some(e);
+            }
+        }
+        // The particle order, where the replica checks it at this step: before any checkpoint
+        // of the step, so that a resume from it continues in the order this run goes on in.
+        for r in 0..count {
+            let Some(rep) = reps[r].as_mut() else { continue };
+            let Some(every) = rep.order_check else { continue };
+            if rep.failure.is_some() || step >= rep.total || !step.is_multiple_of(every) {
+                continue;
+            }
+            match engine.resort(r, rep.model) {
+                Ok((scatter, true)) => rep.resorts.push(Resort { step, t: rep.last.t, scatter }),
+                Ok((_, false)) => {}
+                Err(e) => {
+                    // The engine is as it was: the run goes on in its order, and says so.
+                    rep.order_check = None;
+                    rep.warnings.push(format!(
+                        "the particle order could not be renewed at step {step} ({e}); the run went on in its order"
+                    ));
+                }
             }
         }
         bar.set_position(step);
@@ -1000,8 +1043,7 @@ pub fn resume(
 fn write_checkpoint(
     scenario: &Scenario,
     model: &Model,
-    order: Option<&Order>,
-    engine: &mut dyn BatchEngine,
+    engine: &mut Reordered,
     r: usize,
     progress: RunProgress,
     path: &std::path::Path,
@@ -1014,7 +1056,7 @@ fn write_checkpoint(
         scenario: scenario.clone(),
         model: checkpoint::model_at(model, &state),
         engine: engine_state,
-        order: order.cloned(),
+        order: engine.order(r).cloned(),
         progress,
     };
     cp.write(path)?;

@@ -97,6 +97,8 @@ fn bond_to_a_missing_particle() {
 fn other_invalid_values() {
     assert_mentions(&error_of(&GOOD.replace(r#""t_end": 1"#, r#""t_end": 0"#)), &["t_end"]);
     assert_mentions(&error_of(&GOOD.replace(r#""axial": 100"#, r#""axial": -5"#)), &["stiffness.axial"]);
+    let check = GOOD.replace(r#""name": "t","#, r#""name": "t", "order_check_every": 0,"#);
+    assert_mentions(&error_of(&check), &["order_check_every", "at least 1"]);
     assert_mentions(
         &error_of(
             &GOOD.replace(r#""integrator""#, "").replace(r#""name": "t","#, r#""name": "t", "integrator": "verlet","#),

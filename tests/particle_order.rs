@@ -231,3 +231,154 @@ fn a_resumed_spatial_run_continues_bit_for_bit() {
         assert_eq!(read(&whole, f), read(&resumed, f), "{f}: the resumed run equals the whole one");
     }
 }
+
+/// Unit spheres on a cubic grid in its Morton order, every sixth site a dimer (two spheres
+/// bonded end to end), each flying as a whole to another site (a fixed shuffle) in `MIX_STEPS`
+/// steps: the order that was local at the start is a random one then, as in a granular flow
+/// that has mixed, only faster. Each dimer also stretches at its own rate, so that bonds break
+/// before and after the re-sort. Contacts have stiffness 0: every particle's force is its one
+/// bond's (or none), whatever the order of the sums, so the re-sorted run must give the
+/// unsorted one's trajectory bit for bit.
+const MIX_STEPS: u64 = 1000;
+const SIDE: usize = 16; // 4096 sites, 683 dimers: 4779 particles, above AUTO_MIN_PARTICLES
+
+fn mixing_scenario(dir: &Path, order: &str, name: &str, check_every: Option<u64>) -> Scenario {
+    let (m, spacing, dt) = (SIDE, 3.0, 0.001);
+    let t_mix = MIX_STEPS as f64 * dt;
+    let mut sites: Vec<[usize; 3]> = (0..m * m * m).map(|k| [k % m, (k / m) % m, k / (m * m)]).collect();
+    sites.sort_by_key(|s| rrpdem::scenario::generators::lattice::morton3(s[0] as u64, s[1] as u64, s[2] as u64));
+    let centre = |s: [usize; 3]| s.map(|c| c as f64 * spacing);
+    let target = shuffle(sites.len());
+    let mut particles = String::from("x,y,z,vx,vy,vz,mass,inertia,diameter\n");
+    let mut bonds = String::from("i,j\n");
+    let mut count = 0;
+    for (k, &s) in sites.iter().enumerate() {
+        let (c, to) = (centre(s), centre(sites[target[k]]));
+        let v: Vec<f64> = (0..3).map(|a| (to[a] - c[a]) / t_mix).collect();
+        if k % 6 != 0 {
+            writeln!(particles, "{},{},{},{},{},{},1,0.1,1", c[0], c[1], c[2], v[0], v[1], v[2]).unwrap();
+            count += 1;
+            continue;
+        }
+        // Stretching rates 0.02…0.08 (distinct per dimer): the faster ones break early.
+        let stretch = 0.02 + 0.06 * (k as f64 * 0.618_033_988_749_895).fract();
+        for (side, dx) in [(-1.0, -0.5), (1.0, 0.5)] {
+            let vx = v[0] + side * stretch / 2.0;
+            writeln!(particles, "{},{},{},{vx},{},{},1,0.1,1", c[0] + dx, c[1], c[2], v[1], v[2]).unwrap();
+        }
+        writeln!(bonds, "{},{}", count, count + 1).unwrap();
+        count += 2;
+    }
+    std::fs::write(dir.join(format!("{name}_particles.csv")), particles).unwrap();
+    std::fs::write(dir.join(format!("{name}_bonds.csv")), bonds).unwrap();
+    let json = format!(
+        r#"{{"name": "{name}", "particle_order": "{order}", "dt": {dt}, "t_end": {t_end}{check},
+            "particle": {{"mass": 1, "inertia": 0.1}},
+            "stiffness": {{"bending": 1, "axial": 0.05, "shear": 1, "contact": 0, "wall": 0}},
+            "rupture": {{"tension": 0.04}},
+            "bodies": [{{"type": "csv", "particles": "{name}_particles.csv", "bonds": "{name}_bonds.csv"}}]}}"#,
+        t_end = (MIX_STEPS + 600) as f64 * dt,
+        check = check_every.map_or(String::new(), |c| format!(r#", "order_check_every": {c}"#)),
+    );
+    let path = dir.join(format!("{name}.json"));
+    std::fs::write(&path, json).unwrap();
+    Scenario::load(&path).unwrap()
+}
+
+/// Asserts that file `f` is the same in `a` and `b`, naming the first line that differs.
+fn assert_same_file(a: &Path, b: &Path, f: &str, what: &str) {
+    let (ta, tb) = (read(a, f), read(b, f));
+    if ta != tb {
+        let first = ta.lines().zip(tb.lines()).position(|(x, y)| x != y);
+        let line = first.map_or_else(|| "its length".to_string(), |k| format!("line {}", k + 1));
+        let shown = first.map(|k| (ta.lines().nth(k), tb.lines().nth(k)));
+        panic!("{f}: {what}; they differ first at {line}: {shown:?}");
+    }
+}
+
+fn summary(dir: &Path) -> serde_json::Value {
+    serde_json::from_str(&read(dir, "summary.json")).unwrap()
+}
+
+/// The run of `mixing_scenario` in `auto` against `input` and against itself resumed, on
+/// `backend` with checks every `check_every` steps (`None`: the engine's interval, which must
+/// be `MIX_STEPS`); `series_tol`: the bound on the energies' difference (see the callers).
+fn a_mixed_order_is_renewed(backend: Backend, check_every: Option<u64>, series_tol: f64) {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    let (kept, sorted, resumed) = (d.join("input"), d.join("auto"), d.join("resumed"));
+    let said = run_into(&mixing_scenario(d, "input", "kept", check_every), &kept, backend, None).unwrap();
+    eprintln!("{said}");
+    let s = mixing_scenario(d, "auto", "sorted", check_every);
+    let said = run_into(&s, &sorted, backend, None).unwrap();
+    eprintln!("{said}");
+    // `input` never re-sorts; `auto` started in the user's (local) order and re-sorted once the
+    // dimers had mixed, at the first check after that.
+    assert!(summary(&kept).get("resorts").is_none(), "input keeps its order");
+    let resorts = summary(&sorted)["resorts"].as_array().cloned().expect("auto re-sorted");
+    assert_eq!(resorts.len(), 1, "{resorts:?}");
+    assert_eq!(resorts[0]["step"], MIX_STEPS);
+    let scatter = resorts[0]["scatter"].as_f64().unwrap();
+    assert!(scatter > rrpdem::order::AUTO_THRESHOLD && scatter < 1.2, "mixed: {scatter}");
+    // Per particle nothing depends on the order: the final states and the breaks (bond, step,
+    // place, energy) are the same bits. A bond whose broken flag were lost in the renumbering
+    // would pull its separated ends together and break again; one mapped to the wrong
+    // particles would move them.
+    let breaks = rows(&read(&kept, "breaks.csv"));
+    let steps: Vec<u64> = breaks.iter().map(|r| r[0].parse().unwrap()).collect();
+    assert!(
+        steps.iter().any(|&s| s < MIX_STEPS) && steps.iter().any(|&s| s > MIX_STEPS),
+        "bonds break before and after the re-sort: {} breaks, steps {:?}…{:?}",
+        steps.len(),
+        steps.first(),
+        steps.last()
+    );
+    assert!(steps.len() < SIDE.pow(3).div_ceil(6), "some bonds stay intact ({} breaks)", steps.len());
+    let after = steps.iter().filter(|&&s| s > MIX_STEPS).count();
+    eprintln!("re-sorted at scatter {scatter:.3}; {} breaks, {after} after the re-sort", steps.len());
+    for f in ["final_state.csv", "breaks.csv"] {
+        assert_same_file(&kept, &sorted, f, "the re-sorted run equals the unsorted one");
+    }
+    // The energies and momenta are sums over particles, in another order after the re-sort;
+    // a lost particle or bond would be O(1).
+    let (sa, sb) = (rows(&read(&kept, "series.csv")), rows(&read(&sorted, "series.csv")));
+    assert_eq!(sa.len(), sb.len());
+    let mut worst = 0.0f64;
+    for c in 2..sa[0].len() {
+        let col = |s: &Vec<Vec<String>>, r: usize| -> f64 { s[r][c].parse().unwrap() };
+        let scale = (0..sa.len()).map(|r| col(&sa, r).abs()).fold(f64::MIN_POSITIVE, f64::max);
+        for r in 0..sa.len() {
+            let diff = (col(&sa, r) - col(&sb, r)).abs() / scale;
+            assert!(diff <= series_tol, "series.csv row {r} column {c}: {diff:.2e} of the column's largest");
+            worst = worst.max(diff);
+        }
+    }
+    eprintln!("series.csv: largest difference {worst:.2e} of a column's largest value");
+    // A run interrupted at the re-sort's step and resumed continues in the new order, bit for
+    // bit (the checkpoint is written after the re-sort and records the new order).
+    match run_into(&s, &resumed, backend, Some(MIX_STEPS)) {
+        Err(RunError::Interrupted { step, .. }) if step == MIX_STEPS => {}
+        other => panic!("{other:?}"),
+    }
+    let cp = rrpdem::checkpoint::Checkpoint::read(&resumed.join("checkpoint.bin")).unwrap();
+    assert!(cp.order.is_some(), "the checkpoint holds the new order");
+    run::resume(&common::reopen(&resumed), None, Some(&s), RunOptions::default(), |_| {}).unwrap();
+    for f in ["series.csv", "final_state.csv", "breaks.csv"] {
+        assert_same_file(&sorted, &resumed, f, "the resumed run equals the whole one");
+    }
+    assert_eq!(summary(&resumed)["resorts"], summary(&sorted)["resorts"], "the resumed run lists the re-sort");
+}
+
+#[test]
+fn a_mixed_order_is_renewed_during_the_run_and_changes_nothing_but_speed_cpu() {
+    // f64 sums of ~5000 terms in another order: below 5000 · 1.1e-16 = 5.5e-13 of the largest
+    // term even summed one by one; 1e-12 of the column's largest value.
+    a_mixed_order_is_renewed(Backend::Cpu, None, 1e-12);
+}
+
+#[test]
+fn a_mixed_order_is_renewed_during_the_run_and_changes_nothing_but_speed_gpu_f32() {
+    // f32 sums of ~5000 terms in another order: at most 5000 · 6e-8 = 3e-4 of the largest term
+    // summed one by one, log2(5000) · 6e-8 ≈ 8e-7 in a tree; 3e-4 of the column's largest.
+    a_mixed_order_is_renewed(Backend::Gpu, Some(MIX_STEPS), 3e-4);
+}

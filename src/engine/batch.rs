@@ -16,6 +16,8 @@ use crate::diagnostics::Diagnostics;
 use crate::error::EngineError;
 use crate::integrator::Kinematics;
 use crate::interactions::BreakEvent;
+use crate::model::Model;
+use crate::order::Order;
 
 /// Replicas stepped together. Replica indices are `0..replicas()`; particle and bond indices in
 /// every method are the replica's own (as in its model), never offsets into the batch.
@@ -52,6 +54,17 @@ pub trait BatchEngine {
     /// See `Engine::warnings`, for the whole batch.
     fn warnings(&self) -> Vec<String> {
         Vec::new()
+    }
+    /// See `Engine::order_check_interval`, for replica `r` (`None` where a batch cannot
+    /// renumber one replica alone).
+    fn order_check_interval(&self, r: usize) -> Option<u64> {
+        let _ = r;
+        None
+    }
+    /// See `Engine::renumber`, for replica `r`.
+    fn renumber(&mut self, r: usize, model: &Model, perm: &Order) -> Result<(), EngineError> {
+        let _ = (r, model, perm);
+        Err(EngineError::Unsupported("this batch cannot renumber a replica's particles".into()))
     }
 }
 
@@ -131,6 +144,12 @@ impl BatchEngine for Single<'_> {
     }
     fn warnings(&self) -> Vec<String> {
         self.engine.warnings()
+    }
+    fn order_check_interval(&self, _r: usize) -> Option<u64> {
+        self.engine.order_check_interval()
+    }
+    fn renumber(&mut self, _r: usize, model: &Model, perm: &Order) -> Result<(), EngineError> {
+        self.engine.renumber(model, perm)
     }
 }
 
@@ -244,5 +263,11 @@ impl<E: Engine + Send> BatchEngine for Separate<E> {
         let mut all: Vec<String> = self.engines.iter().flat_map(|e| e.warnings()).collect();
         all.dedup();
         all
+    }
+    fn order_check_interval(&self, r: usize) -> Option<u64> {
+        self.engines[r].order_check_interval()
+    }
+    fn renumber(&mut self, r: usize, model: &Model, perm: &Order) -> Result<(), EngineError> {
+        self.engines[r].renumber(model, perm)
     }
 }

@@ -89,6 +89,22 @@ pub trait Engine {
     fn warnings(&self) -> Vec<String> {
         Vec::new()
     }
+    /// Steps between the run driver's checks of the particle order (`crate::order`: each check
+    /// reads the positions back and sorts them on the host, so an engine that steps fast checks
+    /// seldom), or `None` where the engine cannot be renumbered (`renumber`).
+    fn order_check_interval(&self) -> Option<u64> {
+        None
+    }
+    /// Renumbers the engine's particles and bonds, keeping its state: its new particle k is its
+    /// particle `perm.particles[k]`, its new bond k its bond `perm.bonds[k]`, and `model` is its
+    /// model so renumbered (built by `Order::apply`). Afterwards it continues bit for bit as an
+    /// engine built from `model` with the renumbered state loaded would (what a resume from a
+    /// checkpoint written now builds). Breaks not yet taken are dropped (take them first); the
+    /// rollback point becomes the current state. On an error the engine is as it was.
+    fn renumber(&mut self, model: &crate::model::Model, perm: &crate::order::Order) -> Result<(), EngineError> {
+        let _ = (model, perm);
+        Err(EngineError::Unsupported("this engine cannot renumber its particles".into()))
+    }
 }
 
 /// The error for a saved state of another kind.

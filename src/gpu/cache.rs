@@ -82,6 +82,15 @@ pub fn lease(key: CacheKey, fresh: bool) -> Result<Lease, GpuError> {
     Ok(Lease { key: (!fresh).then_some(key), ctx: Arc::new(ctx), pipe: Arc::new(pipe) })
 }
 
+impl Lease {
+    /// The same device and kernels under a lease that does not return them to the cache: for
+    /// an engine built on the device of a running one (`GpuEngine::renumber`), which takes the
+    /// original lease over once it stands.
+    pub fn same_device(&self) -> Lease {
+        Lease { key: None, ctx: self.ctx.clone(), pipe: self.pipe.clone() }
+    }
+}
+
 /// Idle pairs in the cache for `key` (for tests).
 pub fn idle_count(key: CacheKey) -> usize {
     IDLE.lock().unwrap_or_else(|p| p.into_inner()).iter().filter(|i| i.key == key).count()

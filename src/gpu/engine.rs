@@ -65,6 +65,12 @@ use std::sync::Arc;
 /// Steps recorded per command buffer (bounds encoder memory; submits are not waited on).
 const STEPS_PER_SUBMIT: u64 = 256;
 
+/// Steps between checks of the particle order (`Engine::order_check_interval`): a check reads
+/// the state back and sorts the positions on the host, some 100 steps of an H100's time at
+/// 10⁶ particles (10⁻⁹ s per particle-step against ~10⁻⁷ s per particle on the host), so 0.5 %
+/// of the run at this interval.
+pub(crate) const ORDER_CHECK_INTERVAL: u64 = 20_000;
+
 /// Break records one batch of steps holds at most (f32: 32 B each, 134 MB; f64: 48 B, 201 MB),
 /// whatever the bond count: a batch that breaks more is taken again in shorter batches (`run`).
 /// Before, the records were sized to every bond (up to what a binding holds: 4.3 GB at 10⁸
@@ -195,6 +201,9 @@ pub struct GpuEngine {
     /// The last batch broke more bonds than the break records hold: `run` goes back to the
     /// advance's start and takes shorter batches.
     break_overflow: bool,
+    /// What it was built with (`renumber` builds it again).
+    adapter: AdapterChoice,
+    options: GpuOptions,
     /// The device and kernels this engine holds; last, so that the state's buffers are gone
     /// before the device goes back to the cache.
     _lease: Lease,
@@ -246,6 +255,19 @@ impl GpuEngine {
         }
         let key = CacheKey { adapter, precision, max_workgroups: options.max_workgroups_per_dimension };
         let lease = cache::lease(key, options.fresh_device)?;
+        GpuEngine::build(lease, models, integrator, dt, precision, adapter, options)
+    }
+
+    /// `new_batch` on the device and kernels of `lease`.
+    fn build(
+        lease: Lease,
+        models: &[&Model],
+        integrator: Integrator,
+        dt: f64,
+        precision: Precision,
+        adapter: AdapterChoice,
+        options: GpuOptions,
+    ) -> Result<GpuEngine, GpuError> {
         let (ctx, pipe) = (lease.ctx.clone(), lease.pipe.clone());
         let n: u64 = models.iter().map(|m| m.particles.len() as u64).sum();
         let have = ctx.limits.max_storage_buffer_binding_size.min(ctx.limits.max_buffer_size);
@@ -373,6 +395,8 @@ impl GpuEngine {
             breaks: Vec::new(),
             fallback_steps: 0,
             break_overflow: false,
+            adapter,
+            options,
             _lease: lease,
         };
         let failures = e.evaluate_current().map_err(|err| match err {
@@ -949,6 +973,38 @@ impl GpuEngine {
         Ok(EngineState { kind: self.state_kind_str(), step: rep.step, data })
     }
 
+    /// A one-replica raw state (`save_state_of`) renumbered by `perm`: the per-particle arrays
+    /// and blocks gathered by particle, the broken flags by bond; origin and totals as they are.
+    fn permuted_state(&self, data: &[u8], perm: &crate::order::Order) -> Vec<u8> {
+        let n = self.state.n as usize;
+        let len = self.state.array_bytes(0);
+        let blocks = if uses_blocks(self.precision) { state::CELL_BYTES * n } else { 0 };
+        let mut out = Vec::with_capacity(data.len());
+        let gather = |out: &mut Vec<u8>, part: &[u8], items: &[u32]| {
+            let size = part.len() / items.len().max(1);
+            for &k in items {
+                out.extend_from_slice(&part[k as usize * size..(k as usize + 1) * size]);
+            }
+        };
+        let (head, rest) = data.split_at(ORIGIN_BYTES);
+        out.extend_from_slice(head);
+        let (arrays, rest) = rest.split_at(state::STATE_ARRAYS.len() * len);
+        for a in arrays.chunks_exact(len.max(1)) {
+            gather(&mut out, a, &perm.particles);
+        }
+        let (cells, rest) = rest.split_at(blocks);
+        if blocks > 0 {
+            gather(&mut out, cells, &perm.particles);
+        }
+        if self.state.layout.rupture[0] {
+            let (totals, flags) = rest.split_at(RUPTURE_TOTALS_BYTES);
+            out.extend_from_slice(totals);
+            gather(&mut out, flags, &perm.bonds);
+        }
+        debug_assert_eq!(out.len(), data.len());
+        out
+    }
+
     fn state_kind_str(&self) -> String {
         format!("gpu-{}", self.precision.as_str())
     }
@@ -1276,6 +1332,55 @@ impl Engine for GpuEngine {
         self.warnings_of()
     }
 
+    fn order_check_interval(&self) -> Option<u64> {
+        (self.reps.len() == 1).then_some(ORDER_CHECK_INTERVAL)
+    }
+
+    /// Builds the engine again from `model` on the same device and loads the renumbered raw
+    /// state, as a resume does. Until the old state's buffers are dropped, both are on the
+    /// device: a model that fills more than half of its memory cannot be renumbered (the error
+    /// says so and the engine is unchanged; the run driver goes on in the old order).
+    fn renumber(&mut self, model: &Model, perm: &crate::order::Order) -> Result<(), EngineError> {
+        self.ctx.check_lost()?;
+        self.single("renumber")?;
+        let (n, nb) = (self.state.n as usize, self.state.n_bonds as usize);
+        if perm.particles.len() != n || perm.bonds.len() != nb || model.particles.len() != n || model.bonds.len() != nb
+        {
+            return Err(EngineError::Unsupported(format!(
+                "a renumbering of {} particles and {} bonds (model: {}, {}) for an engine of {n} and {nb}",
+                perm.particles.len(),
+                perm.bonds.len(),
+                model.particles.len(),
+                model.bonds.len()
+            )));
+        }
+        let saved = self.save_state_of(0)?;
+        let data = self.permuted_state(&saved.data, perm);
+        let mut fresh = GpuEngine::build(
+            self._lease.same_device(),
+            &[model],
+            self.integrator,
+            self.dt,
+            self.precision,
+            self.adapter,
+            self.options,
+        )?;
+        if let Some(e) = fresh.reps[0].failure.take() {
+            return Err(e);
+        }
+        fresh.load_state(&EngineState { data, ..saved })?;
+        // Bonds the fresh engine broke before their flags were loaded broke long ago.
+        fresh.breaks.clear();
+        // What the warnings report covers the whole run.
+        fresh.fallback_steps += self.fallback_steps;
+        fresh.nbr_layouts += self.nbr_layouts;
+        fresh.longest_list = fresh.longest_list.max(self.longest_list);
+        fresh.lists_stuck |= self.lists_stuck;
+        std::mem::swap(&mut fresh._lease, &mut self._lease);
+        *self = fresh;
+        Ok(())
+    }
+
     /// Collected at the end of each batch (see `finish_batch`), already in step then bond order.
     fn take_breaks(&mut self) -> Vec<BreakEvent> {
         std::mem::take(&mut self.breaks).into_iter().map(|(_, e)| e).collect()
@@ -1373,6 +1478,15 @@ impl BatchEngine for GpuEngine {
 
     fn warnings(&self) -> Vec<String> {
         self.warnings_of()
+    }
+
+    /// Only a one-replica engine renumbers: a batch's replicas share its buffers and chunk plans.
+    fn order_check_interval(&self, _r: usize) -> Option<u64> {
+        Engine::order_check_interval(self)
+    }
+
+    fn renumber(&mut self, _r: usize, model: &Model, perm: &crate::order::Order) -> Result<(), EngineError> {
+        Engine::renumber(self, model, perm)
     }
 }
 

@@ -81,6 +81,10 @@ pub struct Scenario {
     /// `spatial` always, `input` never. Outputs keep the input's numbering either way.
     #[serde(default, skip_serializing_if = "crate::order::OrderChoice::is_auto")]
     pub particle_order: crate::order::OrderChoice,
+    /// Steps between checks of the engine's particle order during the run (`auto` and
+    /// `spatial`; `crate::order`); by default the engine's interval (CPU 1000, GPU 20 000).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub order_check_every: Option<u64>,
     /// Optional outputs beyond the standard files (VTK frames for ParaView). Not part of the
     /// scenario's identity for `resume` (it does not change the trajectory).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -370,6 +374,13 @@ impl Scenario {
             ));
         }
         positive(self, "max_energy_error", self.max_energy_error)?;
+        if self.order_check_every == Some(0) {
+            return Err(self.invalid(
+                "order_check_every",
+                "0 steps between checks of the particle order; give at least 1 (or leave it out for the engine's \
+                 interval; particle_order \"input\" never checks)",
+            ));
+        }
         positive(self, "particle.mass", self.particle.mass)?;
         positive(self, "particle.inertia", self.particle.inertia)?;
         if let Some(d) = self.particle.diameter {
