@@ -5,6 +5,7 @@
 
 mod common;
 
+use rrpdem::engine::Precision;
 use rrpdem::run::{self, EngineChoice, RunError, RunOptions};
 use rrpdem::scenario::{Backend, Scenario};
 use std::fmt::Write as _;
@@ -91,8 +92,12 @@ fn csv_scenario(dir: &Path, perm: &[usize], order: &str, name: &str) -> Scenario
 
 /// Runs `s` into `out` (stopped at `stop_at` if given) and returns what it announced.
 fn run_into(s: &Scenario, out: &Path, backend: Backend, stop_at: Option<u64>) -> Result<String, RunError> {
+    run_with(s, out, EngineChoice { backend: Some(backend), ..Default::default() }, stop_at)
+}
+
+/// `run_into` with an engine choice (backend and precision).
+fn run_with(s: &Scenario, out: &Path, choice: EngineChoice, stop_at: Option<u64>) -> Result<String, RunError> {
     let said = Mutex::new(String::new());
-    let choice = EngineChoice { backend: Some(backend), ..Default::default() };
     let opts = RunOptions { stop_at, checkpoint_every: Some(100), ..Default::default() };
     run::run_scenario(s, out, false, &choice, opts, &|m| said.lock().unwrap().push_str(m))?;
     Ok(said.into_inner().unwrap())
@@ -301,16 +306,16 @@ fn summary(dir: &Path) -> serde_json::Value {
 }
 
 /// The run of `mixing_scenario` in `auto` against `input` and against itself resumed, on
-/// `backend` with checks every `check_every` steps (`None`: the engine's interval, which must
+/// the engine `choice` with checks every `check_every` steps (`None`: the engine's interval, which must
 /// be `MIX_STEPS`); `series_tol`: the bound on the energies' difference (see the callers).
-fn a_mixed_order_is_renewed(backend: Backend, check_every: Option<u64>, series_tol: f64) {
+fn a_mixed_order_is_renewed(choice: EngineChoice, check_every: Option<u64>, series_tol: f64) {
     let tmp = tempfile::tempdir().unwrap();
     let d = tmp.path();
     let (kept, sorted, resumed) = (d.join("input"), d.join("auto"), d.join("resumed"));
-    let said = run_into(&mixing_scenario(d, "input", "kept", check_every), &kept, backend, None).unwrap();
+    let said = run_with(&mixing_scenario(d, "input", "kept", check_every), &kept, choice, None).unwrap();
     eprintln!("{said}");
     let s = mixing_scenario(d, "auto", "sorted", check_every);
-    let said = run_into(&s, &sorted, backend, None).unwrap();
+    let said = run_with(&s, &sorted, choice, None).unwrap();
     eprintln!("{said}");
     // `input` never re-sorts; `auto` started in the user's (local) order and re-sorted once the
     // dimers had mixed, at the first check after that.
@@ -356,7 +361,7 @@ fn a_mixed_order_is_renewed(backend: Backend, check_every: Option<u64>, series_t
     eprintln!("series.csv: largest difference {worst:.2e} of a column's largest value");
     // A run interrupted at the re-sort's step and resumed continues in the new order, bit for
     // bit (the checkpoint is written after the re-sort and records the new order).
-    match run_into(&s, &resumed, backend, Some(MIX_STEPS)) {
+    match run_with(&s, &resumed, choice, Some(MIX_STEPS)) {
         Err(RunError::Interrupted { step, .. }) if step == MIX_STEPS => {}
         other => panic!("{other:?}"),
     }
@@ -373,12 +378,20 @@ fn a_mixed_order_is_renewed(backend: Backend, check_every: Option<u64>, series_t
 fn a_mixed_order_is_renewed_during_the_run_and_changes_nothing_but_speed_cpu() {
     // f64 sums of ~5000 terms in another order: below 5000 · 1.1e-16 = 5.5e-13 of the largest
     // term even summed one by one; 1e-12 of the column's largest value.
-    a_mixed_order_is_renewed(Backend::Cpu, None, 1e-12);
+    a_mixed_order_is_renewed(EngineChoice { backend: Some(Backend::Cpu), ..Default::default() }, None, 1e-12);
 }
 
 #[test]
 fn a_mixed_order_is_renewed_during_the_run_and_changes_nothing_but_speed_gpu_f32() {
     // f32 sums of ~5000 terms in another order: at most 5000 · 6e-8 = 3e-4 of the largest term
     // summed one by one, log2(5000) · 6e-8 ≈ 8e-7 in a tree; 3e-4 of the column's largest.
-    a_mixed_order_is_renewed(Backend::Gpu, Some(MIX_STEPS), 3e-4);
+    let f32 = EngineChoice { backend: Some(Backend::Gpu), precision: Some(Precision::F32), ..Default::default() };
+    a_mixed_order_is_renewed(f32, Some(MIX_STEPS), 3e-4);
+}
+
+#[test]
+fn a_mixed_order_is_renewed_during_the_run_and_changes_nothing_but_speed_gpu_f64() {
+    // As on the CPU: f64 sums of ~5000 terms, 1e-12 of the column's largest value.
+    let f64 = EngineChoice { backend: Some(Backend::Gpu), precision: Some(Precision::F64), ..Default::default() };
+    a_mixed_order_is_renewed(f64, Some(MIX_STEPS), 1e-12);
 }
