@@ -407,6 +407,25 @@ impl<'scope> Replica<'scope> {
             true => engine.order_check_interval(r).map(|c| scenario.order_check_every.unwrap_or(c)).filter(|&c| c > 0),
             false => None,
         };
+        let mut warnings = warnings;
+        if let Some(every) = scenario.order_check_every.filter(|_| order_check.is_none()) {
+            warnings.push(format!(
+                "order_check_every = {every} was not applied: {}",
+                match engine.order_check_interval(r) {
+                    None => "this engine cannot renumber a replica alone (a GPU batch of several replicas keeps each \
+                             replica's order)"
+                        .to_string(),
+                    Some(_) => match scenario.particle_order {
+                        crate::order::OrderChoice::Input => "particle_order \"input\" never re-sorts".to_string(),
+                        _ => format!(
+                            "particle_order \"auto\" checks models of at least {} particles; this one has {}",
+                            crate::order::AUTO_MIN_PARTICLES,
+                            model.particles.len()
+                        ),
+                    },
+                }
+            ));
+        }
         let mut rep = Replica {
             scenario,
             model,

@@ -320,6 +320,14 @@ fn a_mixed_order_is_renewed(choice: EngineChoice, check_every: Option<u64>, seri
     // `input` never re-sorts; `auto` started in the user's (local) order and re-sorted once the
     // dimers had mixed, at the first check after that.
     assert!(summary(&kept).get("resorts").is_none(), "input keeps its order");
+    if let Some(c) = check_every {
+        // An interval given to a run that never checks is reported, not silently dropped.
+        let warnings = summary(&kept)["warnings"].to_string();
+        assert!(
+            warnings.contains(&format!("order_check_every = {c} was not applied")) && warnings.contains("input"),
+            "{warnings}"
+        );
+    }
     let resorts = summary(&sorted)["resorts"].as_array().cloned().expect("auto re-sorted");
     assert_eq!(resorts.len(), 1, "{resorts:?}");
     assert_eq!(resorts[0]["step"], MIX_STEPS);
