@@ -403,3 +403,82 @@ fn a_mixed_order_is_renewed_during_the_run_and_changes_nothing_but_speed_gpu_f64
     let f64 = EngineChoice { backend: Some(Backend::Gpu), precision: Some(Precision::F64), ..Default::default() };
     a_mixed_order_is_renewed(f64, Some(MIX_STEPS), 1e-12);
 }
+
+/// The CPU engine, but its renumbering fails (as a GPU model too large for a second copy on
+/// the device would).
+struct CannotRenumber(rrpdem::engine::CpuEngine);
+
+impl rrpdem::engine::Engine for CannotRenumber {
+    fn info(&self) -> rrpdem::engine::EngineInfo {
+        self.0.info()
+    }
+    fn n_particles(&self) -> usize {
+        self.0.n_particles()
+    }
+    fn steps_done(&self) -> u64 {
+        self.0.steps_done()
+    }
+    fn advance(&mut self, steps: u64) -> Result<(), rrpdem::error::EngineError> {
+        self.0.advance(steps)
+    }
+    fn diagnostics(&mut self) -> Result<rrpdem::diagnostics::Diagnostics, rrpdem::error::EngineError> {
+        self.0.diagnostics()
+    }
+    fn snapshot(&mut self) -> Result<Vec<rrpdem::integrator::Kinematics>, rrpdem::error::EngineError> {
+        self.0.snapshot()
+    }
+    fn state_kind(&self) -> String {
+        self.0.state_kind()
+    }
+    fn save_state(&mut self) -> Result<rrpdem::engine::EngineState, rrpdem::error::EngineError> {
+        self.0.save_state()
+    }
+    fn load_state(&mut self, state: &rrpdem::engine::EngineState) -> Result<(), rrpdem::error::EngineError> {
+        self.0.load_state(state)
+    }
+    fn rollback(&mut self) -> Result<(), rrpdem::error::EngineError> {
+        self.0.rollback()
+    }
+    fn largest_force(&mut self) -> Result<Option<(usize, f64)>, rrpdem::error::EngineError> {
+        self.0.largest_force()
+    }
+    fn take_breaks(&mut self) -> Vec<rrpdem::interactions::BreakEvent> {
+        self.0.take_breaks()
+    }
+    fn guard_interval(&self) -> u64 {
+        self.0.guard_interval()
+    }
+    fn order_check_interval(&self) -> Option<u64> {
+        self.0.order_check_interval()
+    }
+    fn renumber(
+        &mut self,
+        _model: &rrpdem::model::Model,
+        _perm: &rrpdem::order::Order,
+    ) -> Result<(), rrpdem::error::EngineError> {
+        Err(rrpdem::error::EngineError::Unsupported("no room for a second copy".into()))
+    }
+}
+
+#[test]
+fn a_run_whose_engine_cannot_be_renumbered_goes_on_in_its_order_and_says_so() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    let kept = d.join("input");
+    run_into(&mixing_scenario(d, "input", "kept", None), &kept, Backend::Cpu, None).unwrap();
+    let s = mixing_scenario(d, "auto", "refused", None);
+    let model = s.build_model().unwrap();
+    let out = rrpdem::output::OutputDir::create(&d.join("refused"), false).unwrap();
+    let mut e = CannotRenumber(rrpdem::engine::CpuEngine::new(&model, s.integrator, s.dt).unwrap());
+    let start = run::Start::Fresh { stability: rrpdem::stability::estimate(&model) };
+    run::run(&s, &model, &mut e, start, &out, RunOptions::default()).expect("the run completes");
+    let sm = summary(&out.path);
+    assert!(sm.get("resorts").is_none(), "no re-sort happened");
+    let warnings = sm["warnings"].to_string();
+    assert!(
+        warnings.contains("could not be renewed at step 1000") && warnings.contains("no room for a second copy"),
+        "{warnings}"
+    );
+    // It went on in the user's order, as the `input` run did: the same states, bit for bit.
+    assert_same_file(&kept, &out.path, "final_state.csv", "the run went on unchanged");
+}
