@@ -88,6 +88,13 @@ pub struct RunProgress {
     /// Re-sorts of the particle order so far (absent in checkpoints written before them).
     #[serde(default)]
     pub resorts: Vec<crate::order::Resort>,
+    /// Steps between the run's checks of its particle order (`None`: it makes none; also for
+    /// checkpoints written before the checks existed), and why they were turned off if a
+    /// renumbering failed: a resumed run keeps both.
+    #[serde(default)]
+    pub order_check: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub order_warning: Option<String>,
 }
 
 #[derive(Serialize, Deserialize)]

@@ -31,7 +31,9 @@
 //! During a run: bonded bodies keep their neighbours, but a granular flow mixes its particles
 //! until any order is a random one (measured: `scatter` 0.13 after 1000 steps of a gas, 0.42
 //! after 11 000; docs/BENCHMARKS.md). So every `Engine::order_check_interval` steps (a step
-//! count, so that a resumed run checks where the uninterrupted one did) the run driver measures
+//! count, decided at the run's start and kept in its checkpoints, so that a resumed run checks
+//! where the uninterrupted one did; also at the last step, for runs extended from there; not
+//! in GPU studies, whose replicas share one state) the run driver measures
 //! the engine order's `scatter` at the current positions (`Order::resort`), and where it exceeds
 //! `AUTO_THRESHOLD` (`auto` and `spatial`; `auto` only from `AUTO_MIN_PARTICLES`) the engine is
 //! renumbered along the Morton curve of the current positions (`Engine::renumber`). The new

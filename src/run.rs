@@ -305,8 +305,11 @@ struct Replica<'scope> {
     scenario: Scenario,
     model: &'scope Model,
     dir: &'scope OutputDir,
-    /// Steps between checks of the engine's particle order (`crate::order`), where it has them.
+    /// Steps between checks of the engine's particle order (`crate::order`), where it has them:
+    /// decided at the run's start, off after a failed renumbering; kept in checkpoints.
     order_check: Option<u64>,
+    /// Why the checks were turned off, when a renumbering failed (kept in checkpoints).
+    order_warning: Option<String>,
     /// The re-sorts so far (from t = 0), for summary.json.
     resorts: Vec<Resort>,
     total: u64,
@@ -350,7 +353,9 @@ impl<'scope> Replica<'scope> {
         let series_path = dir.join("series.csv");
         let breaks_path = dir.join("breaks.csv");
         let fresh = matches!(start, Start::Fresh { .. });
-        let (series, breaks, budget, stability, wall_before, last, impact, resorts) = match start {
+        // The order checks a resumed run makes are those its start decided (`None` here): kept
+        // in the checkpoint, so that resuming never changes them, whatever engine resumes it.
+        let (series, breaks, budget, stability, wall_before, last, impact, resorts, kept_check) = match start {
             Start::Fresh { stability } => {
                 let mut series = SeriesWriter::create(&series_path)?;
                 let breaks = match model.params.rupture {
@@ -364,7 +369,7 @@ impl<'scope> Replica<'scope> {
                 let mut impact = ImpactTracker::default();
                 impact.record(&first, &model.params.walls);
                 let budget = Budget::new(&first, Conserved::for_model(model));
-                (series, breaks, budget, stability, 0.0, first, impact, Vec::new())
+                (series, breaks, budget, stability, 0.0, first, impact, Vec::new(), None)
             }
             Start::Resume { progress } => {
                 let progress = *progress;
@@ -384,6 +389,7 @@ impl<'scope> Replica<'scope> {
                     progress.last,
                     progress.impact,
                     progress.resorts,
+                    Some((progress.order_check, progress.order_warning)),
                 )
             }
         };
@@ -402,18 +408,40 @@ impl<'scope> Replica<'scope> {
         };
         let total = scenario.total_steps();
         let record_every = scenario.record_interval();
-        let order_check = match scenario.particle_order.checks_during_run(model.particles.len()) {
-            // The scenario's interval where it gives one, but only for engines that renumber.
-            true => engine.order_check_interval(r).map(|c| scenario.order_check_every.unwrap_or(c)).filter(|&c| c > 0),
-            false => None,
-        };
         let mut warnings = warnings;
-        if let Some(every) = scenario.order_check_every.filter(|_| order_check.is_none()) {
+        let (order_check, order_warning) = match kept_check {
+            Some((every, warning)) => {
+                warnings.extend(warning.clone());
+                match every.filter(|_| engine.order_check_interval(r).is_none()) {
+                    // (An engine of the same kind as the one that wrote the checkpoint can.)
+                    Some(every) => {
+                        warnings.push(format!(
+                            "the run checked its particle order every {every} steps; this engine cannot renumber its \
+                             particles, so the resumed run keeps its order"
+                        ));
+                        (None, warning)
+                    }
+                    None => (every, warning),
+                }
+            }
+            None => (
+                match scenario.particle_order.checks_during_run(model.particles.len()) {
+                    // The scenario's interval where it gives one, but only for engines that renumber.
+                    true => engine
+                        .order_check_interval(r)
+                        .map(|c| scenario.order_check_every.unwrap_or(c))
+                        .filter(|&c| c > 0),
+                    false => None,
+                },
+                None,
+            ),
+        };
+        if let Some(every) = scenario.order_check_every.filter(|_| order_check.is_none() && fresh) {
             warnings.push(format!(
                 "order_check_every = {every} was not applied: {}",
                 match engine.order_check_interval(r) {
-                    None => "this engine cannot renumber a replica alone (a GPU batch of several replicas keeps each \
-                             replica's order)"
+                    None => "this engine cannot renumber a replica alone (GPU study batches keep each replica's \
+                             order)"
                         .to_string(),
                     Some(_) => match scenario.particle_order {
                         crate::order::OrderChoice::Input => "particle_order \"input\" never re-sorts".to_string(),
@@ -431,6 +459,7 @@ impl<'scope> Replica<'scope> {
             model,
             dir,
             order_check,
+            order_warning,
             resorts,
             total,
             record_every,
@@ -497,6 +526,8 @@ impl<'scope> Replica<'scope> {
             wall_time_s: self.wall_before + elapsed,
             impact: self.impact.clone(),
             resorts: self.resorts.clone(),
+            order_check: self.order_check,
+            order_warning: self.order_warning.clone(),
         }
     }
 
@@ -795,18 +826,23 @@ fn drive<'scope>(
         for r in 0..count {
             let Some(rep) = reps[r].as_mut() else { continue };
             let Some(every) = rep.order_check else { continue };
-            if rep.failure.is_some() || step >= rep.total || !step.is_multiple_of(every) {
+            // Also at the run's last step: a run extended from there (`resume --t-end`) then
+            // goes on in the order a run straight to the later end would have.
+            if rep.failure.is_some() || step > rep.total || !step.is_multiple_of(every) {
                 continue;
             }
             match engine.resort(r, rep.model) {
                 Ok((scatter, true)) => rep.resorts.push(Resort { step, t: rep.last.t, scatter }),
                 Ok((_, false)) => {}
                 Err(e) => {
-                    // The engine is as it was: the run goes on in its order, and says so.
-                    rep.order_check = None;
-                    rep.warnings.push(format!(
+                    // The engine is as it was: the run goes on in its order (and so does a run
+                    // resumed from its checkpoints), and says so.
+                    let warning = format!(
                         "the particle order could not be renewed at step {step} ({e}); the run went on in its order"
-                    ));
+                    );
+                    rep.order_check = None;
+                    rep.warnings.push(warning.clone());
+                    rep.order_warning = Some(warning);
                 }
             }
         }

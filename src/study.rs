@@ -456,7 +456,9 @@ pub struct StudyReport {
 /// Runs the variants `which` of `study` into `out/variants/<k>/`, each exactly as `rrpdem run`
 /// would run it alone (same preparation, same driver, same outputs), as replicas of batches:
 /// variants with the same engine kind, integrator and time step share a batch engine and step
-/// in lockstep (`run::run_batch`); a variant's results do not depend on its batch. On the CPU a
+/// in lockstep (`run::run_batch`); a variant's results do not depend on its batch. (One
+/// difference from `rrpdem run`: on the GPU a study does not re-sort a mixing flow's particle
+/// order during the run, `crate::order`.) On the CPU a
 /// batch steps its replicas in parallel; on the GPU it is one state holding all of them.
 /// `tick` is called as each variant finishes. VTK frames (`vtk`, over each variant's `output`
 /// block) carry the variant's index as `replica`.

@@ -254,6 +254,11 @@ fn mixing_scenario(dir: &Path, order: &str, name: &str, check_every: Option<u64>
     sites.sort_by_key(|s| rrpdem::scenario::generators::lattice::morton3(s[0] as u64, s[1] as u64, s[2] as u64));
     let centre = |s: [usize; 3]| s.map(|c| c as f64 * spacing);
     let target = shuffle(sites.len());
+    // Distinct masses and inertias (a column permuted wrongly would change a dimer's motion).
+    let constants = |k: usize| {
+        let f = (k as f64 * 0.754_877_666_246_692_7).fract();
+        format!("{},{},1", 1.0 + 0.5 * f, 0.1 + 0.05 * f)
+    };
     let mut particles = String::from("x,y,z,vx,vy,vz,mass,inertia,diameter\n");
     let mut bonds = String::from("i,j\n");
     let mut count = 0;
@@ -261,7 +266,7 @@ fn mixing_scenario(dir: &Path, order: &str, name: &str, check_every: Option<u64>
         let (c, to) = (centre(s), centre(sites[target[k]]));
         let v: Vec<f64> = (0..3).map(|a| (to[a] - c[a]) / t_mix).collect();
         if k % 6 != 0 {
-            writeln!(particles, "{},{},{},{},{},{},1,0.1,1", c[0], c[1], c[2], v[0], v[1], v[2]).unwrap();
+            writeln!(particles, "{},{},{},{},{},{},{}", c[0], c[1], c[2], v[0], v[1], v[2], constants(count)).unwrap();
             count += 1;
             continue;
         }
@@ -269,7 +274,8 @@ fn mixing_scenario(dir: &Path, order: &str, name: &str, check_every: Option<u64>
         let stretch = 0.02 + 0.06 * (k as f64 * 0.618_033_988_749_895).fract();
         for (side, dx) in [(-1.0, -0.5), (1.0, 0.5)] {
             let vx = v[0] + side * stretch / 2.0;
-            writeln!(particles, "{},{},{},{vx},{},{},1,0.1,1", c[0] + dx, c[1], c[2], v[1], v[2]).unwrap();
+            let k = count + usize::from(side > 0.0);
+            writeln!(particles, "{},{},{},{vx},{},{},{}", c[0] + dx, c[1], c[2], v[1], v[2], constants(k)).unwrap();
         }
         writeln!(bonds, "{},{}", count, count + 1).unwrap();
         count += 2;
@@ -380,6 +386,18 @@ fn a_mixed_order_is_renewed(choice: EngineChoice, check_every: Option<u64>, seri
         assert_same_file(&sorted, &resumed, f, "the resumed run equals the whole one");
     }
     assert_eq!(summary(&resumed)["resorts"], summary(&sorted)["resorts"], "the resumed run lists the re-sort");
+    // Resumed from before the re-sort (the checkpoint keeps the checks' interval), it re-sorts
+    // at the same step by itself.
+    let early = d.join("early");
+    match run_with(&s, &early, choice, Some(MIX_STEPS - 100)) {
+        Err(RunError::Interrupted { .. }) => {}
+        other => panic!("{other:?}"),
+    }
+    run::resume(&common::reopen(&early), None, Some(&s), RunOptions::default(), |_| {}).unwrap();
+    for f in ["series.csv", "final_state.csv", "breaks.csv"] {
+        assert_same_file(&sorted, &early, f, "the run resumed before the re-sort equals the whole one");
+    }
+    assert_eq!(summary(&early)["resorts"], summary(&sorted)["resorts"]);
 }
 
 #[test]

@@ -1354,6 +1354,14 @@ impl Engine for GpuEngine {
                 model.bonds.len()
             )));
         }
+        // The budget covers the process's device memory: while the new state is built, the old
+        // one is still there.
+        let bytes = self.device_bytes();
+        if let Some(budget) = self.options.memory_budget.filter(|&b| 2 * bytes > b) {
+            return Err(EngineError::Unsupported(format!(
+                "renumbering builds a second copy of the {bytes}-byte device state, and the memory budget is {budget} bytes"
+            )));
+        }
         let saved = self.save_state_of(0)?;
         let data = self.permuted_state(&saved.data, perm);
         let mut fresh = GpuEngine::build(
@@ -1480,13 +1488,11 @@ impl BatchEngine for GpuEngine {
         self.warnings_of()
     }
 
-    /// Only a one-replica engine renumbers: a batch's replicas share its buffers and chunk plans.
+    /// A batch's replicas share its buffers and chunk plans, so none is renumbered alone; and
+    /// a one-replica batch does not either, so that a study variant's results do not depend on
+    /// how its study was batched. (`rrpdem run` renumbers through the `Engine` interface.)
     fn order_check_interval(&self, _r: usize) -> Option<u64> {
-        Engine::order_check_interval(self)
-    }
-
-    fn renumber(&mut self, _r: usize, model: &Model, perm: &crate::order::Order) -> Result<(), EngineError> {
-        Engine::renumber(self, model, perm)
+        None
     }
 }
 
