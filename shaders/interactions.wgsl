@@ -129,8 +129,8 @@ fn rupture_measures(variant: u32, d: vec3<real>, l0: real, dhat0: vec3<real>, dq
     return vec4<real>(tension, shear_angle, length3(theta - along * dhat), abs(along));
 }
 
-/// An upper bound of angle_between(a, b) without atan2: atan2(y, x) ≤ y/x for x > 0, ≤ π/2
-/// for x > 0, ≤ π; widened by `slack` (relative and absolute). See `rupture_bounds`.
+/// An upper bound of angle_between(a, b) without atan2: atan2(y, x) ≤ min(y/x, π/2) for
+/// x > 0, else ≤ π; widened by `slack` (relative and absolute). See `rupture_bounds`.
 fn angle_bound(a: vec3<real>, b: vec3<real>, slack: real) -> real {
     let y = length3(cross3(a, b));
     let x = dot3(a, b);

@@ -227,6 +227,18 @@ impl Order {
         Order { particles, bonds, inverse }
     }
 
+    /// Checks that this renumbering and its renumbered `model` fit an engine of `n` particles
+    /// and `nb` bonds (what `Engine::renumber` is given), else says what does not.
+    pub fn check_renumbering(&self, model: &Model, n: usize, nb: usize) -> Result<(), EngineError> {
+        let (pn, pb, mn, mb) = (self.particles.len(), self.bonds.len(), model.particles.len(), model.bonds.len());
+        if (pn, pb, mn, mb) == (n, nb, n, nb) {
+            return Ok(());
+        }
+        Err(EngineError::Unsupported(format!(
+            "a renumbering of {pn} particles and {pb} bonds (model: {mn}, {mb}) for an engine of {n} and {nb}"
+        )))
+    }
+
     /// The spatial order of `model` (what `spatial` runs).
     pub fn spatial(model: &Model) -> Order {
         Order::from_sequence(model, morton_sequence(reference(model)))
@@ -782,6 +794,20 @@ mod tests {
             (0..a * b * c).map(|k| DVec3::new((k % a) as f64, ((k / a) % b) as f64, (k / (a * b)) as f64)).collect();
         let f = scatter(&x);
         assert!(f > 0.05 && f < 0.5, "row-major 64×48×40: {f}");
+    }
+
+    #[test]
+    fn a_renumbering_must_fit_the_engine() {
+        let model = grid(4);
+        let (n, nb) = (model.particles.len(), model.bonds.len());
+        let o = Order::spatial(&model);
+        assert!(o.check_renumbering(&model, n, nb).is_ok());
+        let e = o.check_renumbering(&model, n + 1, nb).unwrap_err().to_string();
+        assert!(
+            e.contains(&format!("renumbering of {n} particles")) && e.contains(&format!("engine of {}", n + 1)),
+            "{e}"
+        );
+        assert!(o.check_renumbering(&grid(3), n, nb).is_err(), "a model of another size");
     }
 
     #[test]
