@@ -12,12 +12,18 @@ use crate::model::{Model, Params, Particles};
 use crate::scenario::Scenario;
 use glam::{DQuat, DVec3};
 use rayon::prelude::*;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::path::Path;
 use std::time::Instant;
 
+pub mod report;
+
 /// Spheres per ring in the ring lattices.
 const RING: usize = 100;
+
+/// The cases `--cases standard` runs, the set the generated section of docs/BENCHMARKS.md
+/// reports: the paper torus, rings and FCC blocks at 10⁵ and 10⁶ particles, a solid torus.
+pub const STANDARD: &[&str] = &["torus", "rings-1e5", "rings-1e6", "fcc-1e5", "fcc-1e6", "solid-torus-1e5"];
 
 /// A benchmark case: a name and a model builder.
 pub struct Case {
@@ -187,7 +193,7 @@ fn paper_params() -> Params {
 }
 
 /// Which engine a measurement ran on.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum EngineKind {
     Cpu,
     GpuF32,
@@ -206,7 +212,7 @@ impl EngineKind {
 }
 
 /// One measurement.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Measurement {
     pub case: String,
     pub engine: EngineKind,

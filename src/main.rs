@@ -110,7 +110,8 @@ enum Command {
     /// Throughput of the standard cases (particle-steps/s, bond-steps/s) on chosen engines.
     Bench {
         /// Cases: torus, rings-N, fcc-N, solid-torus-N, solid-torus-rupture-N, tori-N (N a particle
-        /// count such as 1e5).
+        /// count such as 1e5), or `standard` for the set docs/BENCHMARKS.md reports (torus,
+        /// rings-1e5, rings-1e6, fcc-1e5, fcc-1e6, solid-torus-1e5).
         #[arg(long, value_delimiter = ',', default_value = "torus,rings-1e5,fcc-1e5")]
         cases: Vec<String>,
         /// Engines: cpu, gpu-f32, gpu-f64.
@@ -125,9 +126,19 @@ enum Command {
         /// Repeat batches until this much time has passed.
         #[arg(long, default_value_t = 2.0)]
         min_seconds: f64,
-        /// Write the measurements as JSON here.
+        /// Write the report as JSON here (date, machine, command, every measurement; rewritten
+        /// after each measurement).
         #[arg(long)]
         json: Option<PathBuf>,
+        /// Replace the generated section of this Markdown file (between its `<!-- rrpdem bench:
+        /// begin … -->` and `<!-- rrpdem bench: end -->` lines, e.g. docs/BENCHMARKS.md) with
+        /// the report's tables once every measurement is made.
+        #[arg(long)]
+        markdown: Option<PathBuf>,
+        /// Measure nothing: take the report from this JSON file (written by --json) and write
+        /// its --markdown section.
+        #[arg(long, requires = "markdown")]
+        from: Option<PathBuf>,
         /// Memory bandwidth of the device in GB/s: also print the fraction of it that the
         /// estimated bytes per step imply.
         #[arg(long)]
@@ -322,8 +333,27 @@ fn real_main() -> Result<()> {
             cmd_compare(&scenario, steps, precision.into(), integrator)
         }
         Command::Info => cmd_info(),
-        Command::Bench { cases, engines, threads, steps, min_seconds, json, bandwidth, stages } => {
-            cmd_bench(&cases, &engines, &threads, steps, min_seconds, json.as_deref(), bandwidth, stages)
+        Command::Bench { cases, engines, threads, steps, min_seconds, json, markdown, from, bandwidth, stages } => {
+            match from {
+                Some(from) => {
+                    let report = rrpdem::bench::report::Report::read(&from)?;
+                    let md = markdown.expect("clap requires --markdown with --from");
+                    rrpdem::bench::report::update_markdown(&md, &report)?;
+                    eprintln!("wrote the generated section of {} from {}", md.display(), from.display());
+                    Ok(())
+                }
+                None => cmd_bench(
+                    &cases,
+                    &engines,
+                    &threads,
+                    steps,
+                    min_seconds,
+                    json.as_deref(),
+                    markdown.as_deref(),
+                    bandwidth,
+                    stages,
+                ),
+            }
         }
         Command::Study { study, out, shard, merge, overwrite, backend, precision, gpu_memory, plots, vtk } => {
             match merge {
@@ -695,10 +725,25 @@ fn cmd_bench(
     steps: u64,
     min_seconds: f64,
     json: Option<&Path>,
+    markdown: Option<&Path>,
     bandwidth: Option<f64>,
     stages: bool,
 ) -> Result<()> {
     use rrpdem::bench;
+    // The Markdown file is checked before anything is measured: a long bench should not end in
+    // a missing marker.
+    if let Some(md) = markdown {
+        let doc = std::fs::read_to_string(md).with_context(|| format!("reading {}", md.display()))?;
+        bench::report::splice(&doc, "", md)?;
+    }
+    let cases: Vec<String> = cases
+        .iter()
+        .flat_map(|c| match c.as_str() {
+            "standard" => bench::STANDARD.iter().map(|s| s.to_string()).collect(),
+            _ => vec![c.clone()],
+        })
+        .collect();
+    let mut report = bench::report::Report::start(std::env::args().collect());
     let engines: Vec<bench::EngineKind> =
         engines.iter().map(|e| bench::EngineKind::parse(e)).collect::<Result<_, _>>().map_err(anyhow::Error::msg)?;
     if steps == 0 || threads.contains(&0) {
@@ -707,7 +752,6 @@ fn cmd_bench(
     if bandwidth.is_some_and(|b| b.is_nan() || b <= 0.0) {
         bail!("--bandwidth must be positive (GB/s)");
     }
-    let mut all = Vec::new();
     let mut failed: Vec<String> = Vec::new();
     println!(
         "{:<16} {:<8} {:>7} {:>10} {:>9} {:>14} {:>14} {:>8} {:>8} {:>9} {:>9}",
@@ -723,7 +767,7 @@ fn cmd_bench(
         "setup s",
         "peak MB"
     );
-    for name in cases {
+    for name in &cases {
         let case = bench::case(name).map_err(anyhow::Error::msg)?;
         eprintln!("building {name} …");
         let start = std::time::Instant::now();
@@ -793,18 +837,32 @@ fn cmd_bench(
                     }
                     None => {}
                 }
-                all.push(m);
+                report.measurements.push(m);
                 // Written after every measurement, so that an interrupted bench keeps what it
                 // measured.
                 if let Some(p) = json {
-                    std::fs::write(p, serde_json::to_string_pretty(&all)?)
-                        .with_context(|| format!("writing {}", p.display()))?;
+                    report.write(p)?;
                 }
             }
         }
     }
     if !failed.is_empty() {
-        bail!("{} measurement(s) failed (reported above): {}", failed.len(), failed.join(", "));
+        // A partial table does not replace the generated section; the JSON keeps what was made.
+        let kept = match (markdown, json) {
+            (Some(md), Some(j)) => format!(
+                "; {} was left as it was (`rrpdem bench --from {} --markdown {}` writes what was measured)",
+                md.display(),
+                j.display(),
+                md.display()
+            ),
+            (Some(md), None) => format!("; {} was left as it was", md.display()),
+            _ => String::new(),
+        };
+        bail!("{} measurement(s) failed (reported above): {}{kept}", failed.len(), failed.join(", "));
+    }
+    if let Some(md) = markdown {
+        bench::report::update_markdown(md, &report)?;
+        eprintln!("wrote the generated section of {}", md.display());
     }
     Ok(())
 }

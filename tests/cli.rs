@@ -295,7 +295,110 @@ fn bench_keeps_the_measurements_made_before_a_failure() {
         String::from_utf8_lossy(&o.stderr)
     );
     let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let v = &v["measurements"];
     assert_eq!(v.as_array().map(Vec::len), Some(1), "{v}");
     assert_eq!(v[0]["case"], "torus");
     assert!(v[0]["particle_steps_per_s"].as_f64().unwrap() > 0.0, "{v}");
+}
+
+/// Reads a figure as `report::sci` writes it (`1.23·10⁶`, `4.50·10⁻³`).
+fn read_sci(s: &str) -> f64 {
+    let (m, e) = s.split_once("·10").unwrap_or_else(|| panic!("not a figure: {s}"));
+    let e: String = e
+        .chars()
+        .map(|c| match c {
+            '⁻' => '-',
+            c => char::from_digit("⁰¹²³⁴⁵⁶⁷⁸⁹".chars().position(|d| d == c).expect("a superscript digit") as u32, 10)
+                .unwrap(),
+        })
+        .collect();
+    m.parse::<f64>().unwrap() * 10f64.powi(e.parse().unwrap())
+}
+
+fn utc_today() -> String {
+    let o = Command::new("date").args(["-u", "+%F"]).output().unwrap();
+    String::from_utf8(o.stdout).unwrap().trim().to_string()
+}
+
+#[test]
+fn bench_writes_a_dated_report_and_regenerates_its_markdown_section() {
+    use rrpdem::bench::report::{BEGIN, END};
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("bench.json");
+    let md = dir.path().join("BENCHMARKS.md");
+    let (head, tail) = ("# Benchmarks\nHand-written history above.\n", "\n## Older figures\nkept as they are\n");
+    let original = format!("{head}{BEGIN}\nstale table\n{END}{tail}");
+    std::fs::write(&md, &original).unwrap();
+    let day_before = utc_today();
+    // Two cases of distinct sizes on two thread counts: four rows that differ.
+    let args = ["bench", "--cases", "torus,rings-1e3", "--threads", "1,2", "--steps", "10", "--min-seconds", "0"];
+    let o = rrpdem(&[&args[..], &["--json", json.to_str().unwrap(), "--markdown", md.to_str().unwrap()]].concat());
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let day_after = utc_today();
+
+    let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(v["format"], rrpdem::bench::report::FORMAT);
+    // The date is the system's (`date -u`, an independent clock reading and calendar).
+    let date = v["date"].as_str().unwrap();
+    assert!(date[..10] == day_before || date[..10] == day_after, "{date} vs {day_before}");
+    assert!(date.ends_with('Z') && date.len() == 20, "{date}");
+    let cpus = std::thread::available_parallelism().unwrap().get() as u64;
+    assert_eq!(v["machine"]["logical_cpus"].as_u64(), Some(cpus), "{v}");
+    assert!(!v["machine"]["cpu"].as_str().unwrap().is_empty());
+    assert!(v["command"].as_array().unwrap().iter().any(|a| a == "torus,rings-1e3"), "{v}");
+    let ms = v["measurements"].as_array().unwrap();
+    let order: Vec<(String, u64)> =
+        ms.iter().map(|m| (m["case"].as_str().unwrap().to_string(), m["threads"].as_u64().unwrap())).collect();
+    let want: Vec<(String, u64)> =
+        [("torus", 1), ("torus", 2), ("rings-1e3", 1), ("rings-1e3", 2)].map(|(c, t)| (c.to_string(), t)).to_vec();
+    assert_eq!(order, want);
+
+    // The file outside the markers is untouched; inside, a row per measurement that an
+    // independent reading gives back.
+    let doc = std::fs::read_to_string(&md).unwrap();
+    assert!(doc.starts_with(&format!("{head}{BEGIN}\n")) && doc.ends_with(&format!("{END}{tail}")), "{doc}");
+    assert!(!doc.contains("stale table"));
+    assert!(doc.contains(&day_before) || doc.contains(&day_after), "{doc}");
+    for m in ms {
+        let prefix = format!(
+            "| {} | CPU f64 | {} | {} | {} | ",
+            m["case"].as_str().unwrap(),
+            m["threads"],
+            m["particles"],
+            m["bonds"]
+        );
+        let rows: Vec<&str> = doc.lines().filter(|l| l.starts_with(&prefix)).collect();
+        assert_eq!(rows.len(), 1, "{prefix} in\n{doc}");
+        let cells: Vec<&str> = rows[0].split('|').map(str::trim).collect();
+        for (cell, key) in [(6, "particle_steps_per_s"), (7, "bond_steps_per_s")] {
+            let (shown, exact) = (read_sci(cells[cell]), m[key].as_f64().unwrap());
+            // Three significant digits: within half a unit of the third.
+            assert!((shown - exact).abs() <= 5e-3 * exact, "{key}: {shown} vs {exact}");
+        }
+        let per_particle = m["engine_bytes"].as_f64().unwrap() / m["particles"].as_f64().unwrap();
+        assert!((cells[10].parse::<f64>().unwrap() - per_particle).abs() <= 0.5, "{rows:?} vs {per_particle}");
+    }
+
+    // Regenerated from the JSON alone: the same document.
+    let again = dir.path().join("again.md");
+    std::fs::write(&again, &original).unwrap();
+    let o = rrpdem(&["bench", "--from", json.to_str().unwrap(), "--markdown", again.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(std::fs::read_to_string(&again).unwrap(), doc);
+
+    // A file without markers is refused before anything is measured, and left as it was.
+    let plain = dir.path().join("plain.md");
+    std::fs::write(&plain, "# no markers\n").unwrap();
+    let o = rrpdem(&["bench", "--cases", "fcc-1e6", "--markdown", plain.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success() && err.contains("plain.md") && err.contains(BEGIN), "{err}");
+    assert!(!err.contains("building fcc-1e6"), "{err}");
+    assert_eq!(std::fs::read_to_string(&plain).unwrap(), "# no markers\n");
+
+    // A JSON from before the report format (a bare list) is named as such.
+    let old = dir.path().join("old.json");
+    std::fs::write(&old, "[]").unwrap();
+    let o = rrpdem(&["bench", "--from", old.to_str().unwrap(), "--markdown", again.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success() && err.contains("old.json") && err.contains("without date or machine"), "{err}");
 }
