@@ -128,13 +128,13 @@ fn block_vector(b_x: vec3<i32>, o: vec3<real>, b: vec3<i32>, edge: real) -> vec3
 
 /// x_i − x_j for particles of one replica (block edge `edge`).
 fn pair_vector(i: u32, j: u32, edge: real) -> vec3<real> {
-    return block_vector(cell[i].xyz, pos[i].xyz - pos[j].xyz, cell[j].xyz, edge);
+    return block_vector(cell_at(i).xyz, pos_at(i).xyz - pos_at(j).xyz, cell_at(j).xyz, edge);
 }
 
 /// Position of particle i from its replica's origin (for the fields and the diagnostics, which
 /// depend on the origin as the model's do; the host adds the origin's terms).
 fn position_from_origin(i: u32, edge: real) -> vec3<real> {
-    return block_vector(cell[i].xyz, pos[i].xyz, vec3<i32>(0), edge);
+    return block_vector(cell_at(i).xyz, pos_at(i).xyz, vec3<i32>(0), edge);
 }
 
 /// Mirrors `ChunkGpu` in src/gpu/chunks.rs: the part of the batch one dispatch of a chunked
@@ -156,8 +156,11 @@ struct ChunkGpu {
     /// Entries fill_first .. fill_end of halo_fill (bond chunks).
     fill_first: u32,
     fill_end: u32,
+    /// First particle of the part of the per-particle arrays the chunk's particles lie in: the
+    /// particle kernel's own particle's values are element i − part_win (`PARTICLE_OWN` in
+    /// src/gpu/shader.rs).
+    part_win: u32,
     _pad0: u32,
-    _pad1: u32,
 }
 /// The halo (src/gpu/chunks.rs): copies of the results of bonds below a particle chunk's window
 /// of bond_out; particle i's far bonds, in its incidence order, are halo[halo_off[i] ..]. Entry

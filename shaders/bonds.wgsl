@@ -35,14 +35,14 @@ fn bonds(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: ve
         bond_out[kw] = BondOutGpu(zero, zero, zero);
         return;
     }
-    var q_i0 = q_ref[e.x];
-    var q_j0 = q_ref[e.y];
+    var q_i0 = q_ref_at(e.x);
+    var q_j0 = q_ref_at(e.y);
     if (reps[rep].flags & FLAG_BOND_Q0) != 0u {
         q_i0 = bond_q0[2u * kw];
         q_j0 = bond_q0[2u * kw + 1u];
     }
-    let dq_i = quat_mul(quat[e.x], quat_conj(q_i0));
-    let dq_j = quat_mul(quat[e.y], quat_conj(q_j0));
+    let dq_i = quat_mul(quat_at(e.x), quat_conj(q_i0));
+    let dq_j = quat_mul(quat_at(e.y), quat_conj(q_j0));
     let edge = reps[rep].cell_edge;
     let d = pair_vector(e.x, e.y, edge);
     // Reference direction and length: as `Model::new` forms them from the particles' reference
@@ -52,7 +52,7 @@ fn bonds(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: ve
     if (reps[rep].flags & FLAG_BOND_REF) != 0u {
         r = bond_ref[kw];
     } else {
-        r = bond_reference(block_vector(ref_cell[e.x].xyz, ref_pos[e.x].xyz - ref_pos[e.y].xyz, ref_cell[e.y].xyz, edge));
+        r = bond_reference(block_vector(ref_cell_at(e.x).xyz, ref_pos_at(e.x).xyz - ref_pos_at(e.y).xyz, ref_cell_at(e.y).xyz, edge));
     }
     let bend = bending(dq_i, dq_j, reps[rep].k_bend);
     let ax = axial(d, r.w, reps[rep].k_axial);

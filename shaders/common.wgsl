@@ -22,7 +22,9 @@ struct SimParams {
     batch_len: u32,
     /// Replicas in the batch.
     n_replicas: u32,
-    _pad_u0: u32,
+    /// Particles in the first part of the per-particle arrays bound in two parts (the
+    /// generated `<name>_at` accessors); the particle count when they are bound whole.
+    part_len: u32,
     _pad_u1: u32,
 }
 

@@ -28,11 +28,12 @@ fn grid_step(r: u32) -> bool {
 /// inside its block (up to rounding; `integrate` leaves it outside only when the new block
 /// would be out of range).
 fn placeable(i: u32) -> bool {
-    let f = floor(pos[i].xyz * reps[replica_of(i)].inv_cell);
+    let x = pos_at(i).xyz;
+    let f = floor(x * reps[replica_of(i)].inv_cell);
     if BLOCKS {
-        return finite3(pos[i].xyz) && all(abs(f) < vec3<real>(2.0)) && all(abs(cell[i].xyz) < vec3<i32>(i32(MAX_CELL_COORD)));
+        return finite3(x) && all(abs(f) < vec3<real>(2.0)) && all(abs(cell_at(i).xyz) < vec3<i32>(i32(MAX_CELL_COORD)));
     }
-    return finite3(pos[i].xyz) && all(abs(f) < vec3<real>(MAX_CELL_COORD));
+    return finite3(x) && all(abs(f) < vec3<real>(MAX_CELL_COORD));
 }
 
 /// The cell the grid files particle i under (0 for a particle it cannot place, whose replica
@@ -43,9 +44,9 @@ fn grid_cell(i: u32) -> vec3<i32> {
         return vec3<i32>(0);
     }
     if BLOCKS {
-        return cell[i].xyz;
+        return cell_at(i).xyz;
     }
-    return vec3<i32>(floor(pos[i].xyz * reps[replica_of(i)].inv_cell));
+    return vec3<i32>(floor(pos_at(i).xyz * reps[replica_of(i)].inv_cell));
 }
 
 /// Indirect dispatch arguments of the grid stage, (x, y, z) of dispatch k at 3k: those the host
@@ -93,7 +94,7 @@ fn grid_count(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nw
     let c = grid_cell(i);
     if !BLOCKS {
         // The cell is not state here: it is the grid's, for the lists and the fallback.
-        cell[i] = vec4<i32>(c, 0);
+        cell_put(i, vec4<i32>(c, 0));
     }
     let h = cell_hash_replica(c, r, params.mask);
     hash[i] = h;
@@ -128,8 +129,8 @@ fn grid_order(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nw
             rank++;
         }
     }
-    sorted_cell[lo + rank] = vec4<i32>(grid_cell(i), i32(i));
-    sorted_pos[lo + rank] = pos[i];
+    sorted_cell_put(lo + rank, vec4<i32>(grid_cell(i), i32(i)));
+    sorted_pos_put(lo + rank, pos_at(i));
 }
 
 /// Neighbour list of particle i: every j ≠ i of the 27 cells around i's (cells of edge
@@ -144,8 +145,8 @@ fn nbr_build(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg
     if i >= chunk.p_end || !grid_step(replica_of(i)) {
         return;
     }
-    let xr = pos[i];
-    x_ref[i] = xr;
+    let xr = pos_at(i);
+    x_ref_put(i, xr);
     let c = grid_cell(i);
     // This list's slots in the chunk's window of `nbr`.
     let base = nbr_offsets[i] - chunk.nbr_win;
@@ -158,10 +159,10 @@ fn nbr_build(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg
         let nc = neighbour_cell(c, k);
         let b = cell_hash_replica(nc, r, params.mask);
         for (var p = bucket_start[b]; p < bucket_start[b + 1u]; p++) {
-            let sc = sorted_cell[p];
+            let sc = sorted_cell_at(p);
             let j = u32(sc.w);
             if j != i && all(sc.xyz == nc) && replica_of(j) == r {
-                let xj = sorted_pos[p];
+                let xj = sorted_pos_at(p);
                 let d = block_vector(c, xr.xyz - xj.xyz, nc, edge);
                 let rc = xr.w + xj.w + skin;
                 if dot3(d, d) < rc * rc {

@@ -32,7 +32,7 @@ fn integrate_check(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroup
         return;
     }
     let h = params.h;
-    let wh = omega[i].xyz + moment[i].xyz * (kick_pre(step) * inertial[i].w);
+    let wh = omega_at(i).xyz + moment_at(i).xyz * (kick_pre(step) * inertial_at(i).w);
     let s = h * h * dot3(wh, wh);
     // A non-finite s fails too, as on the CPU (tested on its bits: see finite_f32.wgsl).
     if !finite_real(s) || s >= 1.0 {
@@ -59,18 +59,20 @@ fn integrate(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg
     }
     let h = params.h;
     let kick = kick_pre(current_step());
-    let inv = inertial[i];
-    var v = vel[i].xyz;
-    var w = omega[i].xyz;
+    let inv = inertial_at(i);
+    var v = vel_at(i).xyz;
+    var w = omega_at(i).xyz;
     if kick != 0.0 {
-        v = v + force[i].xyz * (kick * inv.z);
-        w = w + moment[i].xyz * (kick * inv.w);
-        vel[i] = vec4<real>(v, 0.0);
-        omega[i] = vec4<real>(w, 0.0);
+        v = v + force_at(i).xyz * (kick * inv.z);
+        w = w + moment_at(i).xyz * (kick * inv.w);
+        vel_put(i, vec4<real>(v, 0.0));
+        omega_put(i, vec4<real>(w, 0.0));
     }
     let dalpha = rotation_increment(params.integrator, h, w);
-    var x = pos[i].xyz + v * h;
-    var x0 = x_ref[i].xyz;
+    let xr = pos_at(i);
+    let x0r = x_ref_at(i);
+    var x = xr.xyz + v * h;
+    var x0 = x0r.xyz;
     // Into the block that holds x, at every step that leaves one (not at rebuilds, whose times
     // depend on the whole batch): so (block, offset) follows from the trajectory alone and a
     // replica runs bit for bit as alone, resumed or rolled back. Shifts by whole blocks are
@@ -79,14 +81,14 @@ fn integrate(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg
     let f = floor(x * reps[r].inv_cell);
     if BLOCKS && any(f != vec3<real>(0.0)) && finite3(x) && all(abs(f) < vec3<real>(MAX_CELL_COORD)) {
         let edge = reps[r].cell_edge;
-        cell[i] = vec4<i32>(cell[i].xyz + vec3<i32>(f), 0);
+        cell_put(i, vec4<i32>(cell_at(i).xyz + vec3<i32>(f), 0));
         x = x - f * edge;
         // The reference position follows into the same block (it only decides rebuilds).
         x0 = x0 - f * edge;
-        x_ref[i] = vec4<real>(x0, x_ref[i].w);
+        x_ref_put(i, vec4<real>(x0, x0r.w));
     }
-    pos[i] = vec4<real>(x, pos[i].w);
-    quat[i] = apply_increment(quat[i], dalpha);
+    pos_put(i, vec4<real>(x, xr.w));
+    quat_put(i, apply_increment(quat_at(i), dalpha));
     let moved = x - x0;
     // Non-finite positions rebuild too (the grid then reports them).
     let moved2 = dot3(moved, moved);

@@ -22,7 +22,7 @@ fn half_kicks_post(step: u32) -> u32 {
 fn seek_member(p0: u32, e: u32, nc: vec3<i32>, r: u32, i: u32) -> u32 {
     var p = p0;
     while p < e {
-        let sc = sorted_cell[p];
+        let sc = sorted_cell_at(p);
         if u32(sc.w) != i && all(sc.xyz == nc) && replica_of(u32(sc.w)) == r {
             break;
         }
@@ -34,7 +34,7 @@ fn seek_member(p0: u32, e: u32, nc: vec3<i32>, r: u32, i: u32) -> u32 {
 /// Particle index at bucket position p, or STATUS_NONE (above every index) when p = e.
 fn member_index(p: u32, e: u32) -> u32 {
     if p < e {
-        return u32(sorted_cell[p].w);
+        return u32(sorted_cell_at(p).w);
     }
     return STATUS_NONE;
 }
@@ -80,10 +80,10 @@ fn particle(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg:
             mi = mi + o.m_j.xyz;
         }
     }
-    let xr = pos[i];
+    let xr = pos_at(i);
     // Offset and block of x_i: pair vectors come from both (`block_vector`).
     let xi = xr.xyz;
-    let c = cell[i].xyz;
+    let c = cell_at(i).xyz;
     var u_contact: real = 0.0;
     let cnt = nbr_count[i];
     let base = nbr_offsets[i];
@@ -91,8 +91,8 @@ fn particle(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg:
         // Verlet list: the candidates of the last rebuild, by index.
         for (var k = 0u; k < cnt; k++) {
             let j = nbr[base - chunk.nbr_win + k];
-            let xj = pos[j];
-            let ct = contact(block_vector(c, xi - xj.xyz, cell[j].xyz, edge), xr.w + xj.w, k_contact);
+            let xj = pos_at(j);
+            let ct = contact(block_vector(c, xi - xj.xyz, cell_at(j).xyz, edge), xr.w + xj.w, k_contact);
             fi = fi + ct.force;
             if j > i {
                 u_contact = u_contact + ct.energy;
@@ -124,7 +124,7 @@ fn particle(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg:
             if next == STATUS_NONE {
                 break;
             }
-            let xj = sorted_pos[cur[src]];
+            let xj = sorted_pos_at(cur[src]);
             let d = block_vector(c, xi - xj.xyz, neighbour_cell(c, src), edge);
             let ct = contact(d, xr.w + xj.w, k_contact);
             fi = fi + ct.force;
@@ -143,7 +143,9 @@ fn particle(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg:
         fi = fi + ct.force;
         u_wall = u_wall + ct.energy;
     }
-    let inv = inertial[i];
+    // The own particle's values (`PARTICLE_OWN`) in the part this chunk binds.
+    let o = i - chunk.part_win;
+    let inv = inertial[o];
     var u_grav: real = 0.0;
     if (reps[r].flags & FLAG_GRAVITY) != 0u {
         let g = gravity(block_vector(c, xi, vec3<i32>(0), edge), inv.x, reps[r].gravity.xyz);
@@ -151,15 +153,15 @@ fn particle(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg:
         u_grav = u_grav + g.energy;
     }
     if (reps[r].flags & FLAG_PENDULUM) != 0u {
-        let g = pendulum(quat[i], inv.x, reps[r].pend_g, reps[r].pend_rho0.xyz, reps[r].pend_up.xyz);
+        let g = pendulum(quat[o], inv.x, reps[r].pend_g, reps[r].pend_rho0.xyz, reps[r].pend_up.xyz);
         mi = mi + g.moment;
         u_grav = u_grav + g.energy;
     }
-    force[i] = vec4<real>(fi, 0.0);
-    moment[i] = vec4<real>(mi, 0.0);
-    pot[i] = vec4<real>(u_contact, u_wall, u_grav, 0.0);
-    var v = vel[i].xyz;
-    var w = omega[i].xyz;
+    force[o] = vec4<real>(fi, 0.0);
+    moment[o] = vec4<real>(mi, 0.0);
+    pot[o] = vec4<real>(u_contact, u_wall, u_grav, 0.0);
+    var v = vel[o].xyz;
+    var w = omega[o].xyz;
     let kicks = half_kicks_post(step);
     if !is_fixed(i) && kicks != 0u {
         let a = fi * (0.5 * params.h * inv.z);
@@ -168,11 +170,11 @@ fn particle(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg:
             v = v + a;
             w = w + b;
         }
-        vel[i] = vec4<real>(v, 0.0);
-        omega[i] = vec4<real>(w, 0.0);
+        vel[o] = vec4<real>(v, 0.0);
+        omega[o] = vec4<real>(w, 0.0);
     }
     // What the CPU's check_finite checks: x, v, q, Ω, F, M (on their bits, see finite_f32.wgsl).
-    if !(finite3(xi) && finite3(v) && finite4(quat[i]) && finite3(w) && finite3(fi) && finite3(mi)) {
+    if !(finite3(xi) && finite3(v) && finite4(quat[o]) && finite3(w) && finite3(fi) && finite3(mi)) {
         report_bad(r, step, i);
     }
 }

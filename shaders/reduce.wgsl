@@ -72,14 +72,14 @@ fn reduce_state(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) 
     if t < rp_n {
         let i = p0 + t;
         let r = entry.x;
-        let inv = inertial[i];
+        let inv = inertial_at(i);
         let m = inv.x;
         let jm = inv.y;
-        let v = vel[i].xyz;
-        let w = omega[i].xyz;
+        let v = vel_at(i).xyz;
+        let w = omega_at(i).xyz;
         let edge = reps[r].cell_edge;
         let x = position_from_origin(i, edge);
-        let u = pot[i];
+        let u = pot_at(i);
         let p = m * v;
         let s = jm * w;
         let l = cross3(x, p) + s;
@@ -93,9 +93,11 @@ fn reduce_state(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) 
         // so it costs no per-particle buffer and no per-step write.
         var f_wall = vec3<real>(0.0);
         let w0 = reps[r].wall_start;
+        let xi = pos_at(i);
+        let ci = cell_at(i).xyz;
         for (var k = w0; k < w0 + reps[r].n_walls; k++) {
-            let xw = block_vector(cell[i].xyz, pos[i].xyz, walls[k].block.xyz, edge);
-            f_wall = f_wall + wall(xw, pos[i].w, walls[k].point.xyz, walls[k].normal.xyz, reps[r].k_wall).force;
+            let xw = block_vector(ci, xi.xyz, walls[k].block.xyz, edge);
+            f_wall = f_wall + wall(xw, xi.w, walls[k].point.xyz, walls[k].normal.xyz, reps[r].k_wall).force;
         }
         let mx = m * x;
         for (var c = 0u; c < 3u; c++) {

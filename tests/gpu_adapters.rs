@@ -67,8 +67,10 @@ fn too_large_error_names_the_tightest_buffer_that_must_be_bound_whole() {
     // Cap bindings at 1024 B. In f64 a particle array (vec4) takes 32 B per particle: 2560 B,
     // so 1024/32 = 32 particles would fit it; the bucket table (4 · 257 B) 79. The bond results
     // (96 B per bond) and the neighbour lists no longer count: they are bound in parts
-    // (`gpu::chunks`; tests/gpu_split.rs). (Regression, from before those were split: the
-    // tightest buffer decides the count, not the first that fails.)
+    // (`gpu::chunks`; tests/gpu_split.rs), and a binding of fewer than 64 particles is too small
+    // for the two parts the per-particle arrays may take (`state::particle_part_len`).
+    // (Regression, from before those were split: the tightest buffer decides the count, not the
+    // first that fails.)
     let have = 1024;
     let options = GpuOptions { max_binding_size: Some(have), ..Default::default() };
     let e = GpuEngine::with_options(&m, Integrator::RrpNewmark, s.dt, Precision::F64, AdapterChoice::Any, options)

@@ -50,6 +50,41 @@ fn every_kernel_binds_what_the_context_provisions() {
     }
 }
 
+#[test]
+fn per_particle_arrays_in_two_parts_stay_within_the_storage_bindings_provisioned() {
+    use rrpdem::gpu::context::{STORAGE_BUFFERS_NEEDED, STORAGE_BUFFERS_NEEDED_PARTS};
+    use rrpdem::gpu::shader::{PARTED, PARTICLE_OWN, Parts, compose_and_validate_parts};
+    let storage = |uses: &[rrpdem::gpu::shader::UsedBinding]| {
+        uses.iter().filter(|u| !["params", "red_len", "scan_len", "chunk"].contains(&u.name.as_str())).count() as u32
+    };
+    for p in [Precision::F32, Precision::F64] {
+        let mut widest = [0u32; 2];
+        for file in KERNEL_FILES {
+            let one = compose_and_validate_parts(file, p, Parts::One).unwrap_or_else(|e| panic!("{e}"));
+            let two = compose_and_validate_parts(file, p, Parts::Two).unwrap_or_else(|e| panic!("{e}"));
+            for entry in file.entry_points {
+                // Whole arrays: no second part bound, so the kernels bind what they did.
+                assert!(!one.uses[*entry].iter().any(|u| u.name.ends_with("_hi")), "{entry}: {:?}", one.uses[*entry]);
+                for u in two.uses[*entry].iter().filter(|u| u.name.ends_with("_hi")) {
+                    let base = u.name.trim_end_matches("_hi");
+                    // A second part comes with its first, declared where the generator says.
+                    assert!(two.uses[*entry].iter().any(|v| v.name == base), "{entry}: {} alone", u.name);
+                    let (_, _, g, b) = PARTED.iter().find(|x| x.0 == base).unwrap();
+                    assert_eq!((u.group, u.binding), (*g, *b), "{entry}: {}", u.name);
+                    // The particle kernel binds its own particle's arrays as one part.
+                    assert!(!(*entry == "particle" && PARTICLE_OWN.contains(&base)), "particle binds {}", u.name);
+                }
+                widest[0] = widest[0].max(storage(&one.uses[*entry]));
+                widest[1] = widest[1].max(storage(&two.uses[*entry]));
+            }
+        }
+        // The constants are the widest kernel's counts, not merely bounds.
+        assert_eq!(widest, [STORAGE_BUFFERS_NEEDED, STORAGE_BUFFERS_NEEDED_PARTS], "{p:?}");
+        // Lavapipe allows 32 per stage: two parts must run there.
+        const { assert!(STORAGE_BUFFERS_NEEDED_PARTS <= 32) };
+    }
+}
+
 /// (WGSL member name, Rust offset) for every field of a Rust mirror; a padding array `_pad_x:
 /// [T; k]` stands for the WGSL members `_pad_x0` … `_pad_x{k-1}`.
 macro_rules! rust_offsets {
@@ -66,8 +101,8 @@ macro_rules! rust_offsets {
 macro_rules! sim_params_offsets {
     ($ty:ty, $real:ty) => {
         rust_offsets!($ty, $real;
-            h, n_particles, n_bonds, mask, integrator, batch_len, n_replicas;
-            _pad_r: 3, $real, _pad_u: 2, u32)
+            h, n_particles, n_bonds, mask, integrator, batch_len, n_replicas, part_len, _pad_u1;
+            _pad_r: 3, $real)
     };
 }
 
@@ -105,8 +140,8 @@ fn every_struct_field_has_the_offset_of_its_rust_mirror() {
         assert_eq!(struct_offsets(&c.module, "WallGpu").unwrap(), wall, "{p:?}: WallGpu");
         use rrpdem::gpu::chunks::ChunkGpu;
         let chunk = rust_offsets!(ChunkGpu, u32;
-            p_first, p_end, b_first, b_end, bond_win, inc_win, nbr_win, group_base, fill_first, fill_end;
-            _pad: 2, u32);
+            p_first, p_end, b_first, b_end, bond_win, inc_win, nbr_win, group_base, fill_first, fill_end, part_win;
+            _pad: 1, u32);
         assert_eq!(struct_offsets(&c.module, "ChunkGpu").unwrap(), chunk, "{p:?}: ChunkGpu");
         assert_eq!(struct_size(&c.module, "ChunkGpu"), Some(size_of::<ChunkGpu>() as u32));
         // BondOutGpu has no Rust struct: the host reads nothing of it but sizes it as three

@@ -95,6 +95,56 @@ fn a_run_split_over_many_bindings_equals_the_unsplit_run_bit_for_bit() {
 }
 
 #[test]
+fn per_particle_arrays_in_two_bindings_equal_the_whole_run_bit_for_bit() {
+    // A binding that holds 1536 particles' vec4: the per-particle arrays of the 2400-sphere
+    // block are bound in two parts (1536 + 864), by kernels compiled for that, and every chunked
+    // array splits too. Contacts, the floor, gravity and rupture; in f64 also lists of one slot,
+    // which overflow at the first evaluation (the grid fallback reads `sorted_pos` and
+    // `sorted_cell` across both parts) and are laid out anew.
+    let m = squeezed_block();
+    let dt = 2e-4;
+    let n = m.particles.len() as u64;
+    for (p, capacity) in [(Precision::F32, None), (Precision::F64, None), (Precision::F64, Some(1))] {
+        let elem = if p == Precision::F32 { 16 } else { 32 };
+        let limit = elem * 1536;
+        assert!(n > 1536 && n <= 2 * 1536);
+        let mut whole = open(&m, dt, p, GpuOptions::default());
+        let options = GpuOptions { max_binding_size: Some(limit), nbr_capacity: capacity, ..Default::default() };
+        let mut split = open(&m, dt, p, options);
+        assert_eq!(whole.particle_part_len(), None);
+        assert_eq!(split.particle_part_len(), Some(1536), "{p:?}");
+        let (pc, bc, rc) = split.chunk_counts();
+        eprintln!("{p:?}, lists {capacity:?}: binding {limit} B: ({pc}, {bc}, {rc}) chunks");
+        assert!(pc >= 2 && bc >= 2, "{p:?}: ({pc}, {bc}, {rc}) chunks");
+        assert!(bits(&mut whole) == bits(&mut split), "{p:?}: initial state differs");
+        let what = format!("{p:?}, lists {capacity:?}");
+        let broken = advance_alike(&mut whole, &mut split, 3, 150, &what);
+        let u = whole.diagnostics().unwrap();
+        assert!(broken > 0 && u.u_wall > 0.0 && u.u_contact > 0.0, "{what}: must break, touch the floor, press");
+        assert_eq!(whole.diagnostics().unwrap(), split.diagnostics().unwrap(), "{what}: diagnostics differ");
+        assert!(whole.save_state().unwrap() == split.save_state().unwrap(), "{what}: saved states differ");
+        rollback_alike(&mut whole, &mut split, &what);
+        // A saved state loads into the parted engine, which then continues as the whole one.
+        let saved = whole.save_state().unwrap();
+        split.load_state(&saved).unwrap();
+        advance_alike(&mut whole, &mut split, 1, 50, &format!("{what}, reloaded"));
+    }
+    // Beyond two parts: a clear error naming what does not fit and how many particles would.
+    let e = GpuEngine::with_options(
+        &m,
+        Integrator::RrpNewmark,
+        dt,
+        Precision::F32,
+        AdapterChoice::Any,
+        GpuOptions { max_binding_size: Some(16 * 1024), ..Default::default() },
+    )
+    .err()
+    .expect("2400 particles in two bindings of 1024");
+    let text = e.to_string();
+    assert!(text.contains("two bindings") && text.contains("2048"), "{text}");
+}
+
+#[test]
 fn lists_laid_out_anew_while_split_keep_the_bits() {
     // Lists of one slot overflow at once; each is then given room for its own count, which
     // re-plans the chunks (new windows of `nbr`) mid-run. The split run must still equal the

@@ -174,10 +174,20 @@ impl BatchTotals {
         self.bond_refs |= bond_refs;
     }
 
-    /// Contact-grid bucket count (power of two ≥ 2N).
+    /// Contact-grid bucket count (power of two ≥ 2N) where a binding can hold its table; an
+    /// upper bound of `bucket_count` for memory estimates.
     pub fn buckets(&self) -> u64 {
         (2 * self.n.max(1)).next_power_of_two()
     }
+}
+
+/// Contact-grid bucket count for `n` particles: the power of two ≥ 2n, or the largest power of
+/// two whose table (count + 1 entries of 4 bytes) one binding of `max_binding` bytes holds.
+/// Fewer buckets than 2n only make the buckets fuller: the grid visits candidates in particle
+/// order and checks each one's cell, so results do not depend on the count.
+pub fn bucket_count(n: u64, max_binding: u64) -> u64 {
+    let fits = (max_binding / 4).saturating_sub(1).max(1);
+    (2 * n.max(1)).next_power_of_two().min(1 << fits.ilog2())
 }
 
 /// The largest buffers of a batch, one of each kind (what the binding-size checks look at).
@@ -185,9 +195,9 @@ impl BatchTotals {
 pub fn binding_sizes(t: &BatchTotals, precision: Precision) -> Vec<(&'static str, u64)> {
     let n = t.n;
     let rs = real_size(precision) as u64;
+    // The bucket table is not here: `bucket_count` keeps it within a binding.
     let sizes = vec![
         ("particle arrays (vec4 per particle)", 4 * rs * n),
-        ("bucket table", 4 * (t.buckets() + 1)),
         ("diagnostics partial sums", NQ as u64 * rs * t.level_records.first().copied().unwrap_or(1)),
         ("neighbour list offsets", 4 * (n + 1)),
         ("replica parameters", super::params::replica_gpu_size(precision) as u64 * t.replicas),
@@ -313,4 +323,33 @@ pub fn split_batches(
         out.push(start..models.len());
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_bucket_table_fits_its_binding() {
+        // 2·10⁷ rounds up to 2²⁵ buckets, whose table (2²⁵ + 1 entries of 4 B) is 4 B more
+        // than lavapipe's 128 MiB binding: capped at 2²⁴. Small models keep 2n rounded up.
+        let lavapipe = 128 << 20;
+        assert_eq!(bucket_count(10_000_000, lavapipe), 1 << 24);
+        assert_eq!(bucket_count(8_000_000, lavapipe), 1 << 24);
+        assert_eq!(bucket_count(100, lavapipe), 256);
+        assert_eq!(bucket_count(0, lavapipe), 2);
+        for (n, max) in [(10_000_000u64, lavapipe), (3000, 4096), (1 << 30, 2047 << 20)] {
+            let b = bucket_count(n, max);
+            assert!(b.is_power_of_two() && 4 * (b + 1) <= max, "{n} in {max}: {b}");
+        }
+        // Per-particle arrays: two parts from the first particle a binding cannot hold, the
+        // first a multiple of 64 particles.
+        use crate::gpu::state::particle_part_len;
+        assert_eq!(particle_part_len(10_000_000, Precision::F32, lavapipe), Some(8_388_608));
+        assert_eq!(particle_part_len(8_388_608, Precision::F32, lavapipe), None);
+        assert_eq!(particle_part_len(2400, Precision::F64, 32 * 1536), Some(1536));
+        assert_eq!(particle_part_len(2400, Precision::F64, 32 * 1536 + 100), Some(1536));
+        // A binding of fewer than 64 particles cannot start an aligned second part.
+        assert_eq!(particle_part_len(80, Precision::F64, 1024), None);
+    }
 }

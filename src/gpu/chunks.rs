@@ -5,9 +5,11 @@
 //! the host; a kernel reads element x of a whole array as element x − `*_win` of its window
 //! (`ChunkGpu`, shaders/bindings.wgsl). With everything within one binding there is one chunk
 //! of each kind with windows at 0, so the arithmetic is the unsplit one and results are bit
-//! for bit the same either way (tested). Per-particle arrays stay single bindings: at 16 B
-//! (f32) or 32 B (f64) per particle, a 2 GiB binding (the H100's) holds 1.3·10⁸ or 6.7·10⁷
-//! particles. A chunked array larger than one buffer (4 GiB there) is paged (below).
+//! for bit the same either way (tested). Per-particle arrays are read at random and are not
+//! windowed: where one binding cannot hold them they are bound in two parts with accessors
+//! (`shader::Parts`), and particle chunks do not cross the parts' boundary, so that the particle
+//! kernel can bind its own particle's values as one part (`ChunkGpu::part_win`). A chunked
+//! array larger than one buffer (4 GiB on an H100) is paged (below).
 //!
 //! The **halo**: a particle chunk's window of bond results ends at its highest incident bond
 //! and reaches back as far as a binding allows; an incident bond below it (a partner far away
@@ -57,7 +59,11 @@ pub struct ChunkGpu {
     /// Entries `fill_first .. fill_end` of `halo_fill` (bond chunks).
     pub fill_first: u32,
     pub fill_end: u32,
-    pub _pad: [u32; 2],
+    /// First particle of the part of the per-particle arrays this particle chunk lies in (0, or
+    /// `part_len` when they are bound in two parts): the particle kernel's own particle's values
+    /// are element i − part_win of their bindings (`shader::PARTICLE_OWN`).
+    pub part_win: u32,
+    pub _pad: [u32; 1],
 }
 
 /// One chunk: its uniform, the element ranges of its windows, and (reduction chunks) how many
@@ -173,6 +179,9 @@ pub struct ChunkInputs<'a> {
     pub bond_bytes: u64,
     /// Most bytes one binding may hold.
     pub max_binding: u64,
+    /// Particles in the first part of the per-particle arrays when they are bound in two parts
+    /// (`state::particle_part_len`): no particle chunk crosses it.
+    pub part_len: Option<u64>,
     /// How the per-bond arrays, the incidence entries and the neighbour lists lie in buffers.
     pub bond_pages: Pages,
     pub inc_pages: Pages,
@@ -203,8 +212,14 @@ pub fn plan(c: &ChunkInputs<'_>) -> Result<ChunkPlan, usize> {
     let mut p0 = 0usize;
     while p0 < n || (n == 0 && plan.particles.is_empty()) {
         let (mut top_lo, mut top_hi, mut all_lo) = (u64::MAX, 0u64, u64::MAX);
+        // The part of the per-particle arrays the chunk lies in, and where it ends.
+        let (part_win, part_end) = match c.part_len {
+            Some(l) if p0 as u64 >= l => (l as usize, n),
+            Some(l) => (0, n.min(l as usize)),
+            None => (0, n),
+        };
         let mut p = p0;
-        while p < n {
+        while p < part_end {
             let (l, h) = if c.bond_lo[p] <= c.bond_hi[p] {
                 let top = c.bond_hi[p] as u64;
                 (top_lo.min(top), top_hi.max(top + 1))
@@ -261,6 +276,7 @@ pub fn plan(c: &ChunkInputs<'_>) -> Result<ChunkPlan, usize> {
             bond_win: bonds.start as u32,
             inc_win: inc.start as u32,
             nbr_win: nbr.start as u32,
+            part_win: part_win as u32,
             ..Default::default()
         };
         plan.particles.push(Chunk { gpu, bonds, inc, nbr, groups: 0 });
@@ -339,7 +355,7 @@ mod tests {
 
     /// A chain: particle i bonded to i + 1 (bond i), incidence in bond order.
     fn chain(n: usize, cap: u32, max_binding: u64) -> Result<ChunkPlan, usize> {
-        chain_or_ring(n, cap, max_binding, false, u64::MAX).map(|(p, _)| p)
+        chain_or_ring(n, cap, max_binding, false, u64::MAX, None).map(|(p, _)| p)
     }
 
     /// A chain's incidence offsets and entries, and the page layouts of its bond arrays,
@@ -355,6 +371,7 @@ mod tests {
         max_binding: u64,
         ring: bool,
         max_buffer: u64,
+        part_len: Option<u64>,
     ) -> Result<(ChunkPlan, Chain), usize> {
         let nb = n - 1 + ring as usize;
         let mut inc_offsets = vec![0u32];
@@ -396,11 +413,34 @@ mod tests {
             reduce_bonds: &groups,
             bond_bytes: 48,
             max_binding,
+            part_len,
             bond_pages: pages[0],
             inc_pages: pages[1],
             nbr_pages: pages[2],
         })?;
         Ok((p, (inc_offsets, inc_entries, pages)))
+    }
+
+    #[test]
+    fn particle_chunks_stay_within_one_part_of_the_per_particle_arrays() {
+        // 5000 particles, parts of 3200 and 1800: chunks (of at most 128 particles here, set by
+        // the list windows) end at 3200, not a multiple of 128, and each knows its part.
+        let (p, _) = chain_or_ring(5000, 16, 8 << 10, false, u64::MAX, Some(3200)).unwrap();
+        assert!(p.particles.len() > 2);
+        let mut next = 0;
+        for c in &p.particles {
+            let (a, b) = (c.gpu.p_first as u64, c.gpu.p_end as u64);
+            assert_eq!(a, next, "chunks cover the particles in order");
+            assert!(b <= 3200 || a >= 3200, "chunk {a}..{b} crosses the parts");
+            assert_eq!(c.gpu.part_win, if a >= 3200 { 3200 } else { 0 });
+            next = b;
+        }
+        assert_eq!(next, 5000);
+        assert!(p.particles.iter().any(|c| c.gpu.p_end == 3200), "a chunk ends at the boundary");
+        // Whole arrays: every window at 0, and a chunk across 3200.
+        let whole = chain(5000, 16, 8 << 10).unwrap();
+        assert!(whole.particles.iter().any(|c| c.gpu.p_first < 3200 && c.gpu.p_end > 3200));
+        assert!(whole.particles.iter().all(|c| c.gpu.part_win == 0));
     }
 
     #[test]
@@ -422,7 +462,8 @@ mod tests {
     fn paged_arrays_keep_every_window_in_one_page() {
         // Bond results in pages of 21 KiB (448 bonds), incidence and lists in pages of 21 KiB.
         let max_buffer = 21 << 10;
-        let (p, (inc_offsets, inc_entries, [bp, ip, np])) = chain_or_ring(5000, 16, 8 << 10, true, max_buffer).unwrap();
+        let (p, (inc_offsets, inc_entries, [bp, ip, np])) =
+            chain_or_ring(5000, 16, 8 << 10, true, max_buffer, None).unwrap();
         assert!(bp.count() >= 10 && ip.count() >= 2 && np.count() >= 3, "{bp:?} {ip:?} {np:?}");
         let mut at = 0;
         for c in &p.particles {
@@ -511,7 +552,7 @@ mod tests {
         // Closed into a ring: particle 0's highest bond is the closing one (4999), so its window
         // ends there and its chain bond 0 is read from the halo, which the first bond chunk
         // (the one computing bond 0) fills.
-        let (p, _) = chain_or_ring(5000, 16, 8 << 10, true, u64::MAX).unwrap();
+        let (p, _) = chain_or_ring(5000, 16, 8 << 10, true, u64::MAX, None).unwrap();
         assert_eq!(p.halo_src, vec![0]);
         assert_eq!(&p.halo_off[..3], &[0, 1, 1]);
         assert_eq!(*p.halo_off.last().unwrap(), 1);
@@ -553,6 +594,7 @@ mod tests {
             reduce_bonds: &groups,
             bond_bytes: 48,
             max_binding: 1 << 20,
+            part_len: None,
             bond_pages: Pages::one(4999),
             inc_pages: Pages::one(inc_offsets[n] as u64),
             nbr_pages: Pages::new(nbr[n] as u64, 4, 64 << 10, 64).unwrap(),

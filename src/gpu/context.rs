@@ -106,6 +106,9 @@ pub struct GpuContext {
 
 /// Storage buffers the widest kernel (`particle`) binds.
 pub const STORAGE_BUFFERS_NEEDED: u32 = 25;
+/// The same with the per-particle arrays bound in two parts (`shader::Parts::Two`): the
+/// particle kernel's random reads (`pos`, `cell`, `sorted_pos`, `sorted_cell`) add a binding each.
+pub const STORAGE_BUFFERS_NEEDED_PARTS: u32 = 29;
 
 impl GpuContext {
     /// Picks an adapter and opens a device with the adapter's own limits (wgpu's defaults cap

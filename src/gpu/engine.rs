@@ -269,10 +269,43 @@ impl GpuEngine {
         adapter: AdapterChoice,
         options: GpuOptions,
     ) -> Result<GpuEngine, GpuError> {
-        let (ctx, pipe) = (lease.ctx.clone(), lease.pipe.clone());
+        let ctx = lease.ctx.clone();
         let n: u64 = models.iter().map(|m| m.particles.len() as u64).sum();
         let have = ctx.limits.max_storage_buffer_binding_size.min(ctx.limits.max_buffer_size);
         let have = options.max_binding_size.map_or(have, |m| m.min(have));
+        // Per-particle arrays larger than a binding are bound in two parts (`shader::Parts`),
+        // by kernels compiled for that, from one buffer each.
+        let part_len = super::state::particle_part_len(n, precision, have);
+        if let Some(p) = part_len {
+            let have_storage = ctx.limits.max_storage_buffers_per_shader_stage;
+            if have_storage < super::context::STORAGE_BUFFERS_NEEDED_PARTS {
+                return Err(GpuError::TooFewStorageBuffers {
+                    adapter: ctx.adapter_name.clone(),
+                    have: have_storage,
+                    need: super::context::STORAGE_BUFFERS_NEEDED_PARTS,
+                });
+            }
+            let elem = 4 * super::state::real_size(precision) as u64;
+            let max_particles = (2 * p).min(ctx.limits.max_buffer_size / elem);
+            if n > max_particles {
+                return Err(GpuError::TooLarge {
+                    adapter: ctx.adapter_name.clone(),
+                    what: "particle arrays (vec4 per particle, in two bindings of one buffer)",
+                    need: n * elem,
+                    have: max_particles * elem,
+                    max_particles,
+                });
+            }
+        }
+        let pipe = match part_len {
+            Some(_) => Arc::new(DemPipeline::with_parts(
+                &ctx.device,
+                precision,
+                lease.pipe.max_workgroups(),
+                super::shader::Parts::Two,
+            )?),
+            None => lease.pipe.clone(),
+        };
         let nbr_capacity = options.nbr_capacity.unwrap_or(INITIAL_NBR_CAPACITY).max(1);
         let max_buffer = options.page_size.map_or(ctx.limits.max_buffer_size, |m| m.min(ctx.limits.max_buffer_size));
         // Per particle where the bonds agree on it (always, for models built from their initial
@@ -298,7 +331,11 @@ impl GpuEngine {
                 max_particles: (n as u128 * u32::MAX as u128 / need as u128) as u64,
             });
         }
-        let sizes = binding_sizes(&totals, precision);
+        let mut sizes = binding_sizes(&totals, precision);
+        if part_len.is_some() {
+            // Checked above, in two parts.
+            sizes.retain(|s| !s.0.starts_with("particle arrays"));
+        }
         if sizes.iter().any(|&(_, need)| need > have) {
             // How many particles fit is set by the tightest buffer, not the first that fails.
             let fits = |need: u64| (n as u128 * have as u128 / need as u128) as u64;
@@ -359,8 +396,9 @@ impl GpuEngine {
             h: dt,
             n_particles: layout.n,
             n_bonds: layout.nb,
-            mask: ((2 * (layout.n as usize).max(1)).next_power_of_two() - 1) as u32,
+            mask: (super::batch::bucket_count(layout.n as u64, have) - 1) as u32,
             n_replicas: models.len() as u32,
+            part_len: part_len.map_or(layout.n, |p| p as u32),
         };
         let state = DemState::new(
             &ctx.device,
@@ -541,6 +579,13 @@ impl GpuEngine {
         self.state.chunk_counts()
     }
 
+    /// Particles in the first of the two parts the per-particle arrays are bound in, when one
+    /// binding cannot hold them (`shader::Parts::Two`); `None` when they are bound whole.
+    pub fn particle_part_len(&self) -> Option<u32> {
+        let p = self.state.part_len();
+        (p < self.state.n).then_some(p)
+    }
+
     /// Contact-list entries of the last rebuild, over all particles (reads the counts back: a
     /// host wait, for reports such as `rrpdem bench`'s traffic estimate).
     pub fn neighbour_entries_in_use(&mut self) -> Result<u64, EngineError> {
@@ -585,6 +630,7 @@ impl GpuEngine {
             n_bonds: self.state.n_bonds,
             mask: self.state.buckets - 1,
             n_replicas: self.reps.len() as u32,
+            part_len: self.state.part_len(),
         };
         params_bytes(&inputs, self.precision, batch_len)
     }

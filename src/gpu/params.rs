@@ -34,6 +34,8 @@ pub struct ParamInputs {
     pub n_bonds: u32,
     pub mask: u32,
     pub n_replicas: u32,
+    /// `SimParams::part_len`.
+    pub part_len: u32,
 }
 
 /// What one replica's `ReplicaGpu` is built from: its model's parameters, its grid and skin,
@@ -72,7 +74,10 @@ macro_rules! sim_params {
             pub integrator: u32,
             pub batch_len: u32,
             pub n_replicas: u32,
-            pub _pad_u: [u32; 2],
+            /// Particles in the first part of the per-particle arrays bound in two parts
+            /// (`shader::Parts::Two`); the particle count when they are bound whole.
+            pub part_len: u32,
+            pub _pad_u1: u32,
         }
 
         const _: () = assert!(std::mem::size_of::<$name>() == $size);
@@ -88,7 +93,8 @@ macro_rules! sim_params {
                     integrator: p.integrator.code(),
                     batch_len: 0,
                     n_replicas: p.n_replicas,
-                    _pad_u: [0; 2],
+                    part_len: p.part_len,
+                    _pad_u1: 0,
                 }
             }
         }

@@ -2,7 +2,7 @@
 //! plus the binding and dispatch helpers every kernel goes through.
 
 use super::error::GpuError;
-use super::shader::{self, KERNEL_FILES, SCAN_WG, UsedBinding, WG};
+use super::shader::{self, KERNEL_FILES, Parts, SCAN_WG, UsedBinding, WG};
 use crate::engine::Precision;
 use std::collections::HashMap;
 
@@ -18,6 +18,8 @@ pub struct Kernel {
 /// All compute pipelines of the engine.
 pub struct DemPipeline {
     pub precision: Precision,
+    /// How the kernels bind the per-particle arrays (`shader::Parts`).
+    pub parts: Parts,
     kernels: HashMap<&'static str, Kernel>,
     max_workgroups: u32,
 }
@@ -26,10 +28,20 @@ impl DemPipeline {
     /// Composes, validates and compiles every kernel (the compile errors of wgpu are caught in
     /// an error scope and returned).
     pub fn new(device: &wgpu::Device, precision: Precision, max_workgroups: u32) -> Result<DemPipeline, GpuError> {
+        DemPipeline::with_parts(device, precision, max_workgroups, Parts::One)
+    }
+
+    /// `new` with the per-particle arrays bound as `parts`.
+    pub fn with_parts(
+        device: &wgpu::Device,
+        precision: Precision,
+        max_workgroups: u32,
+        parts: Parts,
+    ) -> Result<DemPipeline, GpuError> {
         let scope = device.push_error_scope(wgpu::ErrorFilter::Validation);
         let mut kernels = HashMap::new();
         for file in KERNEL_FILES {
-            let composed = shader::compose_and_validate(file, precision)?;
+            let composed = shader::compose_and_validate_parts(file, precision, parts)?;
             let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
                 label: Some(file.name),
                 source: wgpu::ShaderSource::Wgsl(composed.source.clone().into()),
@@ -51,7 +63,12 @@ impl DemPipeline {
         if let Some(e) = pollster::block_on(scope.pop()) {
             return Err(GpuError::Wgpu(format!("compiling the kernels: {e}")));
         }
-        Ok(DemPipeline { precision, kernels, max_workgroups: max_workgroups.max(1) })
+        Ok(DemPipeline { precision, parts, kernels, max_workgroups: max_workgroups.max(1) })
+    }
+
+    /// Workgroups per dimension the dispatches use.
+    pub fn max_workgroups(&self) -> u32 {
+        self.max_workgroups
     }
 
     pub fn kernel(&self, name: &str) -> &Kernel {

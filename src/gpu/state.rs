@@ -86,6 +86,45 @@ struct Paged {
 /// entries and the neighbour lists (each with an overlap of one particle's longest range).
 const PAGED: [&str; 7] = ["bond_ends", "bond_ref", "bond_q0", "bond_scale", "bond_out", "inc_entries", "nbr"];
 
+/// Particles in the first part of the per-particle arrays (`shader::PARTED`) when one binding
+/// of `max_binding` bytes cannot hold such an array whole (they are then bound in two parts,
+/// `shader::Parts::Two`), else `None`. A multiple of `ALIGN`, so that the second part's offset
+/// is aligned; `None` too where a binding holds fewer than `ALIGN` particles (the model is then
+/// refused as one binding's worth).
+pub fn particle_part_len(n: u64, precision: Precision, max_binding: u64) -> Option<u64> {
+    let elem = 4 * real_size(precision) as u64;
+    let part = max_binding / elem / ALIGN * ALIGN;
+    (n * elem > max_binding && part > 0).then_some(part)
+}
+
+/// The binding of the state buffer that WGSL variable `name` is bound to, outside the chunk
+/// windows: a whole buffer, or, for a `shader::PARTED` array bound in two parts of `part_len`
+/// and `n − part_len` particles, its first part (`name`; `part` 1 for the second, as the
+/// particle kernel binds `PARTICLE_OWN` for a chunk in the second part) or its second
+/// (`<name>_hi`). Placeholders (smaller than a part) are bound whole.
+fn state_binding<'a>(
+    buffers: &'a HashMap<&'static str, wgpu::Buffer>,
+    name: &str,
+    precision: Precision,
+    parts: Option<(u64, u64)>,
+    part: usize,
+) -> Option<wgpu::BindingResource<'a>> {
+    let (base, hi) = match name.strip_suffix("_hi") {
+        Some(b) if super::shader::parted_elem(b, precision).is_some() => (b, true),
+        _ => (name, false),
+    };
+    let buffer = buffers.get(if base == "bucket_count" { "bucket_start" } else { base })?;
+    let (Some(elem), Some((part_len, n))) = (super::shader::parted_elem(base, precision), parts) else {
+        return Some(buffer.as_entire_binding());
+    };
+    let first = part_len * elem;
+    if buffer.size() <= first {
+        return Some(buffer.as_entire_binding());
+    }
+    let (offset, size) = if hi || part == 1 { (first, (n - part_len) * elem) } else { (0, first) };
+    Some(wgpu::BindingResource::Buffer(wgpu::BufferBinding { buffer, offset, size: std::num::NonZeroU64::new(size) }))
+}
+
 /// Buffers and bind groups of a batch of replicas on one device.
 pub struct DemState {
     pub precision: Precision,
@@ -121,6 +160,9 @@ pub struct DemState {
     chunk_host: ChunkHost,
     /// Most bytes one storage binding may hold.
     max_binding: u64,
+    /// (particles in the first part, particles) when the per-particle arrays are bound in two
+    /// parts (`particle_part_len`).
+    parts: Option<(u64, u64)>,
     /// Most bytes one buffer may hold (arrays beyond it are paged).
     max_buffer: u64,
     /// The chunked arrays, each over its pages (`gpu::chunks::Pages`; one buffer when it fits).
@@ -380,7 +422,14 @@ impl DemState {
         let n = layout.n as usize;
         let nb = layout.nb as usize;
         let n_rep = layout.replicas();
-        let buckets = (2 * n.max(1)).next_power_of_two();
+        let buckets = super::batch::bucket_count(n as u64, max_binding) as usize;
+        let parts = particle_part_len(n as u64, precision, max_binding).map(|p| (p, n as u64));
+        if parts.is_some() != (pipe.parts == super::shader::Parts::Two) {
+            return Err(GpuError::Wgpu(format!(
+                "internal: kernels compiled for {:?} per-particle bindings, the state needs {:?}; please report this",
+                pipe.parts, parts
+            )));
+        }
         // Per-bond reference attitudes only where some replica's bonds disagree on a particle's
         // (then for the whole batch, so that bond k's are at 2k, 2k + 1).
         let bond_attitudes = ref_q.iter().any(Option::is_none);
@@ -679,10 +728,7 @@ impl DemState {
             scan.push(ScanLevel { blocks, add });
         }
 
-        let lookup_main = |name: &str| {
-            let key = if name == "bucket_count" { "bucket_start" } else { name };
-            buffers.get(key).map(|b| b.as_entire_binding())
-        };
+        let lookup_main = |name: &str| state_binding(&buffers, name, precision, parts, 0);
         let mut bind = HashMap::new();
         for k in MAIN_KERNELS {
             bind.insert(k, pipe.bind(device, k, &lookup_main)?);
@@ -737,6 +783,7 @@ impl DemState {
             grid_args: None,
             chunk_host: ChunkHost { inc_offsets, bond_lo, bond_hi, reduce_bonds },
             max_binding,
+            parts,
             max_buffer,
             paged,
             chunks: ChunkPlan::default(),
@@ -798,6 +845,7 @@ impl DemState {
             reduce_bonds: &h.reduce_bonds,
             bond_bytes,
             max_binding: self.max_binding,
+            part_len: self.parts.map(|p| p.0),
             bond_pages: self.paged["bond_out"].pages,
             inc_pages: self.paged["inc_entries"].pages,
             nbr_pages,
@@ -811,6 +859,12 @@ impl DemState {
         v.extend(self.paged.iter().map(|(k, p)| (*k, p.buffers.iter().map(|b| b.size()).sum())));
         v.sort_by_key(|&(k, s)| (std::cmp::Reverse(s), k));
         v
+    }
+
+    /// `SimParams::part_len`: particles in the first part of the per-particle arrays, or all
+    /// of them when they are bound whole.
+    pub fn part_len(&self) -> u32 {
+        self.parts.map_or(self.n, |p| p.0 as u32)
     }
 
     /// Entries of the halo.
@@ -918,8 +972,10 @@ impl DemState {
                             size: std::num::NonZeroU64::new(size),
                         }));
                     }
-                    let buffer = self.buffers.get(if name == "bucket_count" { "bucket_start" } else { name })?;
-                    Some(buffer.as_entire_binding())
+                    // The particle kernel's own particle's values: the part holding the chunk.
+                    let own = kernel == "particle" && super::shader::PARTICLE_OWN.contains(&name);
+                    let part = usize::from(own && c.gpu.part_win > 0);
+                    state_binding(&self.buffers, name, self.precision, self.parts, part)
                 };
                 let lookup = |name: &str| match name {
                     "chunk" => Some(u.as_entire_binding()),
