@@ -65,6 +65,16 @@ fn per_particle_arrays_in_two_parts_stay_within_the_storage_bindings_provisioned
             for entry in file.entry_points {
                 // Whole arrays: no second part bound, so the kernels bind what they did.
                 assert!(!one.uses[*entry].iter().any(|u| u.name.ends_with("_hi")), "{entry}: {:?}", one.uses[*entry]);
+                // Every other access goes through the accessors, which touch both parts: a
+                // kernel binding one part of an array without the other indexes it directly
+                // (its particles beyond the first part would read the wrong element).
+                for (base, ..) in PARTED {
+                    let has = |name: &str| two.uses[*entry].iter().any(|u| u.name == name);
+                    let own = *entry == "particle" && PARTICLE_OWN.contains(&base);
+                    if has(base) && !own {
+                        assert!(has(&format!("{base}_hi")), "{entry} indexes `{base}` without its accessor");
+                    }
+                }
                 for u in two.uses[*entry].iter().filter(|u| u.name.ends_with("_hi")) {
                     let base = u.name.trim_end_matches("_hi");
                     // A second part comes with its first, declared where the generator says.

@@ -94,41 +94,89 @@ fn a_run_split_over_many_bindings_equals_the_unsplit_run_bit_for_bit() {
     }
 }
 
+/// `open` with another integrator.
+fn open_with(m: &Model, dt: f64, p: Precision, integrator: Integrator, options: GpuOptions) -> GpuEngine {
+    GpuEngine::with_options(m, integrator, dt, p, AdapterChoice::Any, options)
+        .unwrap_or_else(|e| panic!("GPU engine: {e} (apt-get install mesa-vulkan-drivers libvulkan1)"))
+}
+
+/// Runs `m` with its per-particle arrays whole and in two parts (a binding of `part` particles'
+/// vec4), which must hold the same bits throughout: steps, breaks, diagnostics, saved states, a
+/// rollback and a reloaded state. With `stuck`, the parted engine's lists have one slot and no
+/// memory to grow, so every step takes the grid fallback, which reads the bucket-ordered copies
+/// (`sorted_pos`, `sorted_cell`) across both parts. Returns the bonds broken and the
+/// diagnostics after the first 300 steps.
+fn parted_alike(
+    m: &Model,
+    dt: f64,
+    p: Precision,
+    integrator: Integrator,
+    part: u64,
+    stuck: bool,
+    what: &str,
+) -> (usize, rrpdem::diagnostics::Diagnostics) {
+    let n = m.particles.len() as u64;
+    let elem = if p == Precision::F32 { 16 } else { 32 };
+    assert!(n > part && n <= 2 * part && part.is_multiple_of(64), "{what}: {n} particles in parts of {part}");
+    let limit = elem * part;
+    let mut whole = open_with(m, dt, p, integrator, GpuOptions::default());
+    let mut options = GpuOptions { max_binding_size: Some(limit), ..Default::default() };
+    if stuck {
+        // The budget of the parted engine with lists of one slot, less their growth (4 bytes a
+        // slot beyond one per particle), as tests/gpu_cache.rs does.
+        options.nbr_capacity = Some(1);
+        let grown = open_with(m, dt, p, integrator, options);
+        assert!(grown.neighbour_capacity() > 1, "{what}: lists of one slot must overflow");
+        options.memory_budget = Some(grown.device_bytes() - 4 * (grown.neighbour_entries() - n));
+    }
+    let mut split = open_with(m, dt, p, integrator, options);
+    assert_eq!(whole.particle_part_len(), None);
+    assert_eq!(split.particle_part_len(), Some(part as u32), "{what}");
+    let (pc, bc, rc) = split.chunk_counts();
+    eprintln!("{what}: binding {limit} B: ({pc}, {bc}, {rc}) chunks, {} halo entries", split.halo_entries());
+    assert!(pc >= 2 && bc >= 2, "{what}: ({pc}, {bc}, {rc}) chunks");
+    assert!(bits(&mut whole) == bits(&mut split), "{what}: initial state differs");
+    let broken = advance_alike(&mut whole, &mut split, 3, 100, what);
+    if stuck {
+        assert_eq!((split.neighbour_capacity(), split.fallback_steps()), (1, 300), "{what}: every step falls back");
+    }
+    let d = whole.diagnostics().unwrap();
+    assert_eq!(d, split.diagnostics().unwrap(), "{what}: diagnostics differ");
+    assert!(whole.save_state().unwrap() == split.save_state().unwrap(), "{what}: saved states differ");
+    rollback_alike(&mut whole, &mut split, what);
+    // A saved state loads into the parted engine, which then continues as the whole one.
+    let saved = whole.save_state().unwrap();
+    split.load_state(&saved).unwrap();
+    (broken + advance_alike(&mut whole, &mut split, 1, 50, &format!("{what}, reloaded")), d)
+}
+
 #[test]
 fn per_particle_arrays_in_two_bindings_equal_the_whole_run_bit_for_bit() {
-    // A binding that holds 1536 particles' vec4: the per-particle arrays of the 2400-sphere
-    // block are bound in two parts (1536 + 864), by kernels compiled for that, and every chunked
-    // array splits too. Contacts, the floor, gravity and rupture; in f64 also lists of one slot,
-    // which overflow at the first evaluation (the grid fallback reads `sorted_pos` and
-    // `sorted_cell` across both parts) and are laid out anew.
+    // The per-particle arrays bound in two parts, by kernels compiled for that; every chunked
+    // array splits too. The squeezed block (2400 spheres in parts of 1536 + 864; in f32 the
+    // binding also caps the bucket table at 4096): contacts, the floor, gravity, rupture; with
+    // rrp-exact, whose check kernel reads Ω, M and 1/J; with the grid fallback at every step.
     let m = squeezed_block();
     let dt = 2e-4;
-    let n = m.particles.len() as u64;
-    for (p, capacity) in [(Precision::F32, None), (Precision::F64, None), (Precision::F64, Some(1))] {
-        let elem = if p == Precision::F32 { 16 } else { 32 };
-        let limit = elem * 1536;
-        assert!(n > 1536 && n <= 2 * 1536);
-        let mut whole = open(&m, dt, p, GpuOptions::default());
-        let options = GpuOptions { max_binding_size: Some(limit), nbr_capacity: capacity, ..Default::default() };
-        let mut split = open(&m, dt, p, options);
-        assert_eq!(whole.particle_part_len(), None);
-        assert_eq!(split.particle_part_len(), Some(1536), "{p:?}");
-        let (pc, bc, rc) = split.chunk_counts();
-        eprintln!("{p:?}, lists {capacity:?}: binding {limit} B: ({pc}, {bc}, {rc}) chunks");
-        assert!(pc >= 2 && bc >= 2, "{p:?}: ({pc}, {bc}, {rc}) chunks");
-        assert!(bits(&mut whole) == bits(&mut split), "{p:?}: initial state differs");
-        let what = format!("{p:?}, lists {capacity:?}");
-        let broken = advance_alike(&mut whole, &mut split, 3, 150, &what);
-        let u = whole.diagnostics().unwrap();
-        assert!(broken > 0 && u.u_wall > 0.0 && u.u_contact > 0.0, "{what}: must break, touch the floor, press");
-        assert_eq!(whole.diagnostics().unwrap(), split.diagnostics().unwrap(), "{what}: diagnostics differ");
-        assert!(whole.save_state().unwrap() == split.save_state().unwrap(), "{what}: saved states differ");
-        rollback_alike(&mut whole, &mut split, &what);
-        // A saved state loads into the parted engine, which then continues as the whole one.
-        let saved = whole.save_state().unwrap();
-        split.load_state(&saved).unwrap();
-        advance_alike(&mut whole, &mut split, 1, 50, &format!("{what}, reloaded"));
+    for (p, integrator, stuck) in [
+        (Precision::F32, Integrator::RrpNewmark, false),
+        (Precision::F64, Integrator::RrpNewmark, false),
+        (Precision::F32, Integrator::RrpExact, false),
+        (Precision::F64, Integrator::RrpNewmark, true),
+    ] {
+        let what = format!("block {p:?} {integrator:?}{}", if stuck { ", grid fallback" } else { "" });
+        let (broken, d) = parted_alike(&m, dt, p, integrator, 1536, stuck, &what);
+        assert!(broken > 0 && d.u_wall > 0.0 && d.u_contact > 0.0, "{what}: must break, touch the floor, press");
     }
+    // The block drifting along x at speed 5 besides (0.3 in 300 steps, a quarter of a block
+    // edge of 2·r + skin = 1.3): in f32 many particles cross from block to block, so that
+    // `integrate` moves their block and reference position (`cell_put`, `x_ref_put`) in both
+    // parts.
+    let mut drift = squeezed_block();
+    drift.particles.v.iter_mut().for_each(|v| v.x += 5.0);
+    let (broken, _) =
+        parted_alike(&drift, dt, Precision::F32, Integrator::RrpNewmark, 1536, false, "drifting block F32");
+    assert!(broken > 0, "drifting block: bonds must break");
     // Beyond two parts: a clear error naming what does not fit and how many particles would.
     let e = GpuEngine::with_options(
         &m,

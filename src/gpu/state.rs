@@ -1005,7 +1005,7 @@ impl DemState {
         let set = pipe.bind(device, "grid_args_set", &|name: &str| match name {
             "grid_full" => Some(grid_full.as_entire_binding()),
             "grid_args" => Some(grid_args.as_entire_binding()),
-            other => self.buffers.get(other).map(|b| b.as_entire_binding()),
+            other => state_binding(&self.buffers, other, self.precision, self.parts, 0),
         })?;
         self.bind.insert("grid_args_set", set);
         self.grid = grid;
