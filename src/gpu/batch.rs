@@ -190,6 +190,10 @@ pub fn bucket_count(n: u64, max_binding: u64) -> u64 {
     (2 * n.max(1)).next_power_of_two().min(1 << fits.ilog2())
 }
 
+/// `binding_sizes`' name for the per-particle arrays (which a one-model engine may bind in two
+/// parts instead: `state::particle_part_len`).
+pub const PARTICLE_ARRAYS: &str = "particle arrays (vec4 per particle)";
+
 /// The largest buffers of a batch, one of each kind (what the binding-size checks look at).
 /// Arrays bound in parts (`chunked_sizes`) are not among them.
 pub fn binding_sizes(t: &BatchTotals, precision: Precision) -> Vec<(&'static str, u64)> {
@@ -197,7 +201,7 @@ pub fn binding_sizes(t: &BatchTotals, precision: Precision) -> Vec<(&'static str
     let rs = real_size(precision) as u64;
     // The bucket table is not here: `bucket_count` keeps it within a binding.
     let sizes = vec![
-        ("particle arrays (vec4 per particle)", 4 * rs * n),
+        (PARTICLE_ARRAYS, super::state::particle_elem(precision) * n),
         ("diagnostics partial sums", NQ as u64 * rs * t.level_records.first().copied().unwrap_or(1)),
         ("neighbour list offsets", 4 * (n + 1)),
         ("replica parameters", super::params::replica_gpu_size(precision) as u64 * t.replicas),

@@ -285,7 +285,7 @@ impl GpuEngine {
                     need: super::context::STORAGE_BUFFERS_NEEDED_PARTS,
                 });
             }
-            let elem = 4 * super::state::real_size(precision) as u64;
+            let elem = super::state::particle_elem(precision);
             let max_particles = (2 * p).min(ctx.limits.max_buffer_size / elem);
             if n > max_particles {
                 return Err(GpuError::TooLarge {
@@ -334,7 +334,7 @@ impl GpuEngine {
         let mut sizes = binding_sizes(&totals, precision);
         if part_len.is_some() {
             // Checked above, in two parts.
-            sizes.retain(|s| !s.0.starts_with("particle arrays"));
+            sizes.retain(|s| s.0 != super::batch::PARTICLE_ARRAYS);
         }
         if sizes.iter().any(|&(_, need)| need > have) {
             // How many particles fit is set by the tightest buffer, not the first that fails.

@@ -196,9 +196,8 @@ pub fn header(precision: Precision) -> String {
 /// How the per-particle arrays of `PARTED` are bound: whole (one binding each), or in two
 /// parts when one binding cannot hold them (`SimParams::part_len` particles in the first, the
 /// rest in the second, `<name>_hi`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Parts {
-    #[default]
     One,
     Two,
 }
@@ -238,7 +237,7 @@ pub fn parted_elem(name: &str, precision: Precision) -> Option<u64> {
     PARTED
         .iter()
         .find(|p| p.0 == name)
-        .map(|p| if p.1 == "vec4<real>" { 4 * super::state::real_size(precision) as u64 } else { 16 })
+        .map(|p| if p.1 == "vec4<real>" { super::state::particle_elem(precision) } else { 16 })
 }
 
 /// Declarations of the second parts and the accessors of the `PARTED` arrays for `parts`.
@@ -261,11 +260,6 @@ pub fn accessors(parts: Parts) -> String {
         }
     }
     s
-}
-
-/// Full WGSL source of one kernel file for a precision, per-particle arrays whole.
-pub fn compose(file: &KernelFile, precision: Precision) -> String {
-    compose_parts(file, precision, Parts::One)
 }
 
 /// Full WGSL source of one kernel file for a precision and binding of the per-particle arrays.

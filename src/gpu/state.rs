@@ -86,13 +86,18 @@ struct Paged {
 /// entries and the neighbour lists (each with an overlap of one particle's longest range).
 const PAGED: [&str; 7] = ["bond_ends", "bond_ref", "bond_q0", "bond_scale", "bond_out", "inc_entries", "nbr"];
 
+/// Bytes per particle of the widest per-particle array (a vec4 of reals).
+pub fn particle_elem(precision: Precision) -> u64 {
+    4 * real_size(precision) as u64
+}
+
 /// Particles in the first part of the per-particle arrays (`shader::PARTED`) when one binding
 /// of `max_binding` bytes cannot hold such an array whole (they are then bound in two parts,
 /// `shader::Parts::Two`), else `None`. A multiple of `ALIGN`, so that the second part's offset
 /// is aligned; `None` too where a binding holds fewer than `ALIGN` particles (the model is then
 /// refused as one binding's worth).
 pub fn particle_part_len(n: u64, precision: Precision, max_binding: u64) -> Option<u64> {
-    let elem = 4 * real_size(precision) as u64;
+    let elem = particle_elem(precision);
     let part = max_binding / elem / ALIGN * ALIGN;
     (n * elem > max_binding && part > 0).then_some(part)
 }
