@@ -1,0 +1,104 @@
+//! `rrpdem converge`: error norms and observed orders over several time steps.
+
+use anyhow::{Context, Result, bail};
+use rrpdem::converge::{self, CONVERGE_HEADER};
+use rrpdem::integrator::Integrator;
+use rrpdem::scenario::{MAX_STEPS, Scenario};
+use rrpdem::stability;
+use std::path::{Path, PathBuf};
+
+/// Options of `rrpdem converge`.
+#[derive(clap::Args)]
+pub(super) struct ConvergeArgs {
+    scenario: PathBuf,
+    /// Comma-separated time steps; default: the scenario's dt halved `--levels − 1` times.
+    #[arg(long, value_delimiter = ',')]
+    dt: Option<Vec<f64>>,
+    /// Number of step sizes when `--dt` is not given.
+    #[arg(long, default_value_t = 5)]
+    levels: u32,
+    /// Integrators to study (comma-separated) [default: all three].
+    #[arg(long, value_delimiter = ',')]
+    integrator: Option<Vec<Integrator>>,
+    /// End time of the study [default: the scenario's].
+    #[arg(long)]
+    t_end: Option<f64>,
+    /// The reference solution uses min(dt) / this factor.
+    #[arg(long, default_value_t = 64)]
+    ref_factor: u32,
+    /// Output folder for converge.csv [default: out/<scenario name>].
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Draw convergence.png (log–log error versus step, reference slopes 1 and 2).
+    #[arg(long)]
+    plots: bool,
+}
+
+pub(super) fn cmd_converge(args: ConvergeArgs) -> Result<()> {
+    let ConvergeArgs { scenario: path, dt, levels, integrator: integrators, t_end, ref_factor, out, plots } = args;
+    let scenario = Scenario::load(&path)?;
+    let model = scenario.build_model()?;
+    if dt.is_none() && !(1..=40).contains(&levels) {
+        bail!("--levels {levels}: use 1 to 40 (each level halves dt and doubles the work)");
+    }
+    if ref_factor == 0 {
+        bail!("--ref-factor must be at least 1");
+    }
+    let dts = dt.unwrap_or_else(|| (0..levels).map(|k| scenario.dt / 2f64.powi(k as i32)).collect());
+    if let Some(bad) = dts.iter().find(|d| !(d.is_finite() && **d > 0.0)) {
+        bail!("--dt {bad}: every step must be a finite number > 0");
+    }
+    let integrators = integrators.unwrap_or_else(|| Integrator::ALL.to_vec());
+    let t_end = t_end.unwrap_or(scenario.t_end);
+    // The reference solution is the longest run: min(dt)/ref_factor to t_end.
+    let finest = dts.iter().copied().fold(f64::INFINITY, f64::min) / ref_factor as f64;
+    let ref_steps = t_end / finest;
+    if ref_steps.is_nan() || ref_steps > MAX_STEPS as f64 {
+        bail!(
+            "the reference solution would take {ref_steps:.3e} steps (t_end {t_end} / (min dt / {ref_factor})); at most \
+             {MAX_STEPS:.0e} are allowed: use fewer levels, a shorter t_end or a smaller --ref-factor"
+        );
+    }
+    let est = stability::estimate(&model);
+    if let Some(big) = dts.iter().find(|&&d| d > est.h_max) {
+        bail!("dt = {big} exceeds the stability estimate {:.3e} ({})", est.h_max, est.limiting);
+    }
+    eprintln!("rrpdem converge: {} to t = {t_end}, reference dt = min/{ref_factor}", scenario.name);
+    let rows = converge::converge(&model, &integrators, &dts, t_end, ref_factor)?;
+    let o = |v: Option<f64>| v.map(|v| format!("{v:6.3}")).unwrap_or_else(|| "     -".into());
+    println!(
+        "{:<12} {:>10} {:>8} {:>11} {:>6} {:>11} {:>6} {:>11} {:>6} {:>10}",
+        "integrator", "dt", "steps", "E-error", "order", "traj(37)", "order", "|q_h-q|", "order", "inv.drift"
+    );
+    for r in &rows {
+        println!(
+            "{:<12} {:>10.3e} {:>8} {:>11.4e} {} {:>11.4e} {} {:>11.4e} {} {:>10.2e}",
+            r.integrator.as_str(),
+            r.dt,
+            r.steps,
+            r.e_error,
+            o(r.e_order),
+            r.traj_error_paper,
+            o(r.traj_order_paper),
+            r.traj_error_norm,
+            o(r.traj_order_norm),
+            r.invariant_drift
+        );
+    }
+    let out_dir = out.unwrap_or_else(|| Path::new("out").join(&scenario.name));
+    std::fs::create_dir_all(&out_dir).with_context(|| format!("creating {}", out_dir.display()))?;
+    let file = out_dir.join("converge.csv");
+    let mut text = String::from(CONVERGE_HEADER);
+    text.push('\n');
+    for r in &rows {
+        text.push_str(&r.csv_row());
+        text.push('\n');
+    }
+    std::fs::write(&file, text).with_context(|| format!("writing {}", file.display()))?;
+    eprintln!("wrote {}", file.display());
+    if plots {
+        let png = rrpdem::plot::plot_converge(&file, &out_dir)?;
+        eprintln!("wrote {}", png.display());
+    }
+    Ok(())
+}

@@ -1,0 +1,143 @@
+//! `rrpdem run`: one scenario to its end (or `--dry-run`: what it would need), its summary and figures.
+
+use super::{Overrides, RunControl, checkpoint_every, install_interrupt_handler, load};
+use anyhow::Result;
+use rrpdem::diagnostics::Diagnostics;
+use rrpdem::run::{self, EngineChoice, RunOptions, Summary};
+use rrpdem::stability;
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+
+pub(super) fn cmd_run(
+    path: &Path,
+    out: Option<PathBuf>,
+    overwrite: bool,
+    over: &Overrides,
+    ctl: &RunControl,
+) -> Result<()> {
+    let scenario = load(path, over)?;
+    let out_dir = out.unwrap_or_else(|| Path::new("out").join(&scenario.name));
+    install_interrupt_handler()?;
+    let opts = RunOptions {
+        progress: std::io::stderr().is_terminal(),
+        checkpoint_every: checkpoint_every(ctl)?,
+        stop_at: None,
+        vtk: ctl.vtk.options()?,
+        bars: None,
+    };
+    let result = run::run_scenario(&scenario, &out_dir, overwrite, &EngineChoice::default(), opts, &|what| {
+        eprintln!("rrpdem: {what}")
+    });
+    finish_run(result, &out_dir, ctl.plots)
+}
+
+/// Prints the summary and draws the figures (also for a run that stopped early, from what it
+/// wrote), then passes on the run's error.
+pub(super) fn finish_run(result: Result<Summary, run::RunError>, out_dir: &Path, plots: bool) -> Result<()> {
+    if let Ok(summary) = &result {
+        print_summary(summary, out_dir);
+    }
+    let stopped_early = matches!(&result, Err(run::RunError::Engine { .. } | run::RunError::Interrupted { .. }));
+    if plots && (result.is_ok() || stopped_early) {
+        match rrpdem::plot::plot_run_dir(out_dir, out_dir) {
+            Ok(files) => files.iter().for_each(|f| eprintln!("wrote {}", f.display())),
+            Err(e) => eprintln!("warning: no figures: {e}"),
+        }
+    }
+    result.map(|_| ()).map_err(Into::into)
+}
+
+pub(super) fn cmd_dry_run(path: &Path, over: &Overrides) -> Result<()> {
+    let scenario = load(path, over)?;
+    let geometry = scenario.build_geometry()?;
+    println!("{}", rrpdem::generate::report(&scenario, &geometry));
+    println!("steps           {} of {} to t = {}", scenario.total_steps(), scenario.dt, scenario.t_end);
+    let est = stability::estimate(&geometry.into_model());
+    match stability::check_step(scenario.dt, scenario.force_dt, &est) {
+        Ok(None) => {
+            println!("time step       ok (dt = {} ≤ {:.0}% of h_max)", scenario.dt, 100.0 * stability::WARN_FRACTION)
+        }
+        Ok(Some(w)) => println!("time step       warning: {w}"),
+        Err(e) => println!("time step       refused: {e}"),
+    }
+    println!("dry run         nothing was run or written");
+    Ok(())
+}
+
+pub(super) fn print_summary(s: &Summary, out: &Path) {
+    for w in &s.warnings {
+        eprintln!("warning: {w}");
+    }
+    let b = &s.energy_and_momenta;
+    let d: &Diagnostics = &s.final_diagnostics;
+    println!("scenario        {} ({} particles, {} bonds)", s.scenario.name, s.particles, s.bonds);
+    println!("engine          {} / {} / {}", s.engine.backend, s.engine.device, s.engine.precision.as_str());
+    println!(
+        "integrator      {}  dt = {}  steps = {}  t = {}",
+        s.scenario.integrator, s.scenario.dt, s.steps, s.t_final
+    );
+    println!("stability       h_max ≈ {:.3e} ({})", s.stability.h_max, s.stability.limiting);
+    println!("wall time       {:.2} s  ({:.3e} particle-steps/s)", s.wall_time_s, s.particle_steps_per_s);
+    println!(
+        "energy          E0 = {:.10}  max |E-E0|/|E0| = {:.3e}  final = {:.3e}",
+        b.e0, b.max_rel_energy_deviation, b.final_rel_energy_deviation
+    );
+    println!(
+        "final energies  E_trans {:.4e}  E_rot {:.4e}  U_bend {:.4e}  U_axial {:.4e}  U_shear {:.4e}  U_contact {:.4e}  U_wall {:.4e}  U_gravity {:.4e}",
+        d.e_trans, d.e_rot, d.u_bend, d.u_axial, d.u_shear, d.u_contact, d.u_wall, d.u_gravity
+    );
+    let dirs = |v: &[glam::DVec3]| {
+        if v.is_empty() {
+            "none".to_string()
+        } else {
+            v.iter().map(|e| format!("{:.3}", e)).collect::<Vec<_>>().join(" ")
+        }
+    };
+    println!(
+        "drift P         {:.3e} {:.3e} {:.3e}  (exact along {}: {:.3e})",
+        b.drift_p[0],
+        b.drift_p[1],
+        b.drift_p[2],
+        dirs(&b.conserved.p),
+        b.conserved_drift_p
+    );
+    println!(
+        "drift S         {:.3e} {:.3e} {:.3e}  (exact along {}: {:.3e})",
+        b.drift_s[0],
+        b.drift_s[1],
+        b.drift_s[2],
+        dirs(&b.conserved.s),
+        b.conserved_drift_s
+    );
+    println!(
+        "drift L         {:.3e} {:.3e} {:.3e}  (exact along {}: {:.3e})",
+        b.drift_l[0],
+        b.drift_l[1],
+        b.drift_l[2],
+        dirs(&b.conserved.l),
+        b.conserved_drift_l
+    );
+    if s.scenario.rupture.is_some() {
+        println!(
+            "rupture         {} of {} bonds broken, E_released = {:.6e} (the energy error above is of E + E_released)",
+            d.n_broken, s.bonds, d.e_released
+        );
+    }
+    if let Some(i) = &s.impact {
+        let o = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.4}"));
+        println!(
+            "impact          contact t = {} … {}  peak |F_wall| = {:.4e}  speed in {} out {}  restitution {}",
+            o(i.first_contact_t),
+            o(i.last_contact_t),
+            i.peak_wall_force,
+            o(i.impact_speed),
+            o(i.rebound_speed),
+            o(i.restitution)
+        );
+    }
+    let mut extra = if s.scenario.rupture.is_some() { ", breaks.csv" } else { "" }.to_string();
+    if out.join(rrpdem::vtk::COLLECTION).is_file() {
+        extra.push_str(", particles.pvd, vtk/");
+    }
+    println!("outputs         {}/{{series.csv, final_state.csv, summary.json{extra}}}", out.display());
+}
