@@ -28,9 +28,8 @@
 
 use crate::diagnostics::Diagnostics;
 use crate::engine::EngineState;
-use crate::integrator::Kinematics;
+use crate::guard::Budget;
 use crate::model::{Bond, Model, Particles};
-use crate::run::Budget;
 use crate::scenario::Scenario;
 use crate::stability::StabilityEstimate;
 use glam::{DQuat, DVec3};
@@ -329,23 +328,6 @@ impl Checkpoint {
             Err(CheckpointError::OtherScenario { path: path.to_owned(), found, expected, what: what.into() })
         }
     }
-}
-
-/// The model a run continues from: constants and bonds of `model`, kinematics `state`.
-pub fn model_at(model: &Model, state: &[Kinematics]) -> Model {
-    let mut m = model.clone();
-    // Where the bonds were made stays where it was (for a model from a version-1 checkpoint,
-    // which does not say, the positions it was resumed at: they do not match its bonds, so
-    // `Model::reference_positions` is `None` and the engines store the references per bond).
-    m.reference_x.get_or_insert_with(|| model.particles.x.clone());
-    let p = &mut m.particles;
-    for (i, k) in state.iter().enumerate() {
-        p.x[i] = k.x;
-        p.v[i] = k.v;
-        p.q[i] = k.q;
-        p.w[i] = k.w;
-    }
-    m
 }
 
 struct Reader<'a> {

@@ -302,3 +302,33 @@ impl SharedSlice {
         unsafe { std::slice::from_raw_parts_mut(self.0.add(a), b - a) }
     }
 }
+
+/// Morton (Z-order) code of three 21-bit coordinates.
+pub fn morton3(x: u64, y: u64, z: u64) -> u64 {
+    spread3(x) | spread3(y) << 1 | spread3(z) << 2
+}
+
+/// Spreads the low 21 bits of `v` to every third bit.
+fn spread3(v: u64) -> u64 {
+    let mut x = v & 0x1f_ffff;
+    x = (x | x << 32) & 0x1f00000000ffff;
+    x = (x | x << 16) & 0x1f0000ff0000ff;
+    x = (x | x << 8) & 0x100f00f00f00f00f;
+    x = (x | x << 4) & 0x10c30c30c30c30c3;
+    (x | x << 2) & 0x1249249249249249
+}
+
+#[cfg(test)]
+mod morton_tests {
+    use super::morton3;
+
+    #[test]
+    fn morton_interleaves_bits() {
+        assert_eq!(morton3(1, 0, 0), 1);
+        assert_eq!(morton3(0, 1, 0), 2);
+        assert_eq!(morton3(0, 0, 1), 4);
+        assert_eq!(morton3(3, 0, 0), 0b1001);
+        let m = (1u64 << 21) - 1;
+        assert_eq!(morton3(m, m, m), (1u64 << 63) - 1);
+    }
+}

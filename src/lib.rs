@@ -19,6 +19,7 @@ pub mod error;
 pub mod generate;
 pub mod gpu;
 pub mod grid;
+pub mod guard;
 pub mod impact;
 pub mod integrator;
 pub mod interactions;

@@ -1,6 +1,7 @@
 //! The resolved physical model an engine runs: particles, bonds with their reference data, and
 //! interaction parameters. Built from a scenario; independent of any engine.
 
+use crate::integrator::Kinematics;
 use crate::interactions::{BondOut, Pendulum, Rupture, ShearVariant, Wall, axial, bending, shear};
 use glam::{DQuat, DVec3};
 use rayon::prelude::*;
@@ -133,6 +134,23 @@ pub struct Model {
 }
 
 impl Model {
+    /// The model a run continues from: constants and bonds of `model`, kinematics `state`.
+    pub fn at_state(&self, state: &[Kinematics]) -> Model {
+        let mut m = self.clone();
+        // Where the bonds were made stays where it was (for a model from a version-1 checkpoint,
+        // which does not say, the positions it was resumed at: they do not match its bonds, so
+        // `Model::reference_positions` is `None` and the engines store the references per bond).
+        m.reference_x.get_or_insert_with(|| self.particles.x.clone());
+        let p = &mut m.particles;
+        for (i, k) in state.iter().enumerate() {
+            p.x[i] = k.x;
+            p.v[i] = k.v;
+            p.q[i] = k.q;
+            p.w[i] = k.w;
+        }
+        m
+    }
+
     /// Builds a model, taking each bond's reference data from the initial state.
     /// The caller guarantees that bond indices are valid and bonded particles are apart.
     /// Each bond is computed on its own, so the parallel map is deterministic.

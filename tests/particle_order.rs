@@ -251,7 +251,7 @@ fn mixing_scenario(dir: &Path, order: &str, name: &str, check_every: Option<u64>
     let (m, spacing, dt) = (SIDE, 3.0, 0.001);
     let t_mix = MIX_STEPS as f64 * dt;
     let mut sites: Vec<[usize; 3]> = (0..m * m * m).map(|k| [k % m, (k / m) % m, k / (m * m)]).collect();
-    sites.sort_by_key(|s| rrpdem::scenario::generators::lattice::morton3(s[0] as u64, s[1] as u64, s[2] as u64));
+    sites.sort_by_key(|s| rrpdem::grid::morton3(s[0] as u64, s[1] as u64, s[2] as u64));
     let centre = |s: [usize; 3]| s.map(|c| c as f64 * spacing);
     let target = shuffle(sites.len());
     // Distinct masses and inertias (a column permuted wrongly would change a dimer's motion).

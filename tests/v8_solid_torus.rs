@@ -5,7 +5,7 @@
 use glam::DVec3;
 use rrpdem::generate;
 use rrpdem::model::Model;
-use rrpdem::scenario::generators::lattice::morton3;
+use rrpdem::grid::morton3;
 use rrpdem::scenario::{Geometry, LatticeKind, Scenario};
 use std::f64::consts::PI;
 use std::path::Path;

@@ -3,19 +3,33 @@
 
 pub mod batch;
 pub mod cpu;
+mod reordered;
 mod scatter;
 pub(crate) use scatter::stored_ends;
 
 use crate::diagnostics::Diagnostics;
 use crate::error::EngineError;
 use crate::integrator::Kinematics;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 pub use batch::{BatchEngine, Separate, Single};
 pub use cpu::CpuEngine;
+pub use reordered::Reordered;
+
+/// Which engine runs a scenario.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Backend {
+    /// A hardware GPU when there is one, otherwise the CPU engine.
+    #[default]
+    Auto,
+    Cpu,
+    /// Any GPU adapter, software ones included.
+    Gpu,
+}
 
 /// Floating-point precision an engine computes in.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, serde::Deserialize, Default)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "lowercase")]
 pub enum Precision {
     F32,
@@ -124,11 +138,10 @@ pub fn create(
     model: &crate::model::Model,
     integrator: crate::integrator::Integrator,
     dt: f64,
-    backend: crate::scenario::Backend,
+    backend: Backend,
     precision: Option<Precision>,
 ) -> Result<Box<dyn Engine>, EngineError> {
     use crate::gpu::{AdapterChoice, GpuEngine, hardware_adapter_available};
-    use crate::scenario::Backend;
     let gpu = |choice| -> Result<Box<dyn Engine>, EngineError> {
         Ok(Box::new(GpuEngine::new(model, integrator, dt, precision.unwrap_or(Precision::F32), choice)?))
     };

@@ -4,6 +4,7 @@
 mod csv;
 pub mod generators;
 
+pub use crate::engine::Backend;
 use crate::error::ScenarioError;
 use crate::integrator::Integrator;
 use crate::interactions::{Pendulum, Rupture, RuptureRule, ShearVariant, Wall};
@@ -19,18 +20,6 @@ use std::path::{Path, PathBuf};
 
 /// Below this many items validation runs on the calling thread (rayon's dispatch costs more).
 const PAR_MIN: usize = 4096;
-
-/// Which engine runs a scenario.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
-#[serde(rename_all = "lowercase")]
-pub enum Backend {
-    /// A hardware GPU when there is one, otherwise the CPU engine.
-    #[default]
-    Auto,
-    Cpu,
-    /// Any GPU adapter, software ones included.
-    Gpu,
-}
 
 /// A scenario file (see `docs/SCENARIOS.md` for every field, its unit and default).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -13,6 +13,7 @@
 //! depend on the interval arithmetic, only on the predicate.
 
 use super::region::Region;
+use crate::grid::morton3;
 use glam::DVec3;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
@@ -397,34 +398,9 @@ pub struct Site {
     pub k: i32,
 }
 
-/// Spreads the low 21 bits of `v` to every third bit.
-fn spread3(v: u64) -> u64 {
-    let mut x = v & 0x1f_ffff;
-    x = (x | x << 32) & 0x1f00000000ffff;
-    x = (x | x << 16) & 0x1f0000ff0000ff;
-    x = (x | x << 8) & 0x100f00f00f00f00f;
-    x = (x | x << 4) & 0x10c30c30c30c30c3;
-    (x | x << 2) & 0x1249249249249249
-}
-
-/// Morton (Z-order) code of three 21-bit coordinates.
-pub fn morton3(x: u64, y: u64, z: u64) -> u64 {
-    spread3(x) | spread3(y) << 1 | spread3(z) << 2
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn morton_interleaves_bits() {
-        assert_eq!(morton3(1, 0, 0), 1);
-        assert_eq!(morton3(0, 1, 0), 2);
-        assert_eq!(morton3(0, 0, 1), 4);
-        assert_eq!(morton3(3, 0, 0), 0b1001);
-        let m = (1u64 << 21) - 1;
-        assert_eq!(morton3(m, m, m), (1u64 << 63) - 1);
-    }
 
     #[test]
     fn nearest_neighbours_are_dp_apart() {
