@@ -151,8 +151,7 @@ pub fn report(scenario: &Scenario, geometry: &Geometry) -> Report {
 const PARTNER_SAMPLE: usize = 1 << 16;
 
 /// Mean contact-list partners per particle at t = 0: particles closer than `r_i + r_j + skin`
-/// (the GPU engine's Verlet lists use the skin `gpu::engine::SKIN_FACTOR` r_max, the CPU
-/// engine's `engine::cpu::SKIN_FACTOR` r_max; both 0.6 r_max).
+/// (both engines' Verlet lists use the skin `grid::SKIN_FACTOR` r_max).
 fn contact_partners(p: &Particles, skin: f64) -> f64 {
     let n = p.len();
     if n < 2 {
@@ -219,12 +218,11 @@ pub fn memory_estimate(p: &Particles, bond_ends: &[(u32, u32)]) -> MemoryEstimat
     let n = p.len() as u64;
     let b = bond_ends.len() as u64;
     let r_max = p.radius.iter().copied().fold(0.0, f64::max);
-    let per_particle = contact_partners(p, crate::gpu::engine::SKIN_FACTOR * r_max);
-    let cpu_partners = contact_partners(p, crate::engine::cpu::SKIN_FACTOR * r_max);
-    let partners = (cpu_partners * n as f64).round() as u64;
+    let per_particle = contact_partners(p, crate::grid::SKIN_FACTOR * r_max);
+    let partners = (per_particle * n as f64).round() as u64;
     let (v3, q4, f) = (size_of::<DVec3>() as u64, size_of::<DQuat>() as u64, size_of::<f64>() as u64);
     let model = n * (3 * v3 + q4 + 3 * f + 1) + b * size_of::<Bond>() as u64;
-    let buckets = (2 * n.max(1)).next_power_of_two();
+    let buckets = crate::grid::bucket_count(n as usize) as u64;
     // A column stored once, inline, when every particle has the same value.
     let constant = |v: &[f64]| if v.windows(2).all(|w| w[0] == w[1]) { 0 } else { n * f };
     // The engine's `1/m`, `1/J` columns (0 for a fixed particle).

@@ -10,6 +10,25 @@
 use glam::DVec3;
 use rayon::prelude::*;
 
+/// Below this many items a loop runs on the calling thread: rayon's dispatch costs more than
+/// the work for small systems (the paper's 80-particle torus ran 4× slower in parallel). The
+/// CPU engine's passes and the grid's use it.
+pub const PAR_MIN: usize = 2048;
+
+/// Verlet skin in units of the largest radius, for both engines' neighbour lists (a list is
+/// rebuilt once some particle has moved half of it since the last rebuild). A rebuild costs
+/// several steps; at 0.6 a body moving as a whole rebuilds half as often as at 0.3, for lists
+/// some 1.4× longer, and a close packing's second neighbours (2√2 r apart, beyond 2 r + 0.6 r)
+/// stay out of the lists until it is compressed by 8 %. Results do not depend on it: a listed
+/// pair that does not overlap adds +0 to sums that start at +0.
+pub const SKIN_FACTOR: f64 = 0.6;
+
+/// Buckets of a hashed grid of `n` particles: the power of two ≥ 2n (the CPU grid's, and the
+/// GPU's where one binding holds the table: `gpu::batch::bucket_count`).
+pub fn bucket_count(n: usize) -> usize {
+    (2 * n.max(1)).next_power_of_two()
+}
+
 /// Largest allowed |cell coordinate|; beyond it a particle is treated as escaped/non-finite.
 pub const MAX_CELL_COORD: f64 = (1u32 << 30) as f64;
 
@@ -38,7 +57,7 @@ pub struct CellGrid {
 impl CellGrid {
     /// A grid for `n` particles with cells of edge `cell_size` (> 0).
     pub fn new(n: usize, cell_size: f64) -> CellGrid {
-        let buckets = (2 * n.max(1)).next_power_of_two();
+        let buckets = bucket_count(n);
         CellGrid {
             inv_cell: 1.0 / cell_size,
             mask: (buckets - 1) as u32,
@@ -66,7 +85,7 @@ impl CellGrid {
             None
         };
         // Small grids are placed serially (rayon's dispatch would cost more than the work).
-        let bad = if self.cell.len() < 2048 {
+        let bad = if self.cell.len() < PAR_MIN {
             self.cell.iter_mut().zip(self.hash.iter_mut()).enumerate().filter_map(|(i, (c, h))| place(i, c, h)).min()
         } else {
             self.cell
@@ -171,7 +190,7 @@ impl NeighbourList {
     ) -> Result<(), usize> {
         let n = self.x_at_build.len();
         let moved = |i: usize| self.moved(i, x(i));
-        let stale = self.built && if n < 2048 { (0..n).any(moved) } else { (0..n).into_par_iter().any(moved) };
+        let stale = self.built && if n < PAR_MIN { (0..n).any(moved) } else { (0..n).into_par_iter().any(moved) };
         self.update_moved(stale, x, radius)
     }
 
@@ -239,7 +258,7 @@ impl NeighbourList {
             local.shrink_to_fit();
             local
         };
-        let blocks: Vec<Vec<u32>> = if n < 2048 {
+        let blocks: Vec<Vec<u32>> = if n < PAR_MIN {
             self.offsets[..n].chunks_mut(BLOCK).enumerate().map(fill).collect()
         } else {
             self.offsets[..n].par_chunks_mut(BLOCK).enumerate().map(fill).collect()
@@ -263,7 +282,7 @@ impl NeighbourList {
             let slot = unsafe { list.range(a, a + local.len()) };
             slot.copy_from_slice(&local);
         };
-        if n < 2048 {
+        if n < PAR_MIN {
             blocks.into_iter().enumerate().for_each(copy);
         } else {
             blocks.into_par_iter().enumerate().for_each(copy);

@@ -4,8 +4,8 @@
 
 use glam::DVec3;
 use rrpdem::generate;
-use rrpdem::model::Model;
 use rrpdem::grid::morton3;
+use rrpdem::model::Model;
 use rrpdem::scenario::{Geometry, LatticeKind, Scenario};
 use std::f64::consts::PI;
 use std::path::Path;

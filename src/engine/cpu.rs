@@ -21,7 +21,7 @@ use super::scatter::{BondRanges, ENERGY_BLOCK};
 use super::{Engine, EngineInfo, EngineState, Precision, wrong_state_kind};
 use crate::diagnostics::Diagnostics;
 use crate::error::EngineError;
-use crate::grid::NeighbourList;
+use crate::grid::{NeighbourList, PAR_MIN, SKIN_FACTOR};
 use crate::integrator::{self, Integrator, Kinematics};
 use crate::interactions::BondOut;
 use crate::interactions::rupture::{BOUND_SLACK_F64, bond_breaks};
@@ -30,10 +30,6 @@ use crate::model::{Model, Params, bond_terms_ref, bond_terms_rel};
 use crate::rrp;
 use glam::{DQuat, DVec3};
 use rayon::prelude::*;
-
-/// Below this many items a loop runs on the calling thread: rayon's dispatch costs more than
-/// the work for small systems (the paper's 80-particle torus ran 4× slower in parallel).
-const PAR_MIN: usize = 2048;
 
 /// Whether a loop over `n` items runs on the calling thread: small loops, and every loop when
 /// the pool has one thread (rayon's splitting and bookkeeping then only cost time).
@@ -99,13 +95,6 @@ fn run_pass<A: Send, E: Copy + Default + Send + Sync>(
     }
 }
 
-/// Verlet skin in units of the largest radius: the list is rebuilt after a particle moves
-/// 0.3 r_max. The GPU engine's too (`gpu::engine::SKIN_FACTOR`): a rebuild costs several
-/// steps, and the list still holds no second neighbours of a close packing (2√2 r apart,
-/// beyond 2 r + 0.6 r).
-/// Results do not depend on it: a listed pair that does not overlap adds +0 to sums that
-/// start at +0.
-pub(crate) const SKIN_FACTOR: f64 = 0.6;
 /// Steps between checks of the particle order (`Engine::order_check_interval`). A check reads
 /// the positions and sorts them along a Morton curve: about half a step's time at one thread
 /// (45 ms against a 67 ms step at 2.6·10⁵ spheres, docs/BENCHMARKS.md), so under 0.1 % of the

@@ -177,7 +177,7 @@ impl BatchTotals {
     /// Contact-grid bucket count (power of two ≥ 2N) where a binding can hold its table; an
     /// upper bound of `bucket_count` for memory estimates.
     pub fn buckets(&self) -> u64 {
-        (2 * self.n.max(1)).next_power_of_two()
+        crate::grid::bucket_count(self.n as usize) as u64
     }
 }
 
@@ -187,7 +187,7 @@ impl BatchTotals {
 /// order and checks each one's cell, so results do not depend on the count.
 pub fn bucket_count(n: u64, max_binding: u64) -> u64 {
     let fits = (max_binding / 4).saturating_sub(1).max(1);
-    (2 * n.max(1)).next_power_of_two().min(1 << fits.ilog2())
+    (crate::grid::bucket_count(n as usize) as u64).min(1 << fits.ilog2())
 }
 
 /// `binding_sizes`' name for the per-particle arrays (which a one-model engine may bind in two

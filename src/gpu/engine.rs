@@ -77,12 +77,6 @@ pub(crate) const ORDER_CHECK_INTERVAL: u64 = 20_000;
 /// Before, the records were sized to every bond (up to what a binding holds: 4.3 GB at 10⁸
 /// bonds in f32), most of which no batch ever uses.
 pub const MAX_BREAK_RECORDS: u64 = 1 << 22;
-/// Verlet skin in units of the largest radius (the lists are rebuilt after a particle moves half
-/// of it), the CPU engine's (`engine::cpu::SKIN_FACTOR`): a body moving as a whole rebuilds
-/// half as often as at 0.3, for lists some 1.4× longer; a close packing's second neighbours
-/// (2√2 r apart) stay out of them until it is compressed by 8 %. The longer lists also gain
-/// more entries between layouts, which `nbr_headroom` leaves room for.
-pub(crate) const SKIN_FACTOR: f64 = 0.6;
 /// Room a list of `c` entries is given beyond them when the lists are laid out after an
 /// overflow, for the entries it gains until they are laid out again: a quarter more, plus 8.
 /// The constant matters for short lists (a small sphere among large ones, a sphere in a void):
@@ -358,7 +352,7 @@ impl GpuEngine {
             .zip(ref_q.iter().zip(&ref_x))
             .map(|(model, (ref_q, ref_x))| {
                 // List candidates are at most r_i + r_j + skin ≤ 2 r_max + skin apart: one cell.
-                let skin = SKIN_FACTOR * model.max_radius();
+                let skin = crate::grid::SKIN_FACTOR * model.max_radius();
                 let cell = (2.0 * model.max_radius() + skin).max(f64::MIN_POSITIVE);
                 let origin = match precision {
                     // The reference positions' box: the same origin for a resumed run as for the
