@@ -4,7 +4,7 @@
 //! that implies. Timing covers `advance` only (the engine waits for the device); models are
 //! built outside it.
 
-use crate::engine::{CpuEngine, Engine, Precision};
+use crate::engine::{CpuEngine, Engine, Precision, Watch};
 use crate::gpu::{AdapterChoice, GpuEngine};
 use crate::integrator::Integrator;
 use crate::interactions::{ShearVariant, Wall};
@@ -363,12 +363,25 @@ pub fn measure(
             engine_bytes,
             engine_parts,
         };
+        // Stepped as `rrpdem run` steps it: watched at every step (an engine that watches its
+        // steps does), stopping at its guard interval to read the diagnostics.
+        let d0 = e.diagnostics().map_err(|e| e.to_string())?;
+        e.set_watch(Watch::new(&d0, f64::INFINITY, &model.params.walls));
+        let stride = e.guard_interval().max(1);
         drop(model);
         let m = timed(case, engine, threads, steps, min_seconds, bandwidth_gbs, built, |k| {
-            e.advance(k).map_err(|e| e.to_string())
+            for s in strides(k, stride) {
+                e.advance(s).and_then(|()| e.diagnostics()).map_err(|e| e.to_string())?;
+            }
+            Ok(())
         })?;
         Ok(Measurement { stage_seconds, ..m })
     })
+}
+
+/// `k` steps in advances of at most `stride`.
+fn strides(k: u64, stride: u64) -> impl Iterator<Item = u64> {
+    (0..k.div_ceil(stride)).map(move |i| stride.min(k - i * stride))
 }
 
 /// What a built engine reports besides its speed.
@@ -476,8 +489,16 @@ fn measure_copies(
         engine_bytes,
         engine_parts: Vec::new(),
     };
+    // Watched and stopped as `rrpdem study` runs a batch.
+    let d0 = batch.diagnostics().map_err(|e| e.to_string())?;
+    for (r, d) in d0.iter().enumerate() {
+        batch.set_watch(r, Watch::new(d, f64::INFINITY, &model.params.walls));
+    }
+    let stride = batch.guard_interval().max(1);
     timed(case, engine, threads, steps, min_seconds, bandwidth_gbs, built, |k| {
-        batch.advance(k).map_err(|e| e.to_string())?;
+        for s in strides(k, stride) {
+            batch.advance(s).and_then(|()| batch.diagnostics()).map_err(|e| e.to_string())?;
+        }
         match (0..copies).find_map(|r| batch.take_failure(r).map(|e| (r, e))) {
             Some((r, e)) => Err(format!("copy {r}: {e}")),
             None => Ok(()),

@@ -83,7 +83,13 @@ pub struct RunProgress {
     pub stability: StabilityEstimate,
     /// Wall time spent stepping before the checkpoint.
     pub wall_time_s: f64,
-    pub impact: crate::impact::ImpactTracker,
+    /// The impact measures so far (MODEL §9; a checkpoint of an earlier version holds the
+    /// record-cadence tracker, which loads into it: `ImpactWatch::upgrade`).
+    pub impact: crate::impact::ImpactWatch,
+    /// The energy guard so far (absent in checkpoints written before it watched every step:
+    /// the resumed run rebuilds it from `budget`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub energy_watch: Option<crate::guard::EnergyWatch>,
     /// Re-sorts of the particle order so far (absent in checkpoints written before them).
     #[serde(default)]
     pub resorts: Vec<crate::order::Resort>,

@@ -4,10 +4,10 @@
 use crate::diagnostics::Conserved;
 use crate::engine::{CpuEngine, Engine};
 use crate::error::EngineError;
+use crate::guard::Budget;
 use crate::integrator::{Integrator, Kinematics};
 use crate::model::Model;
 use crate::rrp;
-use crate::run::Budget;
 use serde::Serialize;
 use thiserror::Error;
 

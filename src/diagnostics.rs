@@ -41,9 +41,15 @@ pub struct Diagnostics {
     pub v_cm: DVec3,
 }
 
-/// Header of `series.csv`.
+/// Header of `series.csv`: the diagnostics (`Diagnostics::csv_row`), then the energy guard's
+/// scale at that step (`E_scale`, `crate::guard`).
 pub const SERIES_HEADER: &str = "step,t,E,E_trans,E_rot,U_bend,U_axial,U_shear,U_contact,U_wall,U_gravity,P_x,P_y,P_z,\
-     S_x,S_y,S_z,L_x,L_y,L_z,E_released,n_broken,F_wall_x,F_wall_y,F_wall_z,x_cm,y_cm,z_cm,v_cm_x,v_cm_y,v_cm_z";
+     S_x,S_y,S_z,L_x,L_y,L_z,E_released,n_broken,F_wall_x,F_wall_y,F_wall_z,x_cm,y_cm,z_cm,v_cm_x,v_cm_y,v_cm_z,E_scale";
+
+/// Header of a `series.csv` written before `E_scale` (a run resumed from such a folder goes on
+/// writing rows without it).
+pub const LEGACY_SERIES_HEADER: &str = "step,t,E,E_trans,E_rot,U_bend,U_axial,U_shear,U_contact,U_wall,U_gravity,P_x,\
+     P_y,P_z,S_x,S_y,S_z,L_x,L_y,L_z,E_released,n_broken,F_wall_x,F_wall_y,F_wall_z,x_cm,y_cm,z_cm,v_cm_x,v_cm_y,v_cm_z";
 
 /// Formats a number with 17 significant digits (round-trips f64 exactly).
 pub fn fmt17(v: f64) -> String {

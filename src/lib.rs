@@ -27,6 +27,7 @@ pub mod model;
 pub mod order;
 pub mod output;
 pub mod plot;
+pub mod provenance;
 pub mod rng;
 pub mod rrp;
 pub mod run;

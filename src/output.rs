@@ -1,7 +1,7 @@
 //! Output files: `series.csv` (one row per recorded step), `final_state.csv` and `summary.json`,
 //! and the output folder itself (one run at a time, never a mix of two runs' files).
 
-use crate::diagnostics::{Diagnostics, SERIES_HEADER, fmt17};
+use crate::diagnostics::{Diagnostics, LEGACY_SERIES_HEADER, SERIES_HEADER, fmt17};
 use crate::integrator::Kinematics;
 use crate::interactions::BreakEvent;
 use crate::model::Particles;
@@ -127,6 +127,8 @@ pub const BREAKS_HEADER: &str = "step,t,bond,i,j,mode,x,y,z,energy";
 pub struct SeriesWriter {
     path: PathBuf,
     out: Vec<u8>,
+    /// Rows end with the energy guard's scale (`E_scale`; not in a legacy `series.csv`).
+    scale_column: bool,
 }
 
 /// Rows kept in memory before they are appended to the file.
@@ -140,7 +142,7 @@ impl SeriesWriter {
 
     pub fn with_header(path: &Path, header: &str) -> Result<SeriesWriter, OutputError> {
         File::create(path).map_err(wrap(path))?;
-        let mut w = SeriesWriter { path: path.to_owned(), out: Vec::new() };
+        let mut w = SeriesWriter { path: path.to_owned(), out: Vec::new(), scale_column: header == SERIES_HEADER };
         writeln!(w.out, "{header}").map_err(wrap(path))?;
         w.flush()?;
         Ok(w)
@@ -167,9 +169,13 @@ impl SeriesWriter {
     }
 
     /// Reopens `series.csv` to continue a run from `step`: rows after `step` (written after
-    /// the checkpoint, before the run stopped) are dropped, and a torn last line with them.
+    /// the checkpoint, before the run stopped) are dropped, and a torn last line with them. A
+    /// `series.csv` of an earlier version (without `E_scale`) goes on in its own columns.
     pub fn resume(path: &Path, step: u64) -> Result<SeriesWriter, OutputError> {
-        SeriesWriter::resume_with_header(path, SERIES_HEADER, step)
+        SeriesWriter::resume_with_header(path, SERIES_HEADER, step).or_else(|e| {
+            let legacy = SeriesWriter::resume_with_header(path, LEGACY_SERIES_HEADER, step);
+            legacy.map(|w| SeriesWriter { scale_column: false, ..w }).map_err(|_| e)
+        })
     }
 
     /// `resume` for a log with another header.
@@ -201,11 +207,17 @@ impl SeriesWriter {
         }
         let file = File::options().write(true).open(path).map_err(wrap(path))?;
         file.set_len(keep).map_err(wrap(path))?;
-        Ok(SeriesWriter { path: path.to_owned(), out: Vec::new() })
+        Ok(SeriesWriter { path: path.to_owned(), out: Vec::new(), scale_column: header == SERIES_HEADER })
     }
 
-    pub fn write(&mut self, d: &Diagnostics) -> Result<(), OutputError> {
-        writeln!(self.out, "{}", d.csv_row()).map_err(wrap(&self.path))?;
+    /// One row of series.csv: the diagnostics `d` and the energy guard's scale at that step.
+    pub fn write(&mut self, d: &Diagnostics, e_scale: f64) -> Result<(), OutputError> {
+        let mut row = d.csv_row();
+        if self.scale_column {
+            row.push(',');
+            row.push_str(&fmt17(e_scale));
+        }
+        writeln!(self.out, "{row}").map_err(wrap(&self.path))?;
         self.flush_if_full()
     }
 

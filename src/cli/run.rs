@@ -78,44 +78,43 @@ pub(super) fn print_summary(s: &Summary, out: &Path) {
     );
     println!("stability       h_max ≈ {:.3e} ({})", s.stability.h_max, s.stability.limiting);
     println!("wall time       {:.2} s  ({:.3e} particle-steps/s)", s.wall_time_s, s.particle_steps_per_s);
+    let observed = if b.every_step { "every step".to_string() } else { format!("{} steps checked", b.steps_observed) };
     println!(
-        "energy          E0 = {:.10}  max |E-E0|/|E0| = {:.3e}  final = {:.3e}",
-        b.e0, b.max_rel_energy_deviation, b.final_rel_energy_deviation
+        "energy          E0 = {:.10}  E_scale = {:.6e}  max |E-E0|/E_scale = {:.3e} ({observed}, step {})  final = {:.3e}",
+        b.e0, b.energy_scale, b.max_rel_energy_deviation, b.max_rel_energy_deviation_step, b.final_rel_energy_deviation
     );
     println!(
         "final energies  E_trans {:.4e}  E_rot {:.4e}  U_bend {:.4e}  U_axial {:.4e}  U_shear {:.4e}  U_contact {:.4e}  U_wall {:.4e}  U_gravity {:.4e}",
         d.e_trans, d.e_rot, d.u_bend, d.u_axial, d.u_shear, d.u_contact, d.u_wall, d.u_gravity
     );
-    let dirs = |v: &[glam::DVec3]| {
+    let exact = |v: &[glam::DVec3], drift: f64| {
         if v.is_empty() {
-            "none".to_string()
+            "conserved exactly along no direction".to_string()
         } else {
-            v.iter().map(|e| format!("{:.3}", e)).collect::<Vec<_>>().join(" ")
+            let dirs: Vec<String> = v.iter().map(|e| format!("{e:.3}")).collect();
+            format!("exact along {}: {drift:.3e}", dirs.join(" "))
         }
     };
     println!(
-        "drift P         {:.3e} {:.3e} {:.3e}  (exact along {}: {:.3e})",
+        "drift P         {:.3e} {:.3e} {:.3e}  ({})",
         b.drift_p[0],
         b.drift_p[1],
         b.drift_p[2],
-        dirs(&b.conserved.p),
-        b.conserved_drift_p
+        exact(&b.conserved.p, b.conserved_drift_p)
     );
     println!(
-        "drift S         {:.3e} {:.3e} {:.3e}  (exact along {}: {:.3e})",
+        "drift S         {:.3e} {:.3e} {:.3e}  ({})",
         b.drift_s[0],
         b.drift_s[1],
         b.drift_s[2],
-        dirs(&b.conserved.s),
-        b.conserved_drift_s
+        exact(&b.conserved.s, b.conserved_drift_s)
     );
     println!(
-        "drift L         {:.3e} {:.3e} {:.3e}  (exact along {}: {:.3e})",
+        "drift L         {:.3e} {:.3e} {:.3e}  ({})",
         b.drift_l[0],
         b.drift_l[1],
         b.drift_l[2],
-        dirs(&b.conserved.l),
-        b.conserved_drift_l
+        exact(&b.conserved.l, b.conserved_drift_l)
     );
     if s.scenario.rupture.is_some() {
         println!(
@@ -125,14 +124,17 @@ pub(super) fn print_summary(s: &Summary, out: &Path) {
     }
     if let Some(i) = &s.impact {
         let o = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.4}"));
+        let rebound = match (&i.no_rebound, i.rebound_speed, i.restitution) {
+            (Some(why), _, _) => format!("no rebound: {why}"),
+            (None, v, e) => format!("out {}  restitution {}", o(v), o(e)),
+        };
         println!(
-            "impact          contact t = {} … {}  peak |F_wall| = {:.4e}  speed in {} out {}  restitution {}",
+            "impact          contact t = {} … {}  peak |F_wall| = {:.4e} (t = {})  speed in {}  {rebound}",
             o(i.first_contact_t),
             o(i.last_contact_t),
             i.peak_wall_force,
+            o(i.peak_wall_force_t),
             o(i.impact_speed),
-            o(i.rebound_speed),
-            o(i.restitution)
         );
     }
     let mut extra = if s.scenario.rupture.is_some() { ", breaks.csv" } else { "" }.to_string();

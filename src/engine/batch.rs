@@ -11,7 +11,7 @@
 //! while the others go on. Only failures of the whole batch (a lost device) are errors of
 //! `advance`.
 
-use super::{Engine, EngineInfo, EngineState};
+use super::{Engine, EngineInfo, EngineState, Watch};
 use crate::diagnostics::Diagnostics;
 use crate::error::EngineError;
 use crate::integrator::Kinematics;
@@ -49,8 +49,24 @@ pub trait BatchEngine {
     fn largest_force(&mut self, r: usize) -> Result<Option<(usize, f64)>, EngineError>;
     /// Bonds broken since the last call, as (replica, event), by replica, then step, then bond.
     fn take_breaks(&mut self) -> Vec<(usize, BreakEvent)>;
-    /// See `Engine::guard_interval`.
+    /// See `Engine::guard_interval`: the batch's, where it stops when nothing else asks.
     fn guard_interval(&self) -> u64;
+    /// Replica `r`'s own guard interval (its engine's alone): where its budget samples the
+    /// momenta, so that what it reports does not depend on the batch it ran in.
+    fn replica_guard_interval(&self, r: usize) -> u64 {
+        let _ = r;
+        self.guard_interval()
+    }
+    /// See `Engine::set_watch`, for replica `r`.
+    fn set_watch(&mut self, r: usize, watch: Watch) -> bool {
+        let _ = (r, watch);
+        false
+    }
+    /// See `Engine::watch`, for replica `r`.
+    fn watch(&self, r: usize) -> Option<Watch> {
+        let _ = r;
+        None
+    }
     /// See `Engine::warnings`, for the whole batch.
     fn warnings(&self) -> Vec<String> {
         Vec::new()
@@ -141,6 +157,12 @@ impl BatchEngine for Single<'_> {
     }
     fn guard_interval(&self) -> u64 {
         self.engine.guard_interval()
+    }
+    fn set_watch(&mut self, _r: usize, watch: Watch) -> bool {
+        self.engine.set_watch(watch)
+    }
+    fn watch(&self, _r: usize) -> Option<Watch> {
+        self.engine.watch().cloned()
     }
     fn warnings(&self) -> Vec<String> {
         self.engine.warnings()
@@ -258,6 +280,15 @@ impl<E: Engine + Send> BatchEngine for Separate<E> {
     }
     fn guard_interval(&self) -> u64 {
         self.engines.iter().map(|e| e.guard_interval()).max().unwrap_or(1)
+    }
+    fn replica_guard_interval(&self, r: usize) -> u64 {
+        self.engines[r].guard_interval()
+    }
+    fn set_watch(&mut self, r: usize, watch: Watch) -> bool {
+        self.engines[r].set_watch(watch)
+    }
+    fn watch(&self, r: usize) -> Option<Watch> {
+        self.engines[r].watch().cloned()
     }
     fn warnings(&self) -> Vec<String> {
         let mut all: Vec<String> = self.engines.iter().flat_map(|e| e.warnings()).collect();

@@ -18,10 +18,12 @@
 //! goes by blocks so that the rotation updates' square roots pipeline.
 
 use super::scatter::{BondRanges, ENERGY_BLOCK};
-use super::{Engine, EngineInfo, EngineState, Precision, wrong_state_kind};
+use super::{Engine, EngineInfo, EngineState, Precision, Watch, wrong_state_kind};
 use crate::diagnostics::Diagnostics;
 use crate::error::EngineError;
 use crate::grid::{NeighbourList, PAR_MIN, SKIN_FACTOR};
+use crate::guard::EnergyAt;
+use crate::impact::WallAt;
 use crate::integrator::{self, Integrator, Kinematics};
 use crate::interactions::BondOut;
 use crate::interactions::rupture::{BOUND_SLACK_F64, bond_breaks};
@@ -100,6 +102,10 @@ fn run_pass<A: Send, E: Copy + Default + Send + Sync>(
 /// (45 ms against a 67 ms step at 2.6·10⁵ spheres, docs/BENCHMARKS.md), so under 0.1 % of the
 /// run; a gas scatters its order by 0.13 in 1000 steps.
 pub(crate) const ORDER_CHECK_INTERVAL: u64 = 1000;
+
+/// Particle-steps between the run driver's stops when nothing else stops it
+/// (`Engine::guard_interval`): about a second of one thread's work.
+const GUARD_PARTICLE_STEPS: u64 = 10_000_000;
 
 /// Particles per block of the integration pass (its stage buffers live on the stack).
 const INTEGRATE_BLOCK: usize = 64;
@@ -237,6 +243,24 @@ struct Sums {
     f_wall: DVec3,
 }
 
+/// Kinetic sums of one block of particles at a closed step, for the watch (`Engine::set_watch`):
+/// each block in particle order, the blocks folded in block order, so that the sums do not
+/// depend on the thread count.
+#[derive(Clone, Copy, Debug, Default)]
+struct KinSums {
+    e_trans: f64,
+    e_rot: f64,
+    p: DVec3,
+}
+
+impl KinSums {
+    fn add(&mut self, o: &KinSums) {
+        self.e_trans += o.e_trans;
+        self.e_rot += o.e_rot;
+        self.p += o.p;
+    }
+}
+
 pub struct CpuEngine {
     integrator: Integrator,
     dt: f64,
@@ -269,8 +293,13 @@ pub struct CpuEngine {
     neighbours: NeighbourList,
     step: u64,
     diag: Diagnostics,
-    /// State at the start of the last `advance` (for `rollback`).
+    /// State at the start of the last `advance`, or after a failure the last good state it
+    /// returned to (for `rollback`).
     saved: Saved,
+    /// The run's watch (`Engine::set_watch`), updated at every step once set.
+    watch: Option<Watch>,
+    /// Per-block kinetic sums of the integration pass (reused buffer).
+    kin_blocks: Vec<(bool, KinSums)>,
 }
 
 /// `1/m` for a free particle, 0 for a fixed one.
@@ -314,6 +343,8 @@ impl CpuEngine {
             step: 0,
             diag: Diagnostics::default(),
             saved: Saved::default(),
+            watch: None,
+            kin_blocks: Vec::new(),
         };
         e.evaluate(true, None)?;
         e.diag = e.sum_diagnostics();
@@ -624,27 +655,39 @@ impl CpuEngine {
 
     /// One pass over the particles: with `post`, the closing half kick of the previous step;
     /// with `pre`, the first part of the next one (then `acc` is zeroed behind it, and the
-    /// result says whether some particle moved far enough to rebuild the neighbour list).
-    fn integrate(&mut self, post: bool, pre: bool) -> bool {
+    /// result says whether some particle moved far enough to rebuild the neighbour list). With
+    /// `post` and a watch, also the kinetic sums of the step it closes (`KinSums`).
+    fn integrate(&mut self, post: bool, pre: bool) -> (bool, Option<KinSums>) {
         let (h, integ) = (self.dt, self.integrator);
         let (inv_mass, inv_inertia, fixed, nbr) = (&self.inv_mass, &self.inv_inertia, &self.fixed, &self.neighbours);
+        let (mass, inertia) = (&self.mass, &self.inertia);
+        let sum = post && self.watch.is_some();
         // Particles go by blocks, each stage over the whole block: the rotation update's two
         // square roots and reciprocals are then independent loops that pipeline (and pair up
         // in SIMD lanes) instead of one long latency chain per particle. Every particle gets
         // the operations of `pre_force`/`post_force`, in their order.
-        let block = |base: usize, kin: &mut [Kinematics], acc: &mut [ParticleAcc]| -> bool {
+        let block = |base: usize, kin: &mut [Kinematics], acc: &mut [ParticleAcc]| -> (bool, KinSums) {
             let n = kin.len();
             let mut dalpha = [DVec3::ZERO; INTEGRATE_BLOCK];
             let mut turn = [false; INTEGRATE_BLOCK];
             let mut r = [0.0f64; INTEGRATE_BLOCK];
+            let mut ks = KinSums::default();
             for (j, (k, a)) in kin.iter_mut().zip(acc.iter()).enumerate() {
                 let i = base + j;
-                if fixed.get(i) {
-                    continue;
-                }
+                let still = fixed.get(i);
                 let (inv_m, inv_j) = (inv_mass.get(i), inv_inertia.get(i));
-                if post {
+                if post && !still {
                     integrator::post_force(integ, h, inv_m, inv_j, k, a.force, a.moment);
+                }
+                if sum {
+                    // The closed step's velocities, as `sum_diagnostics` reads them.
+                    let (m, jm) = (mass.get(i), inertia.get(i));
+                    ks.e_trans += 0.5 * m * k.v.length_squared();
+                    ks.e_rot += 0.5 * jm * k.w.length_squared();
+                    ks.p += m * k.v;
+                }
+                if still {
+                    continue;
                 }
                 if pre {
                     // rrp-exact's condition was checked before, so this does not fail; if it
@@ -656,7 +699,7 @@ impl CpuEngine {
                 }
             }
             if !pre {
-                return false;
+                return (false, ks);
             }
             // `rrp::apply_increment`, stage by stage.
             for j in 0..n {
@@ -681,30 +724,59 @@ impl CpuEngine {
                 *a = ParticleAcc::default();
                 moved |= nbr.moved(base + j, k.x);
             }
-            moved
+            (moved, ks)
         };
         let (kin, acc) = (&mut self.kin, &mut self.acc);
-        // Every block is visited (no short circuit), so `acc` is zeroed throughout.
-        let moved = if serial(kin.len()) {
-            kin.chunks_mut(INTEGRATE_BLOCK)
-                .zip(acc.chunks_mut(INTEGRATE_BLOCK))
-                .enumerate()
-                .fold(false, |m, (b, (k, a))| block(b * INTEGRATE_BLOCK, k, a) | m)
+        // Every block is visited (no short circuit), so `acc` is zeroed throughout; the blocks'
+        // sums are folded in block order.
+        let mut total = KinSums::default();
+        let mut moved = false;
+        if serial(kin.len()) {
+            for (b, (k, a)) in kin.chunks_mut(INTEGRATE_BLOCK).zip(acc.chunks_mut(INTEGRATE_BLOCK)).enumerate() {
+                let (m, ks) = block(b * INTEGRATE_BLOCK, k, a);
+                moved |= m;
+                total.add(&ks);
+            }
         } else {
             kin.par_chunks_mut(INTEGRATE_BLOCK)
                 .zip(acc.par_chunks_mut(INTEGRATE_BLOCK))
                 .with_min_len(PAR_MIN / 4 / INTEGRATE_BLOCK)
                 .enumerate()
                 .map(|(b, (k, a))| block(b * INTEGRATE_BLOCK, k, a))
-                .reduce(|| false, |x, y| x | y)
-        };
+                .collect_into_vec(&mut self.kin_blocks);
+            for (m, ks) in &self.kin_blocks {
+                moved |= m;
+                total.add(ks);
+            }
+        }
         self.acc_zeroed = pre;
-        moved
+        (moved, sum.then_some(total))
+    }
+
+    /// Takes the step the last integration pass closed into the watch (its kinetic sums, the
+    /// last evaluation's energies and wall force); `Err` when the energy guard refuses it.
+    fn observe(&mut self, kin: Option<KinSums>) -> Result<(), EngineError> {
+        let (Some(k), Some(w)) = (kin, self.watch.as_mut()) else { return Ok(()) };
+        let s = &self.sums;
+        let mechanical = k.e_trans + k.e_rot + s.u_bend + s.u_axial + s.u_shear + s.u_contact + s.u_wall;
+        let at = EnergyAt { step: self.step, budget: mechanical + s.u_gravity + self.e_released, mechanical };
+        w.energy.observe(&at).map_err(|error| EngineError::EnergyGuard {
+            step: self.step,
+            t: self.step as f64 * self.dt,
+            error,
+            limit: w.energy.limit,
+            particle: None,
+            force: f64::NAN,
+        })?;
+        let at = WallAt { step: self.step, f_wall: s.f_wall, v_cm: k.p / self.total_mass };
+        w.impact.observe(&at, &self.params.walls);
+        Ok(())
     }
 
     /// One step; `last`: the last of an `advance`, whose evaluation also sums the energies.
     /// `post_pending`: the previous step's closing half kick is still to be made (it is made
-    /// in this step's first pass). Returns whether this step leaves its own pending.
+    /// in this step's first pass). Returns whether this step leaves its own pending. With a
+    /// watch, every step's energies are summed and each closed step is observed.
     fn one_step(&mut self, post_pending: bool, last: bool) -> Result<bool, EngineError> {
         let integ = self.integrator;
         if integ == Integrator::RrpExact
@@ -712,15 +784,27 @@ impl CpuEngine {
         {
             return Err(EngineError::RrpExactCondition { particle, step: self.step, t: self.time(), value });
         }
-        let moved = self.integrate(post_pending, true);
+        let (moved, kin) = self.integrate(post_pending, true);
+        // The pass closed the previous step (its forces and energies are still in `sums`).
+        self.observe(kin)?;
         self.step += 1;
-        self.evaluate(last, Some(moved))?;
+        self.evaluate(last || self.watch.is_some(), Some(moved))?;
         // rrp-exact checks its condition on the closed step, so it closes each step at once.
         if !last && integ != Integrator::RrpExact {
             return Ok(true);
         }
-        self.integrate(true, false);
+        let (_, kin) = self.integrate(true, false);
+        self.observe(kin)?;
         Ok(false)
+    }
+
+    /// Steps `steps` steps from the current state (the caller saved it).
+    fn steps(&mut self, steps: u64) -> Result<(), EngineError> {
+        let mut post_pending = false;
+        for s in 0..steps {
+            post_pending = self.one_step(post_pending, s + 1 == steps)?;
+        }
+        self.check_finite()
     }
 
     /// The first particle with a non-finite state or force, if any.
@@ -850,13 +934,31 @@ impl Engine for CpuEngine {
         self.saved.broken.extend(self.bond_state.iter().map(|&s| s != INTACT));
         self.saved.e_released = self.e_released;
         self.saved.n_broken = self.n_broken;
-        let mut post_pending = false;
-        for s in 0..steps {
-            post_pending = self.one_step(post_pending, s + 1 == steps)?;
+        let watch = self.watch.clone();
+        let err = match self.steps(steps) {
+            Ok(()) => {
+                self.diag = self.sum_diagnostics();
+                return Ok(());
+            }
+            Err(e) => e,
+        };
+        // Back to the last good state: the step before the one the guard refused, the step at
+        // which rrp-exact's condition failed (nothing moved yet), else the advance's start. The
+        // steps up to it are taken again (the same bits), and `rollback` returns there.
+        let start = self.saved.step;
+        let good = match &err {
+            EngineError::EnergyGuard { step, .. } => step.saturating_sub(1).max(start),
+            EngineError::RrpExactCondition { step, .. } => *step,
+            _ => start,
+        };
+        self.set_state(self.saved.clone())?;
+        self.watch = watch;
+        if good > start {
+            self.steps(good - start)?;
+            self.diag = self.sum_diagnostics();
+            self.saved = self.current();
         }
-        self.check_finite()?;
-        self.diag = self.sum_diagnostics();
-        Ok(())
+        Err(err)
     }
 
     fn diagnostics(&mut self) -> Result<Diagnostics, EngineError> {
@@ -910,8 +1012,21 @@ impl Engine for CpuEngine {
         }))
     }
 
+    /// Long enough that the per-advance copy of the state for `rollback` and the sums of the
+    /// diagnostics cost little (about one step's worth over 10 steps, or over 10⁷
+    /// particle-steps for small models); the energy guard and the impact measures are watched at
+    /// every step all the same (`set_watch`).
     fn guard_interval(&self) -> u64 {
-        1
+        GUARD_PARTICLE_STEPS.div_ceil(self.kin.len().max(1) as u64).max(10)
+    }
+
+    fn set_watch(&mut self, watch: Watch) -> bool {
+        self.watch = Some(watch);
+        true
+    }
+
+    fn watch(&self) -> Option<&Watch> {
+        self.watch.as_ref()
     }
 
     fn order_check_interval(&self) -> Option<u64> {
@@ -930,6 +1045,7 @@ impl Engine for CpuEngine {
         fresh.set_state(state)?;
         // Bonds the fresh engine broke before their flags were loaded broke long ago.
         fresh.breaks.clear();
+        fresh.watch = self.watch.take();
         *self = fresh;
         Ok(())
     }

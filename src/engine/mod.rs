@@ -66,6 +66,25 @@ pub struct EngineState {
     pub data: Vec<u8>,
 }
 
+/// What an engine watches at every step of a run (`Engine::set_watch`): the energy guard
+/// (`crate::guard`) and the impact measures (`crate::impact`), as they stand at the current
+/// step. Kept in checkpoints with the run's progress.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Watch {
+    pub energy: crate::guard::EnergyWatch,
+    pub impact: crate::impact::ImpactWatch,
+}
+
+impl Watch {
+    /// The watch of a run starting at `first`, its guard tripping above `limit`.
+    pub fn new(first: &Diagnostics, limit: f64, walls: &[crate::interactions::Wall]) -> Watch {
+        Watch {
+            energy: crate::guard::EnergyWatch::new(first, limit),
+            impact: crate::impact::ImpactWatch::new(first, walls),
+        }
+    }
+}
+
 /// A time-stepping engine for one model.
 pub trait Engine {
     fn info(&self) -> EngineInfo;
@@ -95,8 +114,22 @@ pub trait Engine {
     fn largest_force(&mut self) -> Result<Option<(usize, f64)>, EngineError>;
     /// Bonds broken since the last call, by step and then bond index.
     fn take_breaks(&mut self) -> Vec<crate::interactions::BreakEvent>;
-    /// Steps between the run driver's guard checks (energy and momenta): each check costs the
-    /// GPU a host wait, the CPU only a sum.
+    /// Hands the engine its run's watch as it stands at the current step. An engine that
+    /// watches its own steps returns `true` and from then on updates it at every step it takes;
+    /// a step that the energy guard refuses ends `advance` with `EngineError::EnergyGuard` and
+    /// the engine at the step before it (where `rollback` then returns). One that returns
+    /// `false` leaves the watching to the run driver, at the steps it stops at.
+    fn set_watch(&mut self, watch: Watch) -> bool {
+        let _ = watch;
+        false
+    }
+    /// The watch as it stands at the current step (`None` where the engine does not watch).
+    fn watch(&self) -> Option<&Watch> {
+        None
+    }
+    /// Steps between the run driver's stops where nothing else asks for one (the energy and
+    /// momenta are read there, and an interrupt is noticed): each stop costs the GPU a host
+    /// wait, the CPU a sum over the particles and a copy of the state for `rollback`.
     fn guard_interval(&self) -> u64;
     /// Things a user should know about how the run went that are not errors (e.g. a slow path
     /// the engine had to keep taking); `summary.json` lists them and the CLI prints them.

@@ -2,7 +2,7 @@
 //! (`crate::order`), seen by the run driver in the users' numbering: states, breaks, failures
 //! and the largest force are mapped back, and a replica whose order has scattered is renumbered.
 
-use super::{BatchEngine, EngineInfo, EngineState};
+use super::{BatchEngine, EngineInfo, EngineState, Watch};
 use crate::diagnostics::Diagnostics;
 use crate::error::EngineError;
 use crate::integrator::Kinematics;
@@ -124,6 +124,15 @@ impl BatchEngine for Reordered<'_> {
     }
     fn guard_interval(&self) -> u64 {
         self.inner.guard_interval()
+    }
+    fn replica_guard_interval(&self, r: usize) -> u64 {
+        self.inner.replica_guard_interval(r)
+    }
+    fn set_watch(&mut self, r: usize, watch: Watch) -> bool {
+        self.inner.set_watch(r, watch)
+    }
+    fn watch(&self, r: usize) -> Option<Watch> {
+        self.inner.watch(r)
     }
     fn warnings(&self) -> Vec<String> {
         self.inner.warnings()

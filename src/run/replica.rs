@@ -1,0 +1,518 @@
+//! One replica in the run driver's step loop: its outputs (series, breaks, frames), its watch
+//! (energy guard and impact measures) and budget, what it does after each advance, its
+//! checkpoints, and how it finishes (final state, summary.json).
+
+use super::{FINAL_STATE_CSV_MAX, Job, RunError, RunOptions, Start, Summary, write_checkpoint};
+use crate::checkpoint::{self, RunProgress};
+use crate::diagnostics::{Conserved, Diagnostics};
+use crate::engine::{BatchEngine, Reordered, Watch};
+use crate::error::EngineError;
+use crate::guard::{Budget, EnergyAt, EnergyWatch};
+use crate::impact::WallAt;
+use crate::interactions::BreakEvent;
+use crate::model::Model;
+use crate::order::Resort;
+use crate::output::{self, OutputDir, OutputError, SeriesWriter};
+use crate::scenario::Scenario;
+use crate::stability::StabilityEstimate;
+use crate::vtk::{Frame, VtkError, VtkWriter};
+
+/// Why the step loop stopped early.
+pub(super) enum Failure {
+    Engine(EngineError),
+    /// A VTK frame could not be written; the engine's state is good.
+    Vtk(VtkError),
+    /// A log could not be written; the engine's state is good.
+    Output(OutputError),
+}
+
+/// The VTK side of a replica: the writer thread and the broken flags its frames show.
+pub(super) struct Frames<'scope> {
+    pub(super) writer: VtkWriter<'scope>,
+    broken: Vec<bool>,
+}
+
+impl Frames<'_> {
+    /// Reads the state back from the engine (the only part that waits for a GPU) and queues it.
+    pub(super) fn submit(&mut self, engine: &mut dyn BatchEngine, r: usize, step: u64, t: f64) -> Result<(), Failure> {
+        let state = engine.snapshot(r).map_err(Failure::Engine)?;
+        self.writer.submit(Frame { step, t, state, broken: self.broken.clone() }).map_err(Failure::Vtk)
+    }
+}
+
+/// A replica in the step loop: its outputs, its energy budget and how it stands.
+pub(super) struct Replica<'scope> {
+    /// The scenario as summary.json and checkpoints record it (with the frames asked for).
+    pub(super) scenario: Scenario,
+    pub(super) model: &'scope Model,
+    pub(super) dir: &'scope OutputDir,
+    /// Steps between checks of the engine's particle order (`crate::order`), where it has them:
+    /// decided at the run's start, off after a failed renumbering; kept in checkpoints.
+    pub(super) order_check: Option<u64>,
+    /// Why the checks were turned off, when a renumbering failed (kept in checkpoints).
+    pub(super) order_warning: Option<String>,
+    /// The re-sorts so far (from t = 0), for summary.json.
+    pub(super) resorts: Vec<Resort>,
+    pub(super) total: u64,
+    pub(super) record_every: u64,
+    pub(super) series: SeriesWriter,
+    pub(super) breaks: Option<SeriesWriter>,
+    pub(super) budget: Budget,
+    pub(super) stability: StabilityEstimate,
+    pub(super) wall_before: f64,
+    pub(super) last: Diagnostics,
+    /// The run's watch (energy guard, impact measures) as of `last`.
+    pub(super) watch: Watch,
+    /// The engine watches this replica's every step (`BatchEngine::set_watch`); otherwise the
+    /// watch is taken at the driver's stops.
+    pub(super) engine_watches: bool,
+    /// Steps between the samples of its budget (and of its watch where the engine does not
+    /// watch every step): its engine's guard interval alone, whatever the batch.
+    pub(super) guard: u64,
+    pub(super) frames: Option<Frames<'scope>>,
+    pub(super) failure: Option<Failure>,
+    pub(super) warnings: Vec<String>,
+    /// Started from t = 0 (not resumed from a checkpoint).
+    pub(super) fresh: bool,
+}
+
+impl<'scope> Replica<'scope> {
+    /// Opens (or, on a resume, reopens) the replica's outputs and records its starting state.
+    pub(super) fn start(
+        scope: &'scope std::thread::Scope<'scope, '_>,
+        job: Job<'scope>,
+        first: Option<Diagnostics>,
+        engine: &mut dyn BatchEngine,
+        r: usize,
+    ) -> Result<Replica<'scope>, RunError> {
+        let Job { scenario, model, order: _, start, dir, vtk, warnings } = job;
+        // Frames asked for by the caller go into the scenario that summary.json and the
+        // checkpoints record, so that a resume continues them without being asked again.
+        let scenario = match vtk.every {
+            Some(every) => {
+                let output =
+                    crate::scenario::OutputSpec { vtk_every: Some(every), ..scenario.output.unwrap_or_default() };
+                Scenario { output: Some(output), ..scenario.clone() }
+            }
+            None => scenario.clone(),
+        };
+        let step0 = engine.steps_done();
+        let engine_err = |error, step| RunError::Engine { error, step, out_dir: dir.path.clone() };
+        let series_path = dir.join("series.csv");
+        let breaks_path = dir.join("breaks.csv");
+        let fresh = matches!(start, Start::Fresh { .. });
+        // The order checks a resumed run makes are those its start decided (`None` here): kept
+        // in the checkpoint, so that resuming never changes them, whatever engine resumes it.
+        let (series, breaks, budget, stability, wall_before, last, watch, resorts, kept_check) = match start {
+            Start::Fresh { stability } => {
+                let mut series = SeriesWriter::create(&series_path)?;
+                let breaks = match model.params.rupture {
+                    Some(_) => Some(SeriesWriter::with_header(&breaks_path, output::BREAKS_HEADER)?),
+                    None => None,
+                };
+                let first = first.ok_or_else(|| {
+                    engine_err(EngineError::Unsupported("no diagnostics for the starting state".into()), step0)
+                })?;
+                let watch = Watch::new(&first, scenario.max_energy_error, &model.params.walls);
+                series.write(&first, watch.energy.scale)?;
+                let budget = Budget::new(&first, Conserved::for_model(model));
+                (series, breaks, budget, stability, 0.0, first, watch, Vec::new(), None)
+            }
+            Start::Resume { progress } => {
+                let progress = *progress;
+                let watch = resumed_watch(&progress, &progress.budget, &scenario);
+                let mut budget = progress.budget;
+                budget.first = progress.first;
+                let breaks = match model.params.rupture {
+                    Some(_) => Some(SeriesWriter::resume_with_header(&breaks_path, output::BREAKS_HEADER, step0)?),
+                    None => None,
+                };
+                let series = SeriesWriter::resume(&series_path, step0)?;
+                (
+                    series,
+                    breaks,
+                    budget,
+                    progress.stability,
+                    progress.wall_time_s,
+                    progress.last,
+                    watch,
+                    progress.resorts,
+                    Some((progress.order_check, progress.order_warning)),
+                )
+            }
+        };
+        let frames = match vtk.settings(&scenario) {
+            Some(settings) => {
+                // A resumed run starts with what broke before the checkpoint (breaks.csv was
+                // just cut back to it).
+                let broken = match &breaks {
+                    Some(_) if !fresh => output::broken_bonds(&breaks_path, model.bonds.len())?,
+                    _ => vec![false; model.bonds.len()],
+                };
+                let writer = VtkWriter::start(scope, &dir.path, model, settings, (!fresh).then_some(last.t))?;
+                Some(Frames { writer, broken })
+            }
+            None => None,
+        };
+        let total = scenario.total_steps();
+        let record_every = scenario.record_interval();
+        let mut warnings = warnings;
+        let (order_check, order_warning) = match kept_check {
+            Some((every, warning)) => {
+                warnings.extend(warning.clone());
+                match every.filter(|_| engine.order_check_interval(r).is_none()) {
+                    // (An engine of the same kind as the one that wrote the checkpoint can.)
+                    Some(every) => {
+                        warnings.push(format!(
+                            "the run checked its particle order every {every} steps; this engine cannot renumber its \
+                             particles, so the resumed run keeps its order"
+                        ));
+                        (None, warning)
+                    }
+                    None => (every, warning),
+                }
+            }
+            None => (
+                match scenario.particle_order.checks_during_run(model.particles.len()) {
+                    // The scenario's interval where it gives one, but only for engines that renumber.
+                    true => engine
+                        .order_check_interval(r)
+                        .map(|c| scenario.order_check_every.unwrap_or(c))
+                        .filter(|&c| c > 0),
+                    false => None,
+                },
+                None,
+            ),
+        };
+        if let Some(every) = scenario.order_check_every.filter(|_| order_check.is_none() && fresh) {
+            warnings.push(format!(
+                "order_check_every = {every} was not applied: {}",
+                match engine.order_check_interval(r) {
+                    None => "this engine cannot renumber a replica alone (GPU study batches keep each replica's \
+                             order)"
+                        .to_string(),
+                    Some(_) => match scenario.particle_order {
+                        crate::order::OrderChoice::Input => "particle_order \"input\" never re-sorts".to_string(),
+                        _ => format!(
+                            "particle_order \"auto\" checks models of at least {} particles; this one has {}",
+                            crate::order::AUTO_MIN_PARTICLES,
+                            model.particles.len()
+                        ),
+                    },
+                }
+            ));
+        }
+        let mut rep = Replica {
+            scenario,
+            model,
+            dir,
+            order_check,
+            order_warning,
+            resorts,
+            total,
+            record_every,
+            series,
+            breaks,
+            budget,
+            stability,
+            wall_before,
+            last,
+            watch,
+            engine_watches: false,
+            guard: engine.replica_guard_interval(r).max(1),
+            frames,
+            failure: None,
+            warnings,
+            fresh,
+        };
+        rep.engine_watches = engine.set_watch(r, rep.watch.clone());
+        if let Some(f) = rep.frames.as_mut() {
+            // The starting state's frame, unless a resumed run's collection already has it.
+            if (step0.is_multiple_of(f.writer.every()) || step0 == total) && !f.writer.has_frame_at(rep.last.t) {
+                rep.failure = f.submit(engine, r, step0, rep.last.t).err();
+            }
+        }
+        Ok(rep)
+    }
+
+    /// The next step at which this replica must stop: its end, a guard check, a record, a
+    /// checkpoint, a frame or the deterministic interrupt.
+    pub(super) fn next_stop(&self, step: u64, opts: &RunOptions) -> u64 {
+        let guard = self.guard;
+        let next_multiple = |s: u64, every: u64| (s / every + 1) * every;
+        let mut next = self.total.min(next_multiple(step, guard)).min(next_multiple(step, self.record_every));
+        if let Some(c) = opts.checkpoint_every {
+            next = next.min(next_multiple(step, c));
+        }
+        if let Some(f) = &self.frames {
+            next = next.min(next_multiple(step, f.writer.every()));
+        }
+        if let Some(s) = opts.stop_at.filter(|&s| s > step) {
+            next = next.min(s);
+        }
+        if let Some(c) = self.order_check {
+            next = next.min(next_multiple(step, c));
+        }
+        next
+    }
+
+    /// Writes the replica's break events and marks them for its frames.
+    pub(super) fn log_breaks(&mut self, events: &[BreakEvent]) -> Result<(), OutputError> {
+        for e in events {
+            if let Some(b) = self.breaks.as_mut() {
+                b.write_break(e)?;
+            }
+            if let Some(f) = self.frames.as_mut() {
+                f.broken[e.bond as usize] = true;
+            }
+        }
+        Ok(())
+    }
+
+    /// Takes the state the engine stands at after an advance towards step `next`, `d` its
+    /// diagnostics: the failure the engine found (it then stands at its last good state, which
+    /// ends the run), else the watch (the engine's, or taken here at the driver's stops), the
+    /// budget and the series row.
+    pub(super) fn take_stop(&mut self, engine: &mut Reordered, r: usize, next: u64, d: Diagnostics) {
+        if self.engine_watches
+            && let Some(w) = engine.watch(r)
+        {
+            self.watch = w;
+        }
+        if let Some(e) = engine.take_failure(r) {
+            let e = with_largest_force(engine, r, e);
+            engine.freeze(r);
+            self.failure = Some(Failure::Engine(e));
+            // The last good state ends the run's series, whether or not a record was due.
+            if d.step > self.last.step {
+                self.budget.take_watch(&self.watch.energy, self.engine_watches);
+                self.budget.update(&d);
+                if let Err(e) = self.series.write(&d, self.watch.energy.scale) {
+                    eprintln!("warning: {e}");
+                }
+                self.last = d;
+            }
+            return;
+        }
+        if !self.engine_watches {
+            // Every stop is checked, so that no row holds a state the guard refuses; the watch's
+            // maxima move at the guard's multiples and the end only, so that they depend neither
+            // on the record cadence nor on the other replicas of a batch.
+            let at = EnergyAt::of(&d);
+            let sample = next.is_multiple_of(self.guard) || next == self.total;
+            let checked =
+                if sample { self.watch.energy.observe(&at) } else { self.watch.energy.check(&at).map(|_| ()) };
+            if let Err(error) = checked {
+                let limit = self.watch.energy.limit;
+                let e = EngineError::EnergyGuard { step: next, t: d.t, error, limit, particle: None, force: f64::NAN };
+                // Back to the last stop the guard passed.
+                let e = match engine.rollback(r) {
+                    Ok(()) => with_largest_force(engine, r, e),
+                    Err(back) => EngineError::NoRollback { error: Box::new(e), rollback: Box::new(back) },
+                };
+                engine.freeze(r);
+                self.failure = Some(Failure::Engine(e));
+                return;
+            }
+            if sample {
+                self.watch.impact.observe(&WallAt::of(&d), &self.model.params.walls);
+            }
+        }
+        self.budget.take_watch(&self.watch.energy, self.engine_watches);
+        if next.is_multiple_of(self.guard) || next == self.total {
+            // The momenta's drift is sampled at the replica's own guard interval: where a model
+            // conserves them they drift by round-off only, and neither the record cadence nor
+            // the batch moves the samples.
+            self.budget.update(&d);
+        }
+        let record = next.is_multiple_of(self.record_every) || next == self.total;
+        if record && let Err(e) = self.series.write(&d, self.watch.energy.scale) {
+            engine.freeze(r);
+            self.failure = Some(Failure::Output(e));
+            return;
+        }
+        self.last = d;
+    }
+
+    fn progress(&self, elapsed: f64) -> RunProgress {
+        RunProgress {
+            budget: self.budget.clone(),
+            first: self.budget.first,
+            last: self.last,
+            stability: self.stability.clone(),
+            wall_time_s: self.wall_before + elapsed,
+            impact: self.watch.impact.clone(),
+            energy_watch: Some(self.watch.energy),
+            resorts: self.resorts.clone(),
+            order_check: self.order_check,
+            order_warning: self.order_warning.clone(),
+        }
+    }
+
+    /// Flushes the logs and frames and writes a checkpoint of the current state.
+    pub(super) fn checkpoint(&mut self, engine: &mut Reordered, r: usize, elapsed: f64) -> Result<(), RunError> {
+        self.series.flush()?;
+        if let Some(b) = self.breaks.as_mut() {
+            b.flush()?;
+        }
+        // A checkpoint never gets ahead of the frames on disk: a resume from it finds every
+        // frame up to its step.
+        if let Some(Err(e)) = self.frames.as_mut().map(|f| f.writer.sync()) {
+            return Err(RunError::Vtk { error: e, step: self.last.step, out_dir: self.dir.path.clone() });
+        }
+        let path = self.dir.join(checkpoint::FILE_NAME);
+        write_checkpoint(&self.scenario, self.model, engine, r, self.progress(elapsed), &path)
+    }
+
+    /// Writes everything the replica owes (frames, logs, final state, summary.json) for the
+    /// state of `self.last`, which is where the engine holds it, and says how it ended.
+    pub(super) fn finish(
+        mut self,
+        engine: &mut Reordered,
+        r: usize,
+        interrupted: bool,
+        elapsed: f64,
+    ) -> Result<Summary, RunError> {
+        let out_dir = self.dir.path.clone();
+        let engine_err = |error, step| RunError::Engine { error, step, out_dir: out_dir.clone() };
+        if let Some(Err(e)) = self.frames.take().map(|f| f.writer.finish()) {
+            match self.failure {
+                None => self.failure = Some(Failure::Vtk(e)),
+                // The run's own failure is what it reports; the writer's is not lost either.
+                Some(_) => eprintln!("warning: {e}"),
+            }
+        }
+        self.series.flush()?;
+        if let Some(b) = self.breaks.as_mut() {
+            b.flush()?;
+        }
+        let n = engine.n_particles(r);
+        let wall = self.wall_before + elapsed;
+        let steps_now = self.last.step;
+        let snapshot = engine.snapshot(r).ok();
+        let final_state = match &snapshot {
+            Some(state) if n <= FINAL_STATE_CSV_MAX => {
+                output::write_final_state(&self.dir.join("final_state.csv"), state, &self.model.particles)?;
+                Some("final_state.csv".to_string())
+            }
+            Some(_) => {
+                // Text would cost ~300 bytes and microseconds of formatting per particle: large
+                // models keep their final state in the binary checkpoint.
+                let path = self.dir.join(checkpoint::FILE_NAME);
+                write_checkpoint(&self.scenario, self.model, engine, r, self.progress(elapsed), &path)?;
+                Some(checkpoint::FILE_NAME.to_string())
+            }
+            None => None,
+        };
+        let walls = &self.model.params.walls;
+        let summary = Summary {
+            status: match (&self.failure, interrupted) {
+                (Some(Failure::Engine(e)), _) => format!("error: {e}"),
+                (Some(Failure::Vtk(e)), _) => format!("error: {e}"),
+                (Some(Failure::Output(e)), _) => format!("error: {e}"),
+                (None, true) => "interrupted".into(),
+                (None, false) => "completed".into(),
+            },
+            scenario: self.scenario.clone(),
+            scenario_hash: format!("{:016x}", checkpoint::scenario_hash(&self.scenario)),
+            engine: engine.info(),
+            particles: n,
+            bonds: self.model.bonds.len(),
+            batch_replicas: engine.replicas(),
+            steps: steps_now,
+            t_final: self.last.t,
+            wall_time_s: wall,
+            particle_steps_per_s: if wall > 0.0 { steps_now as f64 * n as f64 / wall } else { 0.0 },
+            stability: self.stability.clone(),
+            impact: (!walls.is_empty()).then(|| {
+                let scale = self.budget.energy_scale;
+                self.watch.impact.finish(self.scenario.dt, scale, &self.last, self.model.bonds.len())
+            }),
+            provenance: crate::provenance::Provenance::now(),
+            energy_and_momenta: self.budget.clone(),
+            final_diagnostics: self.last,
+            final_state,
+            warnings: self.warnings.iter().cloned().chain(engine.warnings()).collect(),
+            resorts: self.resorts.clone(),
+        };
+        output::write_json(&self.dir.join("summary.json"), &summary)?;
+        match self.failure {
+            Some(Failure::Engine(e)) => Err(engine_err(e, steps_now)),
+            Some(Failure::Vtk(error)) => Err(RunError::Vtk { error, step: steps_now, out_dir: self.dir.path.clone() }),
+            Some(Failure::Output(e)) => Err(e.into()),
+            None if interrupted => {
+                Err(RunError::Interrupted { step: steps_now, t: self.last.t, out_dir: self.dir.path.clone() })
+            }
+            None if snapshot.is_none() => Err(engine_err(
+                EngineError::Unsupported("the final state could not be read from the engine".into()),
+                steps_now,
+            )),
+            None => Ok(summary),
+        }
+    }
+}
+
+/// Writes each replica's new break events; returns the replicas whose log failed. `initial`:
+/// the events of the starting state's evaluation, which a resumed replica drops (see `drive`).
+pub(super) fn take_breaks(
+    engine: &mut Reordered,
+    reps: &mut [Option<Replica>],
+    initial: bool,
+) -> Vec<(usize, OutputError)> {
+    let mut errors = Vec::new();
+    let events = engine.take_breaks();
+    for chunk in events.chunk_by(|a, b| a.0 == b.0) {
+        let r = chunk[0].0;
+        let mine: Vec<BreakEvent> = chunk.iter().map(|e| e.1).collect();
+        if let Some(Some(rep)) = reps.get_mut(r)
+            && rep.failure.is_none()
+            && (rep.fresh || !initial)
+            && let Err(e) = rep.log_breaks(&mine)
+        {
+            errors.push((r, e));
+        }
+    }
+    errors
+}
+
+/// An energy-guard error with the particle under the largest force at the state the engine
+/// stands at (the last good one), where the trouble starts: after a blow-up the culprits may
+/// already have flown apart.
+fn with_largest_force(engine: &mut Reordered, r: usize, e: EngineError) -> EngineError {
+    match e {
+        EngineError::EnergyGuard { step, t, error, limit, particle: None, .. } => {
+            let largest = engine.largest_force(r).ok().flatten();
+            EngineError::EnergyGuard {
+                step,
+                t,
+                error,
+                limit,
+                particle: largest.map(|l| l.0),
+                force: largest.map_or(f64::NAN, |l| l.1),
+            }
+        }
+        other => other,
+    }
+}
+
+/// The watch of a run resumed from `progress`: as the checkpoint kept it, or for a checkpoint
+/// written before the guard watched every step, rebuilt from its budget (the scale from the
+/// first and last states it knows) and its impact tracker's times.
+fn resumed_watch(progress: &RunProgress, budget: &Budget, scenario: &Scenario) -> Watch {
+    let mut impact = progress.impact.clone();
+    impact.upgrade(scenario.dt);
+    let energy = match progress.energy_watch {
+        Some(mut w) => {
+            // `resume --max-energy-error` may set another limit.
+            w.limit = scenario.max_energy_error;
+            w
+        }
+        None => {
+            let mut w = EnergyWatch::new(&progress.first, scenario.max_energy_error);
+            w.scale = w.scale.max(crate::guard::mechanical_energy(&progress.last));
+            w.max_deviation = budget.max_rel_energy_deviation;
+            w
+        }
+    };
+    Watch { energy, impact }
+}
