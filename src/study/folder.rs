@@ -130,8 +130,11 @@ fn scenario_json(s: &Scenario) -> Value {
     v
 }
 
-/// Where the study `found` (an output folder's study.json) differs from `expected`, if it does.
-/// The base's folder counts where it names another folder (CSV bodies are read from it).
+/// Where the study `found` (an output folder's study.json) differs from `expected`, if it does:
+/// its name, its base scenario (after `set`), its columns and its variants. Not the folder the
+/// base was read from (study.json keeps it relative to where the study was started, which a
+/// later command need not share); CSV files a base reads are compared by name only, as
+/// `rrpdem resume` compares scenarios.
 pub fn study_difference(found: &Study, expected: &Study) -> Option<Difference> {
     let json = |s: &Study| {
         let mut v = serde_json::to_value(s).expect("a study serialises");
@@ -140,14 +143,7 @@ pub fn study_difference(found: &Study, expected: &Study) -> Option<Difference> {
         }
         v
     };
-    first_difference(&json(found), &json(expected), "").or_else(|| {
-        let canonical = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_owned());
-        (canonical(&found.base_dir) != canonical(&expected.base_dir)).then(|| Difference {
-            at: "/base_dir".into(),
-            found: format!("\"{}\"", found.base_dir.display()),
-            expected: format!("\"{}\"", expected.base_dir.display()),
-        })
-    })
+    first_difference(&json(found), &json(expected), "")
 }
 
 /// Which study an output folder holds.
