@@ -118,6 +118,14 @@ fn a_used_folder_is_refused_before_anything_runs() {
     assert_eq!(column(&records, "status"), ["completed", "completed"]);
     let resolved = study::read_resolved(&out).unwrap();
     assert_eq!(resolved.base["t_end"], 0.6);
+    // A whole study replacing a larger one leaves none of its variant folders behind.
+    let c = write_study(tmp.path(), "c.json", r#"{"/t_end": 0.3}"#, r#"{"list": [{}, {}, {}]}"#);
+    assert!(rrpdem(&["study", s(&c), "--out", s(&out), "--overwrite"]).status.success());
+    assert!(study::variant_dir(&out, 2).exists());
+    let o = rrpdem(&["study", s(&b), "--out", s(&out), "--overwrite"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(!study::variant_dir(&out, 2).exists(), "variant 2 of the replaced study is still there");
+    assert_eq!(column(&python_csv(&out.join("study.csv")), "t_final"), ["0.6", "0.6"]);
 }
 
 #[test]
