@@ -38,7 +38,7 @@ timeout_s=${SLURM_TEST_TIMEOUT:-900}
 partition=()
 [[ -n ${SLURM_TEST_PARTITION:-} ]] && partition=(--partition="$SLURM_TEST_PARTITION")
 
-for c in sbatch squeue scontrol scancel sinfo; do
+for c in sbatch squeue scontrol scancel sinfo python3; do
   command -v "$c" >/dev/null || die "'$c' not found: is Slurm installed? (scripts/slurm_local.sh)"
 done
 timeout 30 scontrol ping 2>/dev/null | grep -q 'UP' ||
@@ -144,16 +144,25 @@ fi
 csv=$work/sharded/study.csv
 [[ -s $csv ]] || die "the merge wrote no $csv"
 variants=$(($(wc -l < "$work/whole/study.csv") - 1))
-lines=$(wc -l < "$csv")
-((lines == variants + 1)) || die "$csv has $lines lines, expected $((variants + 1)) ($variants variants + header)"
-not_done=$(awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == "status") s = i; next }
-                    !s || $s != "completed" { print $1 }' "$csv" | tr '\n' ' ')
+# study.csv is RFC 4180 (an array-valued override is one quoted cell holding commas): read it
+# with Python's csv module, not by splitting lines at commas.
+records() { python3 -c 'import csv, sys; print(len(list(csv.reader(open(sys.argv[1], newline="")))))' "$1"; }
+lines=$(records "$csv")
+((lines == variants + 1)) || die "$csv has $lines records, expected $((variants + 1)) ($variants variants + header)"
+not_done=$(python3 -c 'import csv, sys
+rows = list(csv.reader(open(sys.argv[1], newline="")))
+s = rows[0].index("status") if "status" in rows[0] else None
+print(" ".join(r[0] for r in rows[1:] if s is None or len(r) != len(rows[0]) or r[s] != "completed"))' "$csv")
 [[ -z $not_done ]] || die "variants not completed in $csv: $not_done"
 
 # Drop the timing columns, found by name, and compare the rest byte for byte.
 strip_timing() {
-  awk -F, -v OFS=, 'NR == 1 { for (i = 1; i <= NF; i++) drop[i] = ($i == "wall_time_s" || $i == "particle_steps_per_s") }
-                    { out = ""; for (i = 1; i <= NF; i++) if (!drop[i]) out = out (out == "" ? "" : OFS) $i; print out }' "$1"
+  python3 -c 'import csv, sys
+rows = list(csv.reader(open(sys.argv[1], newline="")))
+keep = [i for i, h in enumerate(rows[0]) if h not in ("wall_time_s", "particle_steps_per_s")]
+w = csv.writer(sys.stdout, lineterminator="\n")
+for r in rows:
+    w.writerow([r[i] for i in keep if i < len(r)])' "$1"
 }
 if ! diff <(strip_timing "$work/whole/study.csv") <(strip_timing "$csv") > "$work/diff.txt"; then
   head -n 20 "$work/diff.txt" >&2

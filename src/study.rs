@@ -12,6 +12,14 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use thiserror::Error;
 
+mod folder;
+mod table;
+pub use folder::{
+    Difference, Holder, ResumePlan, VariantState, holder, inspect, list, plan_resume, prepare_folder, resume_variant,
+    study_difference,
+};
+pub use table::{OUTCOME_COLUMNS, Table, csv_records, table};
+
 /// Convenience pointer: impact speed, applied to every body's `velocity` as
 /// `−speed (cos a n + sin a t)` with `n` the first wall's normal, `t` a unit vector across it
 /// and `a` the impact angle (`/@impact_angle`, degrees from the normal, default 0).
@@ -19,24 +27,22 @@ pub const IMPACT_SPEED: &str = "/@impact_speed";
 /// Convenience pointer: impact angle in degrees from the first wall's normal (see `IMPACT_SPEED`).
 pub const IMPACT_ANGLE: &str = "/@impact_angle";
 
+// No `#[source]` fields: the CLI prints an error's whole chain, and each message below already
+// holds its cause's text (a source would print it twice).
 #[derive(Debug, Error)]
 pub enum StudyError {
-    #[error("{path}: cannot read: {source}")]
-    Io {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
+    #[error("{path}: cannot read: {error}")]
+    Io { path: PathBuf, error: std::io::Error },
     #[error("{path}: {message}")]
     Invalid { path: PathBuf, message: String },
-    #[error("{path}: variant {variant} ({overrides}): {source}")]
-    Variant {
-        path: PathBuf,
-        variant: usize,
-        overrides: String,
-        #[source]
-        source: Box<ScenarioError>,
-    },
+    /// A variant that does not resolve into a valid scenario: the study file, the variant, its
+    /// overrides and what is wrong (naming the field, or the CSV file and line).
+    #[error("{path}: variant {variant} ({overrides}): {detail}")]
+    Variant { path: PathBuf, variant: usize, overrides: String, detail: String },
+    /// A study's output folder that this study cannot use as asked (another study's, or
+    /// variants already there): what is there and the options.
+    #[error("{path}: {message}")]
+    Folder { path: PathBuf, message: String },
 }
 
 /// A study file. `base` is a scenario file (relative to the study file) or an inline scenario.
@@ -97,7 +103,7 @@ fn invalid(path: &Path, message: impl Into<String>) -> StudyError {
 impl Study {
     /// Reads a study file, resolves its variants and validates every one (model included).
     pub fn load(path: &Path) -> Result<Study, StudyError> {
-        let text = std::fs::read_to_string(path).map_err(|source| StudyError::Io { path: path.to_owned(), source })?;
+        let text = std::fs::read_to_string(path).map_err(|error| StudyError::Io { path: path.to_owned(), error })?;
         let file: StudyFile = serde_json::from_str(&text).map_err(|e| invalid(path, e.to_string()))?;
         if !is_safe_name(&file.name) {
             return Err(invalid(path, format!("field `name`: `{}` cannot name the output folder", file.name)));
@@ -106,7 +112,7 @@ impl Study {
         let (base, base_dir) = match &file.base {
             Value::String(rel) => {
                 let p = dir.join(rel);
-                let text = std::fs::read_to_string(&p).map_err(|source| StudyError::Io { path: p.clone(), source })?;
+                let text = std::fs::read_to_string(&p).map_err(|error| StudyError::Io { path: p.clone(), error })?;
                 let v: Value = serde_json::from_str(&text).map_err(|e| invalid(&p, e.to_string()))?;
                 (v, p.parent().unwrap_or(Path::new(".")).to_owned())
             }
@@ -119,7 +125,23 @@ impl Study {
             if !p.starts_with('/') || p.starts_with("/@") {
                 return Err(invalid(path, format!("field `set`: `{p}` must be a JSON Pointer into the scenario")));
             }
+            check_not_name(p).map_err(|m| invalid(path, format!("field `set`: {m}")))?;
             set_pointer(&mut base, p, v.clone()).map_err(|m| invalid(path, format!("field `set`: {p}: {m}")))?;
+        }
+        // A velocity set for every variant and an impact pointer of one would both decide it.
+        if let Some((p, _)) = file.set.iter().find(|(p, v)| sets_velocity(p, v))
+            && let Some((k, q)) = variants
+                .iter()
+                .enumerate()
+                .find_map(|(k, o)| o.keys().find(|q| *q == IMPACT_SPEED || *q == IMPACT_ANGLE).map(|q| (k, q.clone())))
+        {
+            return Err(invalid(
+                path,
+                format!(
+                    "field `set`: `{p}` sets a body's velocity, and variant {k}'s `{q}` sets every body's velocity \
+                     too; give the velocity one way only (drop `{p}`, or the impact pointers)"
+                ),
+            ));
         }
         let study = Study { name: file.name, columns, variants, base, base_dir };
         for k in 0..study.variants.len() {
@@ -133,8 +155,32 @@ impl Study {
         Ok(study)
     }
 
+    /// The file name variant `k` is parsed as (it does not exist: its folder is the base's, so
+    /// that CSV bodies resolve as there).
+    fn as_file(&self, k: usize) -> PathBuf {
+        self.base_dir.join(format!("{}_{k}.json", self.name))
+    }
+
+    /// A scenario error of variant `k`, without the name of the file the variant was parsed as
+    /// (`as_file`, which does not exist): the study file and the variant say where it is.
     fn variant_error(&self, k: usize, path: &Path, e: ScenarioError) -> StudyError {
-        StudyError::Variant { path: path.to_owned(), variant: k, overrides: self.describe(k), source: Box::new(e) }
+        let fake = self.as_file(k);
+        let detail = match e {
+            ScenarioError::Parse { path, message } if path == fake => {
+                // serde's position is in the variant's generated one-line JSON: no help.
+                match message.rfind(" at line ") {
+                    Some(i) => message[..i].to_string(),
+                    None => message,
+                }
+            }
+            ScenarioError::Invalid { path, field, message } if path == fake => format!("field `{field}`: {message}"),
+            other => other.to_string(),
+        };
+        self.variant_detail(k, path, detail)
+    }
+
+    fn variant_detail(&self, k: usize, path: &Path, detail: String) -> StudyError {
+        StudyError::Variant { path: path.to_owned(), variant: k, overrides: self.describe(k), detail }
     }
 
     /// `pointer = value, …` of variant `k`.
@@ -145,27 +191,59 @@ impl Study {
     /// Variant `k` as a validated scenario (named `<study>_<k>`).
     pub fn scenario(&self, k: usize, path: &Path) -> Result<Scenario, StudyError> {
         let mut v = self.base.clone();
-        let fail = |message: String| {
-            self.variant_error(k, path, ScenarioError::Invalid { path: path.to_owned(), field: "vary".into(), message })
-        };
+        let fail = |detail: String| self.variant_detail(k, path, detail);
         let over = &self.variants[k];
         for (p, val) in over.iter().filter(|(p, _)| !p.starts_with("/@")) {
+            check_not_name(p).map_err(&fail)?;
             set_pointer(&mut v, p, val.clone()).map_err(|m| fail(format!("{p}: {m}")))?;
         }
         let speed = over.get(IMPACT_SPEED).map(|s| s.as_f64().ok_or("must be a number"));
         let angle = over.get(IMPACT_ANGLE).map(|s| s.as_f64().ok_or("must be a number"));
         if speed.is_some() || angle.is_some() {
+            let (q, _) = over.iter().find(|(q, _)| *q == IMPACT_SPEED || *q == IMPACT_ANGLE).expect("one is there");
+            if let Some((p, _)) = over.iter().find(|(p, v)| sets_velocity(p, v)) {
+                return Err(fail(format!(
+                    "`{q}` sets every body's velocity, and `{p}` sets a body's velocity too; give the velocity one \
+                     way only"
+                )));
+            }
             let speed = speed.transpose().map_err(|m| fail(format!("{IMPACT_SPEED}: {m}")))?;
+            if let Some(s) = speed.filter(|s| *s < 0.0) {
+                return Err(fail(format!(
+                    "{IMPACT_SPEED}: {s} is negative; the speed is towards the wall (≥ 0), tilt it with {IMPACT_ANGLE}"
+                )));
+            }
             let angle = angle.transpose().map_err(|m| fail(format!("{IMPACT_ANGLE}: {m}")))?.unwrap_or(0.0);
             set_impact(&mut v, speed, angle).map_err(fail)?;
         }
         if let Some(o) = v.as_object_mut() {
             o.insert("name".into(), Value::String(format!("{}_{k}", self.name)));
         }
-        // Parsed as if it were a file in the base's folder, so CSV bodies resolve as there.
-        let as_file = self.base_dir.join(format!("{}_{k}.json", self.name));
         let text = serde_json::to_string(&v).expect("JSON value serialises");
-        Scenario::from_json(&text, &as_file).map_err(|e| self.variant_error(k, path, e))
+        Scenario::from_json(&text, &self.as_file(k)).map_err(|e| self.variant_error(k, path, e))
+    }
+}
+
+/// Refuses an override of the scenario's `name`: every variant is named `<study>_<k>`.
+fn check_not_name(pointer: &str) -> Result<(), String> {
+    match pointer {
+        "/name" => Err(format!(
+            "`{pointer}`: variants are named `<study>_<k>` after the study's `name`; the scenario's name cannot be \
+             set or varied"
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// Whether the override `pointer = value` sets a body's velocity: `/bodies/<k>/velocity` (or one
+/// of its components), or a body or the list of bodies that holds one.
+fn sets_velocity(pointer: &str, value: &Value) -> bool {
+    let tokens: Vec<&str> = pointer.split('/').skip(1).collect();
+    match tokens.as_slice() {
+        ["bodies"] => value.as_array().is_some_and(|a| a.iter().any(|b| b.get("velocity").is_some())),
+        ["bodies", _] => value.get("velocity").is_some(),
+        ["bodies", _, "velocity", ..] => true,
+        _ => false,
     }
 }
 
@@ -175,13 +253,15 @@ type Expanded = (Vec<String>, Vec<BTreeMap<String, Value>>);
 /// The variants' overrides and the varied pointers.
 fn expand(vary: &Vary, path: &Path) -> Result<Expanded, StudyError> {
     let check = |p: &str| {
-        if p.starts_with('/') {
-            Ok(())
-        } else {
+        if !p.starts_with('/') {
             Err(invalid(
                 path,
                 format!("`{p}` is not a JSON Pointer (it must start with `/`, e.g. `/stiffness/contact`)"),
             ))
+        } else if p.starts_with("/@") && p != IMPACT_SPEED && p != IMPACT_ANGLE {
+            Err(invalid(path, format!("`{p}`: the convenience pointers are `{IMPACT_SPEED}` and `{IMPACT_ANGLE}`")))
+        } else {
+            Ok(())
         }
     };
     match vary {
@@ -335,122 +415,38 @@ pub fn shard_variants(count: usize, shard: Option<(usize, usize)>) -> Vec<usize>
 pub fn parse_shard(text: &str) -> Result<(usize, usize), String> {
     let (i, n) = text.split_once('/').ok_or_else(|| format!("`{text}`: expected i/n, e.g. 0/4"))?;
     let (i, n): (usize, usize) = (
-        i.trim().parse().map_err(|_| format!("`{i}` is not a number"))?,
-        n.trim().parse().map_err(|_| format!("`{n}` is not a number"))?,
+        i.trim().parse().map_err(|_| format!("`{text}`: `{i}` is not a whole number"))?,
+        n.trim().parse().map_err(|_| format!("`{text}`: `{n}` is not a whole number"))?,
     );
     if n == 0 || i >= n {
-        return Err(format!("shard {i}/{n}: need 0 ≤ i < n"));
+        return Err(format!("`{text}`: task i of n needs 0 ≤ i < n"));
     }
     Ok((i, n))
 }
-
-/// Columns of `study.csv` after `variant` and the varied pointers.
-pub const OUTCOME_COLUMNS: [&str; 17] = [
-    "status",
-    "steps",
-    "t_final",
-    "max_rel_energy_error",
-    "conserved_drift_p",
-    "conserved_drift_s",
-    "conserved_drift_l",
-    "n_broken",
-    "broken_fraction",
-    "first_contact_t",
-    "contact_duration",
-    "peak_wall_force",
-    "impact_speed",
-    "rebound_speed",
-    "restitution",
-    "wall_time_s",
-    "particle_steps_per_s",
-];
 
 /// Folder of variant `k` in a study's output folder.
 pub fn variant_dir(out: &Path, k: usize) -> PathBuf {
     out.join("variants").join(k.to_string())
 }
 
-/// The study table from the variants' `summary.json`: the CSV text, and the variants that are
-/// missing (no summary) or did not complete.
-pub fn table(study: &Study, out: &Path) -> (String, Vec<usize>, Vec<(usize, String)>) {
-    let mut csv = String::from("variant");
-    for c in &study.columns {
-        csv.push(',');
-        csv.push_str(c);
-    }
-    for c in OUTCOME_COLUMNS {
-        csv.push(',');
-        csv.push_str(c);
-    }
-    csv.push('\n');
-    let (mut missing, mut failed) = (Vec::new(), Vec::new());
-    for k in 0..study.variants.len() {
-        let summary: Option<Value> = std::fs::read_to_string(variant_dir(out, k).join("summary.json"))
-            .ok()
-            .and_then(|t| serde_json::from_str(&t).ok());
-        let mut row = k.to_string();
-        for c in &study.columns {
-            row.push(',');
-            row.push_str(&study.variants[k].get(c).map(cell).unwrap_or_default());
-        }
-        match summary {
-            None => {
-                missing.push(k);
-                row.push_str(",missing");
-                row.push_str(&",".repeat(OUTCOME_COLUMNS.len() - 1));
-            }
-            Some(s) => {
-                let status = s["status"].as_str().unwrap_or("unknown").to_string();
-                if status != "completed" {
-                    failed.push((k, status.clone()));
-                }
-                let b = &s["energy_and_momenta"];
-                let i = &s["impact"];
-                let values = [
-                    &s["steps"],
-                    &s["t_final"],
-                    &b["max_rel_energy_deviation"],
-                    &b["conserved_drift_p"],
-                    &b["conserved_drift_s"],
-                    &b["conserved_drift_l"],
-                    &s["final_diagnostics"]["n_broken"],
-                    &i["broken_fraction"],
-                    &i["first_contact_t"],
-                    &i["contact_duration"],
-                    &i["peak_wall_force"],
-                    &i["impact_speed"],
-                    &i["rebound_speed"],
-                    &i["restitution"],
-                    &s["wall_time_s"],
-                    &s["particle_steps_per_s"],
-                ];
-                row.push(',');
-                row.push_str(if status == "completed" { "completed" } else { "failed" });
-                for v in values {
-                    row.push(',');
-                    row.push_str(&cell(v));
-                }
-            }
-        }
-        csv.push_str(&row);
-        csv.push('\n');
-    }
-    (csv, missing, failed)
+/// Why a variant did not complete: the run's error text, and whether it was an interrupt (the
+/// variant can continue from its checkpoint) rather than a failure.
+#[derive(Clone, Debug, Error)]
+#[error("{message}")]
+pub struct VariantError {
+    pub interrupted: bool,
+    pub message: String,
 }
 
-/// A value as one CSV cell (strings quoted when they hold a comma).
-fn cell(v: &Value) -> String {
-    match v {
-        Value::Null => String::new(),
-        Value::String(s) if s.contains([',', '"']) => format!("\"{}\"", s.replace('"', "\"\"")),
-        Value::String(s) => s.clone(),
-        other => other.to_string(),
+impl From<crate::run::RunError> for VariantError {
+    fn from(e: crate::run::RunError) -> VariantError {
+        VariantError { interrupted: matches!(e, crate::run::RunError::Interrupted { .. }), message: e.to_string() }
     }
 }
 
-/// What ran of a study: per variant, its index and the run's summary or error text.
+/// What ran of a study: per variant, its index and the run's summary or error.
 pub struct StudyReport {
-    pub ran: Vec<(usize, Result<crate::run::Summary, String>)>,
+    pub ran: Vec<(usize, Result<crate::run::Summary, VariantError>)>,
 }
 
 /// Runs the variants `which` of `study` into `out/variants/<k>/`, each exactly as `rrpdem run`
@@ -472,7 +468,7 @@ pub fn run_variants(
     vtk: crate::run::VtkOptions,
     overwrite: bool,
     bars: Option<indicatif::MultiProgress>,
-    tick: &(dyn Fn(usize, &Result<crate::run::Summary, String>) + Sync),
+    tick: &(dyn Fn(usize, &Result<crate::run::Summary, VariantError>) + Sync),
 ) -> Result<StudyReport, StudyError> {
     let scenarios: Vec<(usize, Scenario)> =
         which.iter().map(|&k| study.scenario(k, path).map(|s| (k, s))).collect::<Result<_, _>>()?;
@@ -509,7 +505,7 @@ pub fn run_variants(
                         batch.push((k, s, p));
                     }
                     Err(e) => {
-                        let r = Err(e.to_string());
+                        let r = Err(VariantError::from(e));
                         tick(k, &r);
                         ran.push((k, r));
                     }
@@ -594,8 +590,8 @@ fn run_batch(
     vtk: crate::run::VtkOptions,
     gpu: crate::gpu::GpuOptions,
     bars: Option<&indicatif::MultiProgress>,
-    tick: &(dyn Fn(usize, &Result<crate::run::Summary, String>) + Sync),
-) -> Vec<(usize, Result<crate::run::Summary, String>)> {
+    tick: &(dyn Fn(usize, &Result<crate::run::Summary, VariantError>) + Sync),
+) -> Vec<(usize, Result<crate::run::Summary, VariantError>)> {
     use crate::engine::{BatchEngine, CpuEngine, Separate};
     use crate::run::{Job, Start};
     use crate::scenario::Backend;
@@ -605,10 +601,10 @@ fn run_batch(
     }
     let ks: Vec<usize> = batch.iter().map(|b| b.0).collect();
     let (integrator, dt) = (key.integrator, f64::from_bits(key.dt));
-    let fail_all = |e: String| -> Vec<(usize, Result<crate::run::Summary, String>)> {
+    let fail_all = |e: String| -> Vec<(usize, Result<crate::run::Summary, VariantError>)> {
         ks.iter()
             .map(|&k| {
-                let r = Err(format!("cannot start the engine: {e}"));
+                let r = Err(VariantError { interrupted: false, message: format!("cannot start the engine: {e}") });
                 tick(k, &r);
                 (k, r)
             })
@@ -670,31 +666,37 @@ fn run_batch(
     let done = |r: usize, res: &Result<crate::run::Summary, crate::run::RunError>| {
         let shown = match res {
             Ok(s) => Ok(s.clone()),
-            Err(e) => Err(e.to_string()),
+            Err(e) => Err(VariantError {
+                interrupted: matches!(e, crate::run::RunError::Interrupted { .. }),
+                message: e.to_string(),
+            }),
         };
         tick(ks[r], &shown);
     };
     let opts = crate::run::RunOptions { progress: bars.is_some(), bars: bars.cloned(), ..Default::default() };
     let results = crate::run::run_batch(jobs, engine.as_mut(), opts, &done);
-    ks.iter().zip(results).map(|(&k, r)| (k, r.map_err(|e| e.to_string()))).collect()
+    ks.iter().zip(results).map(|(&k, r)| (k, r.map_err(VariantError::from))).collect()
 }
 
 /// Name of the resolved study written into its output folder (what `--merge` reads).
 pub const STUDY_FILE: &str = "study.json";
 
-/// Writes the resolved study into its output folder.
+/// Writes the resolved study into its output folder, atomically (a file beside it, renamed):
+/// a shard starting meanwhile never reads half of it.
 pub fn write_resolved(study: &Study, out: &Path) -> Result<(), StudyError> {
     let p = out.join(STUDY_FILE);
+    let tmp = out.join(format!(".{STUDY_FILE}.{}.tmp", std::process::id()));
     let text = serde_json::to_string_pretty(study).expect("a study serialises");
     std::fs::create_dir_all(out)
-        .and_then(|()| std::fs::write(&p, text))
-        .map_err(|source| StudyError::Io { path: p, source })
+        .and_then(|()| std::fs::write(&tmp, text))
+        .map_err(|error| StudyError::Io { path: tmp.clone(), error })?;
+    std::fs::rename(&tmp, &p).map_err(|error| StudyError::Io { path: p, error })
 }
 
 /// Reads the resolved study of an output folder.
 pub fn read_resolved(out: &Path) -> Result<Study, StudyError> {
     let p = out.join(STUDY_FILE);
-    let text = std::fs::read_to_string(&p).map_err(|source| StudyError::Io { path: p.clone(), source })?;
+    let text = std::fs::read_to_string(&p).map_err(|error| StudyError::Io { path: p.clone(), error })?;
     serde_json::from_str(&text).map_err(|e| invalid(&p, e.to_string()))
 }
 

@@ -74,13 +74,21 @@ enum Command {
         /// Run only the variants k ≡ i (mod n), as task i of n on a cluster (e.g. 0/4).
         #[arg(long, value_name = "i/n")]
         shard: Option<String>,
-        /// Assemble DIR/study.csv from the variants' outputs (after sharded runs) and report
-        /// missing or failed variants.
-        #[arg(long, value_name = "DIR", conflicts_with_all = ["shard", "out"])]
+        /// Assemble DIR/study.csv from the variants' outputs (after sharded runs), each checked
+        /// against DIR/study.json, and report the variants that did not complete.
+        #[arg(long, value_name = "DIR", conflicts_with_all = ["shard", "out", "overwrite", "resume"])]
         merge: Option<PathBuf>,
-        /// Replace the outputs of an earlier run of a variant.
+        /// Replace what the output folder holds: another study, or this study's earlier
+        /// variants (refused without it, as is a folder of another study).
         #[arg(long)]
         overwrite: bool,
+        /// Run only the variants that are missing, failed or interrupted (those continue from
+        /// their checkpoints); the completed ones are checked against the study and kept.
+        #[arg(long, conflicts_with = "overwrite")]
+        resume: bool,
+        /// Exit 0 even when variants failed (the study is still reported in full).
+        #[arg(long)]
+        allow_failures: bool,
         /// Engine for every variant [default: each variant's backend].
         #[arg(long, value_enum)]
         backend: Option<BackendArg>,
@@ -315,20 +323,41 @@ pub(crate) fn real_main() -> Result<()> {
                 ),
             }
         }
-        Command::Study { study, out, shard, merge, overwrite, backend, precision, gpu_memory, plots, vtk } => {
-            match merge {
-                Some(dir) => study::cmd_study_merge(&dir, plots),
-                None => {
-                    let choice = EngineChoice {
-                        backend: backend.map(Backend::from),
-                        precision: precision.map(Precision::from),
-                        gpu_memory,
-                    };
-                    let study = study.expect("clap requires it without --merge");
-                    study::cmd_study(&study, out, shard.as_deref(), overwrite, &choice, plots, vtk.options()?)
-                }
+        Command::Study {
+            study,
+            out,
+            shard,
+            merge,
+            overwrite,
+            resume,
+            allow_failures,
+            backend,
+            precision,
+            gpu_memory,
+            plots,
+            vtk,
+        } => match merge {
+            Some(dir) => study::cmd_study_merge(&dir, study.as_deref(), plots, allow_failures),
+            None => {
+                let choice = EngineChoice {
+                    backend: backend.map(Backend::from),
+                    precision: precision.map(Precision::from),
+                    gpu_memory,
+                };
+                let path = study.expect("clap requires it without --merge");
+                study::cmd_study(study::StudyArgs {
+                    path: &path,
+                    out,
+                    shard: shard.as_deref(),
+                    overwrite,
+                    resume,
+                    allow_failures,
+                    choice,
+                    plots,
+                    vtk: vtk.options()?,
+                })
             }
-        }
+        },
         Command::Generate { scenario, out } => generate::cmd_generate(&scenario, &out),
         Command::Converge(args) => converge::cmd_converge(args),
         Command::Plot { dir, out } => plot::cmd_plot(&dir, out),

@@ -1,26 +1,40 @@
-//! `rrpdem study`: run a study's variants (whole or one shard) or merge the shards' outputs.
+//! `rrpdem study`: run a study's variants (whole or one shard: from t = 0 into a folder that holds
+//! no other study and none of their outputs, or `--resume` of those missing, failed or
+//! interrupted) or merge the shards' outputs; every variant that does not complete is reported
+//! with its reason, and the exit code says whether all did.
 
 use super::install_interrupt_handler;
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result, anyhow, bail};
 use rrpdem::run::{self, EngineChoice, Summary};
-use rrpdem::study::{self, Study};
+use rrpdem::study::{self, ResumePlan, Study, VariantError, VariantState};
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 
-pub(super) fn cmd_study(
-    path: &Path,
-    out: Option<PathBuf>,
-    shard: Option<&str>,
-    overwrite: bool,
-    choice: &EngineChoice,
-    plots: bool,
-    vtk: run::VtkOptions,
-) -> Result<()> {
-    let study = Study::load(path)?;
-    let shard = shard.map(study::parse_shard).transpose().map_err(|e| anyhow::anyhow!("--shard {e}"))?;
+/// What `rrpdem study STUDY` was asked to do.
+pub(super) struct StudyArgs<'a> {
+    pub path: &'a Path,
+    pub out: Option<PathBuf>,
+    pub shard: Option<&'a str>,
+    pub overwrite: bool,
+    pub resume: bool,
+    pub allow_failures: bool,
+    pub choice: EngineChoice,
+    pub plots: bool,
+    pub vtk: run::VtkOptions,
+}
+
+pub(super) fn cmd_study(a: StudyArgs<'_>) -> Result<()> {
+    let study = Study::load(a.path)?;
+    let shard = a.shard.map(study::parse_shard).transpose().map_err(|e| anyhow!("--shard {e}"))?;
     let which = study::shard_variants(study.variants.len(), shard);
-    let out_dir = out.unwrap_or_else(|| Path::new("out").join(&study.name));
-    study::write_resolved(&study, &out_dir)?;
+    let out_dir = a.out.clone().unwrap_or_else(|| Path::new("out").join(&study.name));
+    // Every check of the folder comes before anything runs.
+    let plan = if a.resume {
+        study::plan_resume(&study, a.path, &out_dir, &which)?
+    } else {
+        study::prepare_folder(&study, a.path, &out_dir, &which, shard.is_none(), a.overwrite)?;
+        ResumePlan { fresh: which.clone(), ..Default::default() }
+    };
     install_interrupt_handler()?;
     eprintln!(
         "rrpdem study: {} — {} variants{}, outputs in {}",
@@ -29,10 +43,23 @@ pub(super) fn cmd_study(
         shard.map_or(String::new(), |(i, n)| format!(", shard {i}/{n}: {} of them", which.len())),
         out_dir.display()
     );
-    // The bar over variants, and below it while a batch runs the batch's bar over its steps.
+    if a.resume {
+        eprintln!(
+            "rrpdem study: --resume: {} completed (checked, kept) {}; {} to continue from their checkpoints {}; {} to \
+             run from t = 0 {}",
+            plan.kept.len(),
+            study::list(&plan.kept),
+            plan.resume.len(),
+            study::list(&plan.resume),
+            plan.fresh.len(),
+            study::list(&plan.fresh)
+        );
+    }
+    // The bar over variants, and below it while a batch runs the batch's bar over its steps;
+    // without a terminal (a batch job's log) no bars, and every message goes to stderr as is.
     let bars = std::io::stderr().is_terminal().then(indicatif::MultiProgress::new);
     let bar = match &bars {
-        Some(m) => m.add(indicatif::ProgressBar::new(which.len() as u64)),
+        Some(m) => m.add(indicatif::ProgressBar::new((plan.resume.len() + plan.fresh.len()) as u64)),
         None => indicatif::ProgressBar::hidden(),
     };
     if let Ok(style) =
@@ -40,95 +67,195 @@ pub(super) fn cmd_study(
     {
         bar.set_style(style.progress_chars("=> "));
     }
+    let say = |line: String| match &bars {
+        Some(m) => {
+            if m.println(&line).is_err() {
+                eprintln!("{line}");
+            }
+        }
+        None => eprintln!("{line}"),
+    };
     let work = std::sync::atomic::AtomicU64::new(0);
     let start = std::time::Instant::now();
-    let tick = |k: usize, r: &Result<Summary, String>| {
+    let tick = |k: usize, r: &Result<Summary, VariantError>| {
         match r {
-            Ok(s) => {
+            Ok(s) if s.status == "completed" => {
                 let done = work.fetch_add(s.steps * s.particles as u64, std::sync::atomic::Ordering::Relaxed);
                 let rate = (done + s.steps * s.particles as u64) as f64 / start.elapsed().as_secs_f64().max(1e-9);
                 bar.set_message(format!("{rate:.3e} particle-steps/s"));
             }
-            Err(e) => bar.println(format!("variant {k}: {e}")),
+            Ok(s) => say(format!("variant {k} failed: {}", s.status)),
+            Err(e) if e.interrupted => say(format!("variant {k}: {e}")),
+            Err(e) => say(format!("variant {k} failed: {e}")),
         }
         bar.inc(1);
     };
-    let report = study::run_variants(&study, path, &which, &out_dir, choice, vtk, overwrite, bars, &tick)?;
-    bar.finish_and_clear();
-    if run::INTERRUPT.load(std::sync::atomic::Ordering::SeqCst) {
-        // The running batch stopped with a checkpoint per variant; later batches never started.
-        let (csv, missing, _) = study::table(&study, &out_dir);
-        if shard.is_none() {
-            let file = out_dir.join("study.csv");
-            std::fs::write(&file, &csv).with_context(|| format!("writing {}", file.display()))?;
+    let mut ran = Vec::new();
+    for &k in &plan.resume {
+        if run::INTERRUPT.load(std::sync::atomic::Ordering::SeqCst) {
+            break;
         }
-        let stopped: Vec<usize> = report
-            .ran
-            .iter()
-            .filter(|(_, r)| r.as_ref().is_err_and(|e| e.starts_with("interrupted")))
-            .map(|(k, _)| *k)
-            .collect();
+        let r = study::resume_variant(&study, a.path, &out_dir, k, a.vtk, bars.as_ref());
+        tick(k, &r);
+        ran.push((k, r));
+    }
+    let over = a.overwrite || a.resume;
+    let report =
+        study::run_variants(&study, a.path, &plan.fresh, &out_dir, &a.choice, a.vtk, over, bars.clone(), &tick)?;
+    ran.extend(report.ran);
+    bar.finish_and_clear();
+    finish(&a, &study, shard, &which, &out_dir, &ran)
+}
+
+/// Writes study.csv (a whole study), reports what did not complete and sets the exit code.
+fn finish(
+    a: &StudyArgs<'_>,
+    study: &Study,
+    shard: Option<(usize, usize)>,
+    which: &[usize],
+    out_dir: &Path,
+    ran: &[(usize, Result<Summary, VariantError>)],
+) -> Result<()> {
+    let table = shard.is_none().then(|| study::table(study, a.path, out_dir));
+    if let Some(t) = &table {
+        let file = out_dir.join("study.csv");
+        std::fs::write(&file, &t.csv).with_context(|| format!("writing {}", file.display()))?;
+    }
+    let resume_hint = format!(
+        "rrpdem study {} --resume --out {}{}",
+        a.path.display(),
+        out_dir.display(),
+        shard.map_or(String::new(), |(i, n)| format!(" --shard {i}/{n}"))
+    );
+    if run::INTERRUPT.load(std::sync::atomic::Ordering::SeqCst) {
+        // The running batch stopped with a checkpoint per variant; later ones never started.
+        let stopped: Vec<usize> =
+            ran.iter().filter(|(_, r)| r.as_ref().is_err_and(|e| e.interrupted)).map(|(k, _)| *k).collect();
+        let not_started: Vec<usize> = which.iter().copied().filter(|k| !ran.iter().any(|r| r.0 == *k)).collect();
         eprintln!(
-            "rrpdem study: interrupted. {} variant(s) stopped with a checkpoint ({stopped:?}: continue one with \
-             `rrpdem resume {}/variants/<k>`); {} not started: {missing:?}",
+            "rrpdem study: interrupted. {} variant(s) stopped with a checkpoint {}; {} not started {}. Continue the \
+             study with `{resume_hint}`",
             stopped.len(),
-            out_dir.display(),
-            missing.len()
+            study::list(&stopped),
+            not_started.len(),
+            study::list(&not_started)
         );
         std::process::exit(130);
     }
-    let failed: Vec<usize> = report
-        .ran
+    // What this run saw fail, and what the folder holds (every variant of a whole study).
+    let mut failed: Vec<usize> = ran
         .iter()
-        .filter(|(_, r)| r.as_ref().map_or(true, |s| s.status != "completed"))
+        .filter(|(_, r)| r.as_ref().map_or_else(|e| !e.interrupted, |s| s.status != "completed"))
         .map(|(k, _)| *k)
         .collect();
-    if shard.is_none() {
-        let (csv, missing, _) = study::table(&study, &out_dir);
-        let file = out_dir.join("study.csv");
-        std::fs::write(&file, &csv).with_context(|| format!("writing {}", file.display()))?;
-        print_study_table(&csv);
-        if !missing.is_empty() {
-            bail!("variants without a summary: {missing:?}");
+    let states: Vec<(usize, VariantState)> = match &table {
+        Some(t) => t.states.iter().cloned().enumerate().collect(),
+        None => which.iter().map(|&k| (k, study::inspect(study, a.path, out_dir, k).0)).collect(),
+    };
+    let mut unfinished = Vec::new();
+    for (k, state) in &states {
+        match state {
+            VariantState::Completed => {}
+            VariantState::Failed { .. } => failed.push(*k),
+            other if !failed.contains(k) => {
+                eprintln!("variant {k}: {other}");
+                unfinished.push(*k);
+            }
+            _ => {}
         }
-        eprintln!("wrote {}", file.display());
-        if plots {
-            eprintln!("wrote {}", study::plot(&study, &out_dir)?.display());
+    }
+    failed.sort_unstable();
+    failed.dedup();
+    match &table {
+        Some(t) => {
+            print_study_table(&t.csv);
+            eprintln!("wrote {}", out_dir.join("study.csv").display());
+            if a.plots {
+                eprintln!("wrote {}", study::plot(study, out_dir)?.display());
+            }
         }
-    } else {
-        eprintln!(
+        None => eprintln!(
             "shard done; assemble study.csv with `rrpdem study --merge {}` once every shard has run",
             out_dir.display()
+        ),
+    }
+    if !unfinished.is_empty() {
+        bail!(
+            "{} variant(s) have no complete outputs: {} (above); `{resume_hint}` runs them",
+            unfinished.len(),
+            study::list(&unfinished)
         );
     }
     if !failed.is_empty() {
-        eprintln!("note: {} variant(s) did not complete: {failed:?} (see their summary.json)", failed.len());
+        let what = format!(
+            "{} variant(s) did not complete: {} (their reasons above; each folder holds its outputs up to the failure)",
+            failed.len(),
+            study::list(&failed)
+        );
+        if !a.allow_failures {
+            bail!("{what}; --allow-failures exits 0 anyway");
+        }
+        eprintln!("note: {what}");
     }
     Ok(())
 }
 
-pub(super) fn cmd_study_merge(dir: &Path, plots: bool) -> Result<()> {
+/// `rrpdem study [STUDY] --merge DIR`: study.csv of the study in DIR from its variants' folders,
+/// each checked against DIR/study.json.
+pub(super) fn cmd_study_merge(dir: &Path, given: Option<&Path>, plots: bool, allow_failures: bool) -> Result<()> {
     let study = study::read_resolved(dir)?;
-    let (csv, missing, failed) = study::table(&study, dir);
+    let path = dir.join(study::STUDY_FILE);
+    if let Some(p) = given {
+        let mine = Study::load(p)?;
+        if let Some(d) = study::study_difference(&study, &mine) {
+            bail!(
+                "{} is not the study in {}: {} differs from it ({d}); --merge assembles the study that the folder \
+                 holds (leave the study file out, or give that study's file)",
+                p.display(),
+                dir.display(),
+                path.display()
+            );
+        }
+    }
+    let t = study::table(&study, &path, dir);
     let file = dir.join("study.csv");
-    std::fs::write(&file, &csv).with_context(|| format!("writing {}", file.display()))?;
-    print_study_table(&csv);
+    std::fs::write(&file, &t.csv).with_context(|| format!("writing {}", file.display()))?;
+    print_study_table(&t.csv);
     eprintln!("wrote {} ({} variants)", file.display(), study.variants.len());
-    for (k, status) in &failed {
-        eprintln!("variant {k} did not complete: {status}");
+    let mut groups: Vec<(&str, Vec<usize>)> = Vec::new();
+    for (k, state) in t.states.iter().enumerate() {
+        if *state == VariantState::Completed {
+            continue;
+        }
+        eprintln!("variant {k}: {state}");
+        match groups.iter_mut().find(|g| g.0 == state.label()) {
+            Some(g) => g.1.push(k),
+            None => groups.push((state.label(), vec![k])),
+        }
     }
     if plots {
         eprintln!("wrote {}", study::plot(&study, dir)?.display());
     }
-    if !missing.is_empty() {
-        bail!("{} variant(s) have no outputs yet (missing or still running): {missing:?}", missing.len());
+    let blocking: Vec<String> = groups
+        .iter()
+        .filter(|g| g.0 != "failed" || !allow_failures)
+        .map(|(l, ks)| format!("{l} {}", study::list(ks)))
+        .collect();
+    if !blocking.is_empty() {
+        bail!(
+            "not every variant completed: {} (above). Run the shards that did not finish (or `rrpdem study STUDY \
+             --resume --out {}` for what is missing, failed or interrupted) and merge again{}",
+            blocking.join(", "),
+            dir.display(),
+            if groups.iter().any(|g| g.0 == "failed") { "; --allow-failures accepts failed variants" } else { "" }
+        );
     }
     Ok(())
 }
 
 /// Prints the study table's main columns, aligned.
 pub(super) fn print_study_table(csv: &str) {
-    let rows: Vec<Vec<&str>> = csv.lines().map(|l| l.split(',').collect()).collect();
+    let Ok(rows) = study::csv_records(csv) else { return };
     let Some(header) = rows.first() else { return };
     let keep = |name: &str| {
         !matches!(
@@ -142,13 +269,13 @@ pub(super) fn print_study_table(csv: &str) {
                 | "particle_steps_per_s"
         )
     };
-    let cols: Vec<usize> = (0..header.len()).filter(|&c| keep(header[c])).collect();
+    let cols: Vec<usize> = (0..header.len()).filter(|&c| keep(&header[c])).collect();
     let show = |v: &str| match v.parse::<f64>() {
         Ok(x) if v.contains('.') || v.contains('e') => format!("{x:.4e}"),
         _ => v.to_string(),
     };
     let cells: Vec<Vec<String>> =
-        rows.iter().map(|r| cols.iter().map(|&c| show(r.get(c).copied().unwrap_or(""))).collect()).collect();
+        rows.iter().map(|r| cols.iter().map(|&c| show(r.get(c).map_or("", String::as_str))).collect()).collect();
     let width: Vec<usize> =
         (0..cols.len()).map(|c| cells.iter().map(|r| r[c].chars().count()).max().unwrap_or(0)).collect();
     for r in &cells {
