@@ -1,0 +1,343 @@
+//! The figures of a run: energy budget, relative energy error and momentum drift, from
+//! `series.csv` and `summary.json`.
+use super::axis::significant;
+use super::figure::{AxisSpec, Curve, Figure, Panel, Style};
+use super::render::render;
+use super::table::Table;
+use super::{BLACK_RGB, GREY, PALETTE, PlotError, create_dir};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+
+/// The energy terms of `series.csv` with a fixed colour each, so figures of different runs match.
+const ENERGY_TERMS: [(&str, &str, usize); 9] = [
+    ("E_trans", "translational kinetic", 0),
+    ("E_rot", "rotational kinetic", 1),
+    ("U_bend", "bending + torsion", 2),
+    ("U_axial", "axial", 3),
+    ("U_shear", "shear", 4),
+    ("U_contact", "particle contact", 5),
+    ("U_wall", "wall contact", 6),
+    ("U_gravity", "gravity / pendulum", 8),
+    ("E_released", "released (broken bonds)", 9),
+];
+
+/// The colour `energy.png` draws an energy term of `series.csv` with (`E` is black).
+pub fn energy_colour(term: &str) -> Option<(u8, u8, u8)> {
+    if term == "E" {
+        return Some(BLACK_RGB);
+    }
+    ENERGY_TERMS.iter().find(|t| t.0 == term).map(|t| PALETTE[t.2])
+}
+
+/// What `summary.json` tells the plots; every field is optional so older or partial files work.
+#[derive(Clone, Debug, Default)]
+struct RunInfo {
+    name: Option<String>,
+    integrator: Option<String>,
+    dt: Option<f64>,
+    status: Option<String>,
+    e0: Option<f64>,
+    /// Exactly conserved directions of P, S and L.
+    conserved: Option<[Vec<[f64; 3]>; 3]>,
+}
+
+impl RunInfo {
+    fn read(path: &Path) -> Result<Option<RunInfo>, PlotError> {
+        let text = match std::fs::read_to_string(path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(source) => return Err(PlotError::Read { path: path.to_owned(), source }),
+        };
+        let v: Value = serde_json::from_str(&text)
+            .map_err(|e| PlotError::Json { path: path.to_owned(), message: e.to_string() })?;
+        let dirs = |key: &str| -> Option<Vec<[f64; 3]>> {
+            v["energy_and_momenta"]["conserved"][key]
+                .as_array()?
+                .iter()
+                .map(|d| {
+                    let a = d.as_array()?;
+                    Some([a.first()?.as_f64()?, a.get(1)?.as_f64()?, a.get(2)?.as_f64()?])
+                })
+                .collect()
+        };
+        let conserved = match (dirs("p"), dirs("s"), dirs("l")) {
+            (Some(p), Some(s), Some(l)) => Some([p, s, l]),
+            _ => None,
+        };
+        Ok(Some(RunInfo {
+            name: v["scenario"]["name"].as_str().map(str::to_string),
+            integrator: v["scenario"]["integrator"].as_str().map(str::to_string),
+            dt: v["scenario"]["dt"].as_f64(),
+            status: v["status"].as_str().map(str::to_string),
+            e0: v["energy_and_momenta"]["e0"].as_f64(),
+            conserved,
+        }))
+    }
+
+    fn title(&self, what: &str) -> String {
+        let mut t = match &self.name {
+            Some(n) => format!("{n}: {what}"),
+            None => what.to_string(),
+        };
+        if let (Some(i), Some(dt)) = (&self.integrator, self.dt) {
+            t.push_str(&format!("  ({i}, h = {dt})"));
+        }
+        t
+    }
+
+    /// Notes saying that the run did not complete, for every figure of it.
+    fn status_notes(&self) -> Vec<String> {
+        match &self.status {
+            Some(s) if s != "completed" => {
+                let mut notes = vec![String::new(), "run stopped early:".into()];
+                notes.extend(wrap(s, 34, 4));
+                notes
+            }
+            _ => vec![],
+        }
+    }
+}
+
+/// `text` in lines of at most about `width` characters, broken at spaces, at most `lines` of
+/// them (the last ending in `…` when text was left out).
+fn wrap(text: &str, width: usize, lines: usize) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    let mut line = String::new();
+    for word in text.split_whitespace() {
+        if !line.is_empty() && line.chars().count() + 1 + word.chars().count() > width {
+            out.push(std::mem::take(&mut line));
+        }
+        if !line.is_empty() {
+            line.push(' ');
+        }
+        line.push_str(word);
+    }
+    if !line.is_empty() {
+        out.push(line);
+    }
+    if out.len() > lines {
+        out.truncate(lines);
+        out[lines - 1].push('…');
+    }
+    out
+}
+
+fn time_axis() -> AxisSpec {
+    AxisSpec { label: "time t".into(), log: false, range: None, pad: false }
+}
+
+fn zip(t: &[f64], v: &[f64]) -> Vec<(f64, f64)> {
+    t.iter().copied().zip(v.iter().copied()).collect()
+}
+
+/// `energy.png`, `energy_error.png` and `momentum_drift.png` from `dir/series.csv` (and
+/// `dir/summary.json` when there is one) into `out`; returns the files written.
+pub fn plot_run_dir(dir: &Path, out: &Path) -> Result<Vec<PathBuf>, PlotError> {
+    let series = Table::read(&dir.join("series.csv"))?;
+    let info = RunInfo::read(&dir.join("summary.json"))?;
+    create_dir(out)?;
+    let mut written = Vec::new();
+    for (name, fig) in [
+        ("energy.png", energy_figure(&series, info.as_ref())?),
+        ("energy_error.png", energy_error_figure(&series, info.as_ref())?),
+        ("momentum_drift.png", momentum_figure(&series, info.as_ref())?),
+    ] {
+        let path = out.join(name);
+        render(&fig, &path)?;
+        written.push(path);
+    }
+    Ok(written)
+}
+
+fn energy_figure(series: &Table, info: Option<&RunInfo>) -> Result<Figure, PlotError> {
+    let t = series.numbers("t")?;
+    let mut curves =
+        vec![Curve { label: "E  total".into(), points: zip(&t, &series.numbers("E")?), style: Style::line(BLACK_RGB) }];
+    curves[0].style.width = 3;
+    let mut zero = Vec::new();
+    for (name, what, colour) in ENERGY_TERMS {
+        if !series.has(name) {
+            continue;
+        }
+        let v = series.numbers(name)?;
+        if v.iter().all(|x| *x == 0.0 || x.is_nan()) {
+            zero.push(name);
+            continue;
+        }
+        curves.push(Curve {
+            label: format!("{name}  {what}"),
+            points: zip(&t, &v),
+            style: Style::line(PALETTE[colour]),
+        });
+    }
+    let mut notes = Vec::new();
+    if series.rows.is_empty() {
+        notes.push("series.csv has no rows yet".into());
+    } else if !zero.is_empty() {
+        notes.push("zero throughout, not drawn:".into());
+        notes.extend(zero.chunks(3).map(|c| c.join(", ")));
+    }
+    notes.extend(info.map(RunInfo::status_notes).unwrap_or_default());
+    let panel = Panel {
+        title: String::new(),
+        x: time_axis(),
+        y: AxisSpec { label: "energy".into(), pad: true, ..AxisSpec::default() },
+        curves,
+        legend: true,
+        notes,
+    };
+    let title = info.map_or("energy budget".into(), |i| i.title("energy budget"));
+    Ok(Figure { title, rows: 1, cols: 1, panels: vec![panel], ..Figure::default() })
+}
+
+fn energy_error_figure(series: &Table, info: Option<&RunInfo>) -> Result<Figure, PlotError> {
+    let t = series.numbers("t")?;
+    let e = series.numbers("E")?;
+    let from_summary = info.and_then(|i| i.e0);
+    let e0 = from_summary.or(e.first().copied()).unwrap_or(0.0);
+    // A zero initial energy has no relative error: show the absolute one.
+    let (scale, label) =
+        if e0 != 0.0 && e0.is_finite() { (e0.abs(), "(E − E₀) / |E₀|") } else { (1.0, "E − E₀") };
+    let err: Vec<f64> = e.iter().map(|v| (v - e0) / scale).collect();
+    let mut notes = vec![format!(
+        "E₀ = {} ({})",
+        significant(e0),
+        if from_summary.is_some() { "summary.json" } else { "first row" }
+    )];
+    let worst = t.iter().zip(&err).filter(|(_, v)| v.is_finite()).max_by(|a, b| a.1.abs().total_cmp(&b.1.abs()));
+    if let Some((tw, w)) = worst {
+        notes.push(format!("largest |error| {:.3e}", w.abs()));
+        notes.push(format!("at t = {}", significant(*tw)));
+    }
+    if let Some(last) = err.iter().rev().find(|v| v.is_finite()) {
+        notes.push(format!("final error {last:.3e}"));
+    }
+    notes.extend(info.map(RunInfo::status_notes).unwrap_or_default());
+    let (t0, t1) = (t.first().copied().unwrap_or(0.0), t.last().copied().unwrap_or(1.0));
+    let curves = vec![
+        Curve {
+            label: String::new(),
+            points: vec![(t0, 0.0), (t1, 0.0)],
+            style: Style { width: 1, ..Style::line(GREY) },
+        },
+        Curve { label: label.into(), points: zip(&t, &err), style: Style::line(PALETTE[0]) },
+    ];
+    let panel = Panel {
+        title: String::new(),
+        x: time_axis(),
+        y: AxisSpec { label: label.into(), pad: true, ..AxisSpec::default() },
+        curves,
+        legend: false,
+        notes,
+    };
+    let title = info.map_or("relative energy error".into(), |i| i.title("relative energy error"));
+    Ok(Figure { title, rows: 1, cols: 1, panels: vec![panel], ..Figure::default() })
+}
+
+const AXIS_NAMES: [&str; 3] = ["x", "y", "z"];
+const AXIS_COLOURS: [(u8, u8, u8); 3] = [PALETTE[3], PALETTE[2], PALETTE[0]];
+
+/// Tells apart, in a legend, a drift that is exactly zero from one at round-off.
+fn zero_mark(v: &[f64]) -> &'static str {
+    if !v.is_empty() && v.iter().all(|x| *x == 0.0) { "  (≡ 0)" } else { "" }
+}
+
+/// The coordinate axis that `d` lies along, if any.
+fn direction_name(d: [f64; 3]) -> Option<usize> {
+    (0..3).find(|&i| (d[i].abs() - 1.0).abs() < 1e-9)
+}
+
+fn momentum_figure(series: &Table, info: Option<&RunInfo>) -> Result<Figure, PlotError> {
+    let t = series.numbers("t")?;
+    let (t0, t1) = (t.first().copied().unwrap_or(0.0), t.last().copied().unwrap_or(1.0));
+    let conserved = info.and_then(|i| i.conserved.clone());
+    let mut panels = Vec::new();
+    for (q, name) in ["P", "S", "L"].into_iter().enumerate() {
+        let mut drift: [Option<Vec<f64>>; 3] = [None, None, None];
+        for (i, slot) in drift.iter_mut().enumerate() {
+            let col = format!("{name}_{}", AXIS_NAMES[i]);
+            if series.has(&col) {
+                let v = series.numbers(&col)?;
+                let v0 = v.first().copied().unwrap_or(0.0);
+                *slot = Some(v.iter().map(|x| x - v0).collect());
+            }
+        }
+        let dirs = conserved.as_ref().map(|c| c[q].clone());
+        let exact = |i: usize| dirs.as_ref().is_some_and(|ds| ds.iter().map(|d| d[i] * d[i]).sum::<f64>() > 1.0 - 1e-9);
+        let bottom = q == 2;
+        let x = AxisSpec {
+            label: if bottom { "time t".into() } else { String::new() },
+            range: Some((t0, t1)),
+            ..time_axis()
+        };
+        let x = if t1 > t0 { x } else { AxisSpec { range: None, ..x } };
+        let mut all = Vec::new();
+        for (i, d) in drift.iter().enumerate() {
+            if let Some(d) = d {
+                let mark = if exact(i) { "  exact" } else { "" };
+                all.push(Curve {
+                    label: format!("Δ{name}_{}{mark}{}", AXIS_NAMES[i], zero_mark(d)),
+                    points: zip(&t, d),
+                    style: Style::line(AXIS_COLOURS[i]),
+                });
+            }
+        }
+        panels.push(Panel {
+            title: format!("{name}(t) − {name}(0)"),
+            x: x.clone(),
+            y: AxisSpec { label: format!("Δ{name}"), pad: true, ..AxisSpec::default() },
+            curves: all,
+            legend: true,
+            notes: vec![],
+        });
+        let Some(dirs) = dirs else { continue };
+        let mut along = Vec::new();
+        let mut extra = 4;
+        for d in &dirs {
+            let v: Vec<f64> =
+                (0..t.len()).map(|k| (0..3).map(|i| drift[i].as_ref().map_or(0.0, |c| c[k]) * d[i]).sum()).collect();
+            let (label, colour) = match direction_name(*d) {
+                Some(i) => (format!("Δ{name}_{}", AXIS_NAMES[i]), AXIS_COLOURS[i]),
+                None => {
+                    extra += 1;
+                    (format!("Δ{name}·({:.2}, {:.2}, {:.2})", d[0], d[1], d[2]), PALETTE[extra % 10])
+                }
+            };
+            along.push(Curve { label: label + zero_mark(&v), points: zip(&t, &v), style: Style::line(colour) });
+        }
+        let notes = if along.is_empty() { vec!["none: no exact".into(), "balance holds".into()] } else { vec![] };
+        panels.push(Panel {
+            title: format!("{name} along its exactly conserved directions"),
+            x,
+            y: if along.is_empty() {
+                AxisSpec { label: format!("Δ{name}"), range: Some((-1.0, 1.0)), ..AxisSpec::default() }
+            } else {
+                AxisSpec { label: format!("Δ{name}"), pad: true, ..AxisSpec::default() }
+            },
+            curves: along,
+            legend: true,
+            notes,
+        });
+    }
+    let cols = if conserved.is_some() { 2 } else { 1 };
+    let mut notes = info.map(RunInfo::status_notes).unwrap_or_default();
+    if conserved.is_none() {
+        notes.push("no summary.json: exactly".into());
+        notes.push("conserved directions unknown".into());
+    }
+    let title = info.map_or("momentum drift".into(), |i| i.title("momentum drift"));
+    Ok(Figure { title, rows: 3, cols, panels, legend: vec![], notes })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn status_is_wrapped_not_cut() {
+        let w = wrap("rrp-exact cannot take step 12 (t = 0.012): particle 3 has h²|Ω_h|² = 1.2 ≥ 1", 34, 4);
+        assert!(w.len() > 1 && w.iter().all(|l| l.chars().count() <= 34), "{w:?}");
+        assert_eq!(w.join(" "), "rrp-exact cannot take step 12 (t = 0.012): particle 3 has h²|Ω_h|² = 1.2 ≥ 1");
+        assert_eq!(wrap("a b c d", 1, 2), ["a", "b…"]);
+    }
+}
