@@ -16,29 +16,29 @@ impl Table {
         Table::parse(path, &text)
     }
 
-    /// Parses CSV text; `path` only names the source in errors. A last line without its newline
-    /// and with too few fields is dropped: it is a row cut short by a run that was killed.
+    /// Parses CSV text (RFC 4180: a double-quoted field may hold commas, line breaks and `""`
+    /// for a quote); `path` only names the source in errors. A last record without its newline
+    /// and with too few fields, or ending inside an open quote, is dropped: it is a row cut short
+    /// by a run that was killed. Blank lines are skipped.
     pub fn parse(path: &Path, text: &str) -> Result<Table, PlotError> {
         let csv_err = |line: usize, message: String| PlotError::Csv { path: path.to_owned(), line, message };
-        let mut lines = text.split_inclusive('\n').enumerate();
-        let header = match lines.next() {
-            Some((_, l)) if !l.trim().is_empty() => split_csv(l.trim_end_matches(['\n', '\r'])),
+        let mut records = records(text).map_err(|(line, message)| csv_err(line, message))?.into_iter();
+        let header = match records.next() {
+            Some(r) if !r.is_blank() => r.cells,
             _ => return Err(csv_err(1, "no header line".into())),
         };
         let mut rows = Vec::new();
-        for (i, raw) in lines {
-            let line = raw.trim_end_matches(['\n', '\r']);
-            if line.trim().is_empty() {
-                continue;
+        for r in records.filter(|r| !r.is_blank()) {
+            if r.end == End::OpenQuote {
+                break;
             }
-            let cells = split_csv(line);
-            if cells.len() != header.len() {
-                if !raw.ends_with('\n') && cells.len() < header.len() {
+            if r.cells.len() != header.len() {
+                if r.end == End::Eof && r.cells.len() < header.len() {
                     break;
                 }
-                return Err(csv_err(i + 1, format!("{} fields, the header has {}", cells.len(), header.len())));
+                return Err(csv_err(r.line, format!("{} fields, the header has {}", r.cells.len(), header.len())));
             }
-            rows.push(cells);
+            rows.push(r.cells);
         }
         Ok(Table { path: path.to_owned(), header, rows })
     }
@@ -82,25 +82,128 @@ impl Table {
     }
 }
 
-/// Splits one CSV line; a double-quoted field may hold commas, and `""` inside it is a quote.
-fn split_csv(line: &str) -> Vec<String> {
+/// How a CSV record ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum End {
+    /// A line break outside quotes.
+    Newline,
+    /// The end of the text, outside quotes.
+    Eof,
+    /// The end of the text inside a quoted field that began on the record's last line.
+    OpenQuote,
+}
+
+/// One record of CSV text: the line it starts on (1-based) and its fields.
+#[derive(Debug)]
+struct Record {
+    line: usize,
+    cells: Vec<String>,
+    end: End,
+    /// Whether the first field was quoted (`""` alone is an empty field, not a blank line).
+    quoted_first: bool,
+}
+
+impl Record {
+    /// An empty or all-blank line, unquoted.
+    fn is_blank(&self) -> bool {
+        self.cells.len() == 1 && self.cells[0].trim().is_empty() && !self.quoted_first
+    }
+}
+
+/// Where the reader is within a field.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Field {
+    Start,
+    Unquoted,
+    Quoted,
+    /// Just after a quoted field's closing quote: only `,` or the end of the record may follow.
+    Closed,
+}
+
+/// Splits CSV text into records by RFC 4180. A quote inside an unquoted field, anything but
+/// `,` or a line break after a closing quote, and a quote never closed (unless the text ends
+/// on the line it opened on: a record cut short) are errors with their line.
+fn records(text: &str) -> Result<Vec<Record>, (usize, String)> {
+    let mut out = Vec::new();
+    let (mut line, mut start_line, mut quote_line) = (1, 1, 1);
     let mut cells = Vec::new();
     let mut cell = String::new();
-    let mut quoted = false;
-    let mut chars = line.chars().peekable();
+    let mut state = Field::Start;
+    let mut quoted_first = false;
+    let mut chars = text.chars().peekable();
     while let Some(ch) = chars.next() {
-        match ch {
-            '"' if quoted && chars.peek() == Some(&'"') => {
-                cell.push('"');
+        if state == Field::Quoted {
+            match ch {
+                '"' if chars.peek() == Some(&'"') => {
+                    cell.push('"');
+                    chars.next();
+                }
+                '"' => state = Field::Closed,
+                c => {
+                    line += usize::from(c == '\n');
+                    cell.push(c);
+                }
+            }
+            continue;
+        }
+        let newline = ch == '\n' || (ch == '\r' && chars.peek() == Some(&'\n'));
+        if newline {
+            if ch == '\r' {
                 chars.next();
             }
-            '"' => quoted = !quoted,
-            ',' if !quoted => cells.push(std::mem::take(&mut cell)),
-            _ => cell.push(ch),
+            cells.push(std::mem::take(&mut cell));
+            out.push(Record { line: start_line, cells: std::mem::take(&mut cells), end: End::Newline, quoted_first });
+            line += 1;
+            (start_line, state, quoted_first) = (line, Field::Start, false);
+            continue;
+        }
+        match (state, ch) {
+            (_, ',') => {
+                cells.push(std::mem::take(&mut cell));
+                state = Field::Start;
+            }
+            (Field::Start, '"') => {
+                (state, quote_line) = (Field::Quoted, line);
+                quoted_first |= cells.is_empty();
+            }
+            (Field::Unquoted, '"') => {
+                return Err((
+                    line,
+                    format!(
+                        "field {}: a `\"` inside an unquoted field (RFC 4180: quote the whole field and double \
+                         the quote)",
+                        cells.len() + 1
+                    ),
+                ));
+            }
+            (Field::Closed, c) => {
+                return Err((
+                    line,
+                    format!(
+                        "field {}: `{c}` after a closing quote (expected `,` or the end of the line)",
+                        cells.len() + 1
+                    ),
+                ));
+            }
+            (_, c) => {
+                cell.push(c);
+                state = Field::Unquoted;
+            }
         }
     }
-    cells.push(cell);
-    cells
+    let end = match state {
+        Field::Quoted if quote_line == line => End::OpenQuote,
+        Field::Quoted => {
+            return Err((quote_line, format!("field {}: a quoted field opened here is never closed", cells.len() + 1)));
+        }
+        _ => End::Eof,
+    };
+    // Text ending with a line break has no further record.
+    if end != End::Eof || state != Field::Start || !cells.is_empty() || !cell.is_empty() {
+        cells.push(cell);
+        out.push(Record { line: start_line, cells, end, quoted_first });
+    }
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -109,7 +212,9 @@ mod tests {
 
     #[test]
     fn csv_fields_with_quotes() {
-        assert_eq!(split_csv(r#"a,"b,c",,"d""e""#), vec!["a", "b,c", "", "d\"e"]);
+        let r = records(r#"a,"b,c",,"d""e""#).unwrap();
+        assert_eq!((r.len(), r[0].end), (1, End::Eof));
+        assert_eq!(r[0].cells, vec!["a", "b,c", "", "d\"e"]);
     }
 
     #[test]
@@ -119,5 +224,50 @@ mod tests {
         assert_eq!(t.rows.len(), 1);
         let e = Table::parse(p, "a,b\n1\n3,4\n").unwrap_err();
         assert!(matches!(e, PlotError::Csv { line: 2, .. }), "{e}");
+    }
+
+    /// A study.csv row as the study writer quotes it: array values and text with quotes in
+    /// double quotes, `""` for a quote inside.
+    #[test]
+    fn rfc4180_quoted_cells_in_a_table() {
+        let text = "variant,/gravity,/label,status,max_rel_energy_error\n\
+                    0,\"[0, 0, -9.81]\",plain,completed,1e-3\n\
+                    1,\"[0, 0, 0]\",\"say \"\"hi\"\", then go\",completed,2e-3\n";
+        let t = Table::parse(Path::new("study.csv"), text).unwrap();
+        assert_eq!(t.texts("/gravity").unwrap(), ["[0, 0, -9.81]", "[0, 0, 0]"]);
+        assert_eq!(t.texts("/label").unwrap(), ["plain", "say \"hi\", then go"]);
+        assert_eq!(t.numbers("max_rel_energy_error").unwrap(), [1e-3, 2e-3]);
+    }
+
+    /// RFC 4180 lets a quoted field hold line breaks; the lines after it keep their numbers.
+    #[test]
+    fn a_quoted_field_may_span_lines() {
+        let p = Path::new("s.csv");
+        let t = Table::parse(p, "a,b\r\n1,\"x\r\ny\"\r\n2,z\r\n").unwrap();
+        assert_eq!(t.rows, [["1", "x\r\ny"], ["2", "z"]]);
+        let e = Table::parse(p, "a,b\n1,\"x\ny\"\n3\n").unwrap_err();
+        assert!(matches!(e, PlotError::Csv { line: 4, .. }), "{e}");
+    }
+
+    /// A stray quote would otherwise shift or merge fields without a word.
+    #[test]
+    fn malformed_quotes_are_errors_naming_the_line() {
+        let p = Path::new("s.csv");
+        for (text, line, what) in [
+            ("a,b\n1,2\n1,x\"y\n", 3, "inside an unquoted field"),
+            ("a,b\n1,\"x\"y\n", 2, "after a closing quote"),
+            ("a,b\n1,\"x\n2,3\n", 2, "never closed"),
+        ] {
+            let e = Table::parse(p, text).unwrap_err();
+            assert!(matches!(e, PlotError::Csv { line: l, .. } if l == line), "{text:?}: {e}");
+            assert!(e.to_string().contains(what), "{text:?}: {e}");
+        }
+    }
+
+    /// A killed writer can stop inside a quoted field of the last row.
+    #[test]
+    fn a_last_row_cut_short_inside_quotes_is_dropped() {
+        let t = Table::parse(Path::new("s.csv"), "a,b\n1,\"[0]\"\n2,\"[0, ").unwrap();
+        assert_eq!(t.rows, [["1", "[0]"]]);
     }
 }
