@@ -338,3 +338,108 @@ fn cli_plot_writes_into_out() {
     assert!(!o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr).contains("nothing to plot"));
 }
+
+const BLUE: (u8, u8, u8) = (31, 119, 180);
+
+/// A rupturing run's `series.csv` in the guard's format (issue 22): `E_released` grows as bonds
+/// break while `E` falls by as much plus a small error `δ(t) = 2e-3 sin 3t`; `U_gravity` is a
+/// constant −1.5, which `E_scale` (the last column: the running maximum of the other terms'
+/// sum, here about 5.5, not |E₀| = 4) leaves out. Without `with_scale` the column is left out as
+/// in older runs. `summary_max` goes into summary.json's `max_rel_energy_deviation`. Returns per
+/// row `(t, E + E_released, E_scale)` as written.
+fn write_rupture_run(dir: &Path, with_scale: bool, summary_max: Option<f64>) -> Vec<(f64, f64, f64)> {
+    let mut text = String::from(
+        "step,t,E,E_trans,E_rot,U_bend,U_axial,U_shear,U_contact,U_wall,U_gravity,P_x,P_y,P_z,S_x,S_y,S_z,\
+         L_x,L_y,L_z,E_released,n_broken,F_wall_x,F_wall_y,F_wall_z,x_cm,y_cm,z_cm,v_cm_x,v_cm_y,v_cm_z",
+    );
+    text.push_str(if with_scale { ",E_scale\n" } else { "\n" });
+    let mut rows = Vec::new();
+    let mut scale = 0.0f64;
+    for k in 0..=200 {
+        let t = k as f64 * 0.01;
+        let (trans, rot, bend, gravity) = (3.0 - 0.4 * t, 1.0, 0.2 + 0.1 * (5.0 * t).sin().powi(2), -1.5);
+        let released = 0.5 * t;
+        let target = 4.0 - released + 2e-3 * (3.0 * t).sin();
+        let axial = target - (trans + rot + bend + gravity);
+        let e = trans + rot + bend + axial + gravity;
+        scale = scale.max(trans + rot + bend + axial);
+        text.push_str(&format!(
+            "{k},{t},{e},{trans},{rot},{bend},{axial},0,0,0,{gravity},1,0,0,0,0,0,0,0,0,{released},{},0,0,0,0,0,0,0,0,0",
+            k / 10
+        ));
+        text.push_str(&if with_scale { format!(",{scale}\n") } else { "\n".into() });
+        rows.push((t, e + released, scale));
+    }
+    std::fs::write(dir.join("series.csv"), text).unwrap();
+    if let Some(max) = summary_max {
+        let summary = format!(
+            r#"{{"status": "completed", "scenario": {{"name": "rupture", "integrator": "rrp-newmark", "dt": 0.01}},
+               "energy_and_momenta": {{"e0": 4.0, "max_rel_energy_deviation": {max}}}}}"#
+        );
+        std::fs::write(dir.join("summary.json"), summary).unwrap();
+    }
+    rows
+}
+
+/// The figure named `name` of the run in `dir`, drawn: the figure, its panels' areas, pixels.
+fn drawn(dir: &Path, name: &str) -> (Figure, Vec<PlotArea>, Vec<u8>) {
+    let fig = plot::run_figures(dir).unwrap().into_iter().find(|(n, _)| *n == name).unwrap().1;
+    let path = dir.join(format!("drawn_{name}"));
+    let areas = plot::render(&fig, &path).unwrap();
+    (fig, areas, decode(&path).2)
+}
+
+/// H3: the error plotted is the guard's `(E + E_released − E₀)/E_scale`, computed here from the
+/// written columns, and lands where the axis mapping puts it; the old `(E − E₀)/|E₀|` would
+/// reach −0.25 by the end of this run and draw nowhere near these pixels.
+#[test]
+fn energy_error_is_the_guarded_quantity_with_e_released_over_e_scale() {
+    let dir = tempfile::tempdir().unwrap();
+    let rows = write_rupture_run(dir.path(), true, Some(7.5e-4));
+    let (fig, areas, pixels) = drawn(dir.path(), "energy_error.png");
+    let budget0 = rows[0].1;
+    let expected: Vec<(f64, f64)> = rows.iter().map(|&(t, b, s)| (t, (b - budget0) / s)).collect();
+    let panel = &fig.panels[0];
+    assert!(fig.title.contains("guard"), "{}", fig.title);
+    assert!(panel.y.label.contains("E_released") && panel.y.label.contains("E_scale"), "{}", panel.y.label);
+    let curve = panel.curves.iter().find(|c| c.style.color == BLUE).unwrap();
+    assert_eq!(curve.points.len(), expected.len());
+    // Same numbers, summed possibly in another order: a few ulp of E ≈ 4 over E_scale ≈ 5.5.
+    for (got, want) in curve.points.iter().zip(&expected) {
+        assert!(got.0 == want.0 && (got.1 - want.1).abs() < 1e-14, "{got:?} vs {want:?}");
+    }
+    let a = areas[0];
+    assert!(a.y.0 > -1e-3 && a.y.1 < 1e-3, "y range {:?} fits |δ|/E_scale ≤ 3.7e-4", a.y);
+    for &(t, err) in expected.iter().skip(3).step_by(7) {
+        assert!(near(&pixels, expected_pixel(&a, t, err), BLUE), "t = {t}: no curve at error {err:e}");
+    }
+    let notes = panel.notes.join("\n");
+    let rows_max = expected.iter().map(|e| e.1.abs()).fold(0.0, f64::max);
+    assert!(notes.contains("7.500e-4") && notes.contains("summary.json"), "{notes}");
+    assert!(notes.contains(&format!("{rows_max:.3e}")) && notes.contains("recorded rows"), "{notes}");
+    assert!(!notes.contains("no E_scale"), "{notes}");
+}
+
+/// Runs written before `E_scale` existed: relative to |E₀| of `E + E_released`, said on the
+/// figure; without summary.json the largest error is the recorded rows' one, said so.
+#[test]
+fn energy_error_without_e_scale_falls_back_to_e0_and_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let rows = write_rupture_run(dir.path(), false, None);
+    let (fig, areas, pixels) = drawn(dir.path(), "energy_error.png");
+    let budget0 = rows[0].1;
+    let panel = &fig.panels[0];
+    assert!(panel.y.label.contains("|E₀|") && panel.y.label.contains("E_released"), "{}", panel.y.label);
+    let notes = panel.notes.join("\n");
+    assert!(
+        notes.contains("no E_scale") && notes.contains("recorded rows") && !notes.contains("summary.json"),
+        "{notes}"
+    );
+    let curve = panel.curves.iter().find(|c| c.style.color == BLUE).unwrap();
+    for (got, &(t, b, _)) in curve.points.iter().zip(&rows) {
+        let want = (b - budget0) / budget0.abs();
+        assert!(got.0 == t && (got.1 - want).abs() < 1e-14, "{got:?} vs {want}");
+    }
+    let (t, b, _) = rows[150];
+    assert!(near(&pixels, expected_pixel(&areas[0], t, (b - budget0) / budget0.abs()), BLUE));
+}

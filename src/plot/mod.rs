@@ -23,7 +23,7 @@ mod table;
 pub use converge::plot_converge;
 pub use figure::{AxisSpec, Curve, Figure, Marker, Panel, PlotArea, Stroke, Style};
 pub use render::render;
-pub use run::{energy_colour, plot_run_dir};
+pub use run::{energy_colour, plot_run_dir, run_figures};
 pub use scatter::{SCATTER_MAX_PANELS, ScatterSpec, scatter, scatter_csv};
 pub use table::Table;
 

@@ -36,7 +36,8 @@ struct RunInfo {
     integrator: Option<String>,
     dt: Option<f64>,
     status: Option<String>,
-    e0: Option<f64>,
+    /// `energy_and_momenta.max_rel_energy_deviation`: the guard's largest error over every step.
+    max_rel_energy_deviation: Option<f64>,
     /// Exactly conserved directions of P, S and L.
     conserved: Option<[Vec<[f64; 3]>; 3]>,
 }
@@ -69,7 +70,7 @@ impl RunInfo {
             integrator: v["scenario"]["integrator"].as_str().map(str::to_string),
             dt: v["scenario"]["dt"].as_f64(),
             status: v["status"].as_str().map(str::to_string),
-            e0: v["energy_and_momenta"]["e0"].as_f64(),
+            max_rel_energy_deviation: v["energy_and_momenta"]["max_rel_energy_deviation"].as_f64(),
             conserved,
         }))
     }
@@ -130,18 +131,25 @@ fn zip(t: &[f64], v: &[f64]) -> Vec<(f64, f64)> {
     t.iter().copied().zip(v.iter().copied()).collect()
 }
 
+/// The figures of the run in `dir`, each with the file name it is written under:
 /// `energy.png`, `energy_error.png` and `momentum_drift.png` from `dir/series.csv` (and
-/// `dir/summary.json` when there is one) into `out`; returns the files written.
-pub fn plot_run_dir(dir: &Path, out: &Path) -> Result<Vec<PathBuf>, PlotError> {
+/// `dir/summary.json` when there is one).
+pub fn run_figures(dir: &Path) -> Result<Vec<(&'static str, Figure)>, PlotError> {
     let series = Table::read(&dir.join("series.csv"))?;
     let info = RunInfo::read(&dir.join("summary.json"))?;
-    create_dir(out)?;
-    let mut written = Vec::new();
-    for (name, fig) in [
+    Ok(vec![
         ("energy.png", energy_figure(&series, info.as_ref())?),
         ("energy_error.png", energy_error_figure(&series, info.as_ref())?),
         ("momentum_drift.png", momentum_figure(&series, info.as_ref())?),
-    ] {
+    ])
+}
+
+/// [`run_figures`] of `dir` drawn into `out`; returns the files written.
+pub fn plot_run_dir(dir: &Path, out: &Path) -> Result<Vec<PathBuf>, PlotError> {
+    let figures = run_figures(dir)?;
+    create_dir(out)?;
+    let mut written = Vec::new();
+    for (name, fig) in figures {
         let path = out.join(name);
         render(&fig, &path)?;
         written.push(path);
@@ -190,47 +198,82 @@ fn energy_figure(series: &Table, info: Option<&RunInfo>) -> Result<Figure, PlotE
     Ok(Figure { title, rows: 1, cols: 1, panels: vec![panel], ..Figure::default() })
 }
 
+/// Columns added to `E` in the energy budget the guard watches, when the file has them.
+const BUDGET_TERMS: [&str; 2] = ["E_released", "E_dissipated"];
+
+/// `energy_error.png`: the error the energy guard watches, `(B − B₀)/E_scale` with the budget
+/// `B = E + E_released + E_dissipated` (a term the file lacks counts 0), `B₀` its first row and
+/// `E_scale` the guard's scale at each row; files from before `E_scale` existed fall back to
+/// `|B₀|` (the guard of that time), said on the figure.
 fn energy_error_figure(series: &Table, info: Option<&RunInfo>) -> Result<Figure, PlotError> {
     let t = series.numbers("t")?;
-    let e = series.numbers("E")?;
-    let from_summary = info.and_then(|i| i.e0);
-    let e0 = from_summary.or(e.first().copied()).unwrap_or(0.0);
-    // A zero initial energy has no relative error: show the absolute one.
-    let (scale, label) =
-        if e0 != 0.0 && e0.is_finite() { (e0.abs(), "(E − E₀) / |E₀|") } else { (1.0, "E − E₀") };
-    let err: Vec<f64> = e.iter().map(|v| (v - e0) / scale).collect();
-    let mut notes = vec![format!(
-        "E₀ = {} ({})",
-        significant(e0),
-        if from_summary.is_some() { "summary.json" } else { "first row" }
-    )];
+    let mut budget = series.numbers("E")?;
+    let mut expr = String::from("E");
+    for term in BUDGET_TERMS.into_iter().filter(|c| series.has(c)) {
+        for (b, v) in budget.iter_mut().zip(series.numbers(term)?) {
+            *b += v;
+        }
+        expr.push_str(&format!(" + {term}"));
+    }
+    let (t0, t1) = (t.first().copied().unwrap_or(0.0), t.last().copied().unwrap_or(1.0));
+    let b0 = budget.first().copied().unwrap_or(0.0);
+    let mut notes = vec![format!("E₀: {expr}"), format!("  at t = {}: {}", significant(t0), significant(b0))];
+    let (err, label): (Vec<f64>, String) = if series.has("E_scale") {
+        let scale = series.numbers("E_scale")?;
+        notes.extend(wrap(
+            "E_scale: running max over the steps of E_trans + E_rot + U_bend + U_axial + U_shear + U_contact + U_wall",
+            34,
+            4,
+        ));
+        if let Some(last) = scale.iter().rev().find(|s| s.is_finite()) {
+            notes.push(format!("  (last row: {})", significant(*last)));
+        }
+        let unusable = scale.iter().filter(|s| !(**s > 0.0 && s.is_finite())).count();
+        if unusable > 0 {
+            notes.push(format!("E_scale ≤ 0 at {unusable} rows: gaps"));
+        }
+        let err = budget.iter().zip(&scale).map(|(b, s)| if *s > 0.0 { (b - b0) / s } else { f64::NAN }).collect();
+        (err, format!("({expr} − E₀) / E_scale"))
+    } else if b0 != 0.0 && b0.is_finite() {
+        notes.extend(["no E_scale column (older run):".into(), "relative to |E₀| instead".into()]);
+        (budget.iter().map(|b| (b - b0) / b0.abs()).collect(), format!("({expr} − E₀) / |E₀|"))
+    } else {
+        // A zero initial energy has no relative error: show the absolute one.
+        notes.extend(["no E_scale column and E₀ = 0:".into(), "absolute error".into()]);
+        (budget.iter().map(|b| b - b0).collect(), format!("{expr} − E₀"))
+    };
+    notes.push(String::new());
+    if let Some(max) = info.and_then(|i| i.max_rel_energy_deviation) {
+        notes.push(format!("largest |error| {max:.3e}"));
+        notes.push("  (summary.json: every step)".into());
+    }
     let worst = t.iter().zip(&err).filter(|(_, v)| v.is_finite()).max_by(|a, b| a.1.abs().total_cmp(&b.1.abs()));
     if let Some((tw, w)) = worst {
-        notes.push(format!("largest |error| {:.3e}", w.abs()));
-        notes.push(format!("at t = {}", significant(*tw)));
+        notes.push(format!("recorded rows: largest {:.3e}", w.abs()));
+        notes.push(format!("  at t = {}", significant(*tw)));
     }
     if let Some(last) = err.iter().rev().find(|v| v.is_finite()) {
         notes.push(format!("final error {last:.3e}"));
     }
     notes.extend(info.map(RunInfo::status_notes).unwrap_or_default());
-    let (t0, t1) = (t.first().copied().unwrap_or(0.0), t.last().copied().unwrap_or(1.0));
     let curves = vec![
         Curve {
             label: String::new(),
             points: vec![(t0, 0.0), (t1, 0.0)],
             style: Style { width: 1, ..Style::line(GREY) },
         },
-        Curve { label: label.into(), points: zip(&t, &err), style: Style::line(PALETTE[0]) },
+        Curve { label: label.clone(), points: zip(&t, &err), style: Style::line(PALETTE[0]) },
     ];
     let panel = Panel {
         title: String::new(),
         x: time_axis(),
-        y: AxisSpec { label: label.into(), pad: true, ..AxisSpec::default() },
+        y: AxisSpec { label, pad: true, ..AxisSpec::default() },
         curves,
         legend: false,
         notes,
     };
-    let title = info.map_or("relative energy error".into(), |i| i.title("relative energy error"));
+    let what = "energy error watched by the guard";
+    let title = info.map_or(what.into(), |i| i.title(what));
     Ok(Figure { title, rows: 1, cols: 1, panels: vec![panel], ..Figure::default() })
 }
 
