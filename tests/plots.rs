@@ -31,11 +31,16 @@ fn count(pixels: &[u8], colour: (u8, u8, u8)) -> usize {
 /// A series.csv in the run's format, its columns shuffled, with an unknown column and
 /// `E_released`, as later versions may write: the plots read columns by name.
 fn write_run(dir: &Path, with_summary: bool) {
+    write_run_until(dir, with_summary, 10.0);
+}
+
+/// [`write_run`] over `0 ≤ t ≤ t_end` (201 rows).
+fn write_run_until(dir: &Path, with_summary: bool, t_end: f64) {
     let mut text = String::from(
         "t,step,E_trans,E_rot,U_bend,U_axial,U_shear,U_contact,U_wall,U_gravity,E_released,future_column,E,P_x,P_y,P_z,S_x,S_y,S_z,L_x,L_y,L_z\n",
     );
     for k in 0..=200 {
-        let t = k as f64 * 0.05;
+        let t = k as f64 * t_end / 200.0;
         let (trans, rot, bend) = (2.0 + t.cos(), 1.0 + t.sin(), 0.5 * t.sin().powi(2));
         let released = 0.01 * t;
         let e = trans + rot + bend + released + 1e-6 * (3.0 * t).sin();
@@ -442,4 +447,20 @@ fn energy_error_without_e_scale_falls_back_to_e0_and_says_so() {
     }
     let (t, b, _) = rows[150];
     assert!(near(&pixels, expected_pixel(&areas[0], t, (b - budget0) / budget0.abs()), BLUE));
+}
+
+/// L9: every panel of the run figures labels at least three ticks on each axis, also where
+/// the time axis ends at 3 (two ticks, 0 and 2, before).
+#[test]
+fn every_run_panel_labels_at_least_three_ticks() {
+    for t_end in [3.0, 0.3, 10.0, 30.0] {
+        let dir = tempfile::tempdir().unwrap();
+        write_run_until(dir.path(), true, t_end);
+        for (name, fig) in plot::run_figures(dir.path()).unwrap() {
+            let areas = plot::render(&fig, &dir.path().join(name)).unwrap();
+            for (k, a) in areas.iter().enumerate() {
+                assert!(a.x_ticks >= 3 && a.y_ticks >= 3, "t_end {t_end}, {name} panel {k}: {a:?}");
+            }
+        }
+    }
 }

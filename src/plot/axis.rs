@@ -61,8 +61,8 @@ impl Axis {
                 self.minor.extend((2..10).map(|j| j as f64 * p).filter(|&v| within(v)));
             }
         }
-        if self.major.len() < 2 {
-            // Less than a decade between two labelled values: fall back to linear steps.
+        if self.major.len() < MIN_TICKS {
+            // Too narrow a range for three of 1, 2, 5 × 10ᵏ: fall back to linear steps.
             self.major = linear_major(self.lo, self.hi, target).0;
         }
         self.log_plain = self.major.iter().all(|v| (1e-3..1e4).contains(v));
@@ -150,8 +150,11 @@ fn fit_range(values: impl Iterator<Item = f64>, log: bool, pad: bool) -> (f64, f
     if pad { (lo - 0.05 * span, hi + 0.05 * span) } else { (lo, hi) }
 }
 
+/// Fewest labelled ticks on an axis: three show its scale and direction at a glance.
+const MIN_TICKS: usize = 3;
+
 /// Ticks at multiples of a step of 1, 2 or 5 times a power of ten: the step whose tick count in
-/// `[lo, hi]` is nearest `target + 1` (the larger step on a tie), with at least two ticks.
+/// `[lo, hi]` is nearest `target + 1` (the larger step on a tie), with at least `MIN_TICKS`.
 fn linear_major(lo: f64, hi: f64, target: usize) -> (Vec<f64>, f64) {
     let want = target.max(2) as f64 + 1.0;
     let e = (hi - lo).log10().floor() as i32;
@@ -161,7 +164,7 @@ fn linear_major(lo: f64, hi: f64, target: usize) -> (Vec<f64>, f64) {
             let step = m * 10f64.powi(k);
             let ticks = steps_within(lo, hi, step);
             let score = (ticks.len() as f64 - want).abs();
-            if ticks.len() >= 2 && best.as_ref().is_none_or(|b| score <= b.0) {
+            if ticks.len() >= MIN_TICKS && best.as_ref().is_none_or(|b| score <= b.0) {
                 best = Some((score, ticks, step));
             }
         }

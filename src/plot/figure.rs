@@ -92,6 +92,9 @@ pub struct PlotArea {
     pub y: (f64, f64),
     pub x_log: bool,
     pub y_log: bool,
+    /// How many labelled (major) ticks each axis carries.
+    pub x_ticks: usize,
+    pub y_ticks: usize,
 }
 
 impl PlotArea {

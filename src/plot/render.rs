@@ -248,6 +248,8 @@ fn draw_panel(cell: &Area, panel: &Panel) -> Result<PlotArea, String> {
         y: (ya.lo, ya.hi),
         x_log: xa.log,
         y_log: ya.log,
+        x_ticks: xa.major.len(),
+        y_ticks: ya.major.len(),
     })
 }
 
