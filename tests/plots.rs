@@ -464,3 +464,42 @@ fn every_run_panel_labels_at_least_three_ticks() {
         }
     }
 }
+
+/// Adds an `impact` object with the given contact interval to the run's summary.json.
+fn set_contact(dir: &Path, first: f64, last: f64) {
+    let p = dir.join("summary.json");
+    let mut v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap();
+    v["impact"] =
+        serde_json::json!({ "first_contact_t": first, "last_contact_t": last, "contact_duration": last - first });
+    std::fs::write(&p, v.to_string()).unwrap();
+}
+
+/// L9: a short impact in a long run gets a second panel on the contact interval (from
+/// summary.json's `impact`), where the curves land on the zoomed axes; a contact that fills
+/// most of the run does not.
+#[test]
+fn energy_figure_zooms_on_a_short_impact() {
+    let dir = tempfile::tempdir().unwrap();
+    write_run(dir.path(), true);
+    set_contact(dir.path(), 1.0, 1.6);
+    let (fig, areas, pixels) = drawn(dir.path(), "energy.png");
+    assert_eq!((fig.panels.len(), areas.len()), (2, 2));
+    let (a, b) = fig.panels[1].x.range.unwrap();
+    assert!(a <= 1.0 && b >= 1.6 && b - a < 10.0 / 3.0, "window [{a}, {b}]");
+    assert_eq!(areas[1].x, (a, b));
+    let blue = plot::energy_colour("E_trans").unwrap();
+    let mut inside = 0;
+    for k in 0..=200 {
+        let t = k as f64 * 0.05;
+        if (a..=b).contains(&t) {
+            inside += 1;
+            assert!(near(&pixels, expected_pixel(&areas[1], t, 2.0 + t.cos()), blue), "E_trans at t = {t}");
+        }
+    }
+    assert!(inside >= 10, "{inside} rows in the window");
+    // The contact interval gets at least three times the pixels per unit time it has above.
+    let per_t = |a: &PlotArea| (a.right - a.left) as f64 / (a.x.1 - a.x.0);
+    assert!(per_t(&areas[1]) > 3.0 * per_t(&areas[0]), "{:?} vs {:?}", areas[1], areas[0]);
+    set_contact(dir.path(), 0.5, 9.0);
+    assert_eq!(drawn(dir.path(), "energy.png").0.panels.len(), 1);
+}

@@ -1,7 +1,7 @@
 //! The figures of a run: energy budget, relative energy error and momentum drift, from
 //! `series.csv` and `summary.json`.
 use super::axis::significant;
-use super::figure::{AxisSpec, Curve, Figure, Panel, Style};
+use super::figure::{AxisSpec, Curve, Figure, Panel, Stroke, Style};
 use super::render::render;
 use super::table::Table;
 use super::{BLACK_RGB, GREY, PALETTE, PlotError, create_dir};
@@ -9,7 +9,7 @@ use serde_json::Value;
 use std::path::{Path, PathBuf};
 
 /// The energy terms of `series.csv` with a fixed colour each, so figures of different runs match.
-const ENERGY_TERMS: [(&str, &str, usize); 9] = [
+const ENERGY_TERMS: [(&str, &str, usize); 10] = [
     ("E_trans", "translational kinetic", 0),
     ("E_rot", "rotational kinetic", 1),
     ("U_bend", "bending + torsion", 2),
@@ -19,6 +19,7 @@ const ENERGY_TERMS: [(&str, &str, usize); 9] = [
     ("U_wall", "wall contact", 6),
     ("U_gravity", "gravity / pendulum", 8),
     ("E_released", "released (broken bonds)", 9),
+    ("E_dissipated", "dissipated (damping, friction)", 7),
 ];
 
 /// The colour `energy.png` draws an energy term of `series.csv` with (`E` is black).
@@ -38,6 +39,8 @@ struct RunInfo {
     status: Option<String>,
     /// `energy_and_momenta.max_rel_energy_deviation`: the guard's largest error over every step.
     max_rel_energy_deviation: Option<f64>,
+    /// `impact.first_contact_t` and `impact.last_contact_t`: the wall contact interval.
+    contact: Option<(f64, f64)>,
     /// Exactly conserved directions of P, S and L.
     conserved: Option<[Vec<[f64; 3]>; 3]>,
 }
@@ -71,6 +74,7 @@ impl RunInfo {
             dt: v["scenario"]["dt"].as_f64(),
             status: v["status"].as_str().map(str::to_string),
             max_rel_energy_deviation: v["energy_and_momenta"]["max_rel_energy_deviation"].as_f64(),
+            contact: v["impact"]["first_contact_t"].as_f64().zip(v["impact"]["last_contact_t"].as_f64()),
             conserved,
         }))
     }
@@ -186,16 +190,69 @@ fn energy_figure(series: &Table, info: Option<&RunInfo>) -> Result<Figure, PlotE
         notes.extend(zero.chunks(3).map(|c| c.join(", ")));
     }
     notes.extend(info.map(RunInfo::status_notes).unwrap_or_default());
-    let panel = Panel {
-        title: String::new(),
-        x: time_axis(),
-        y: AxisSpec { label: "energy".into(), pad: true, ..AxisSpec::default() },
-        curves,
-        legend: true,
-        notes,
-    };
     let title = info.map_or("energy budget".into(), |i| i.title("energy budget"));
-    Ok(Figure { title, rows: 1, cols: 1, panels: vec![panel], ..Figure::default() })
+    let energy = || AxisSpec { label: "energy".into(), pad: true, ..AxisSpec::default() };
+    let contact = info.and_then(|i| i.contact);
+    let Some((a, b)) = contact.and_then(|c| zoom_window(c, &t)) else {
+        let panel = Panel { title: String::new(), x: time_axis(), y: energy(), curves, legend: true, notes };
+        return Ok(Figure { title, rows: 1, cols: 1, panels: vec![panel], ..Figure::default() });
+    };
+    // A short impact in a long run: the whole run above, the contact interval below on its own
+    // axes, the window marked on the whole run by two dashed lines.
+    let zoomed: Vec<Curve> = curves
+        .iter()
+        .map(|c| Curve { points: c.points.iter().copied().filter(|p| (a..=b).contains(&p.0)).collect(), ..c.clone() })
+        .collect();
+    let legend = curves.iter().map(|c| (c.label.clone(), c.style)).collect();
+    let (lo, hi) = curves
+        .iter()
+        .flat_map(|c| c.points.iter().map(|p| p.1))
+        .filter(|v| v.is_finite())
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), v| (lo.min(v), hi.max(v)));
+    let mut whole = curves;
+    if lo <= hi {
+        for x in [a, b] {
+            whole.push(Curve {
+                label: String::new(),
+                points: vec![(x, lo), (x, hi)],
+                style: Style { stroke: Stroke::Dashed, width: 1, ..Style::line(GREY) },
+            });
+        }
+    }
+    let (c0, c1) = contact.unwrap_or((a, b));
+    let panels = vec![
+        Panel {
+            title: "whole run (dashed: the window below)".into(),
+            x: AxisSpec { label: String::new(), ..time_axis() },
+            y: energy(),
+            curves: whole,
+            ..Panel::default()
+        },
+        Panel {
+            title: format!("impact: wall contact t = {} … {} (summary.json)", significant(c0), significant(c1)),
+            x: AxisSpec { range: Some((a, b)), ..time_axis() },
+            y: energy(),
+            curves: zoomed,
+            ..Panel::default()
+        },
+    ];
+    Ok(Figure { title, rows: 2, cols: 1, panels, legend, notes })
+}
+
+/// The time window `energy.png` zooms on for a wall contact `[c0, c1]` in a run recorded at
+/// times `t`: the contact with a margin of a quarter of its duration or five record
+/// intervals, whichever is more, within the run. `None` when the window would cover a third of
+/// the run or more (the whole run shows it well) or hold fewer than five records.
+fn zoom_window((c0, c1): (f64, f64), t: &[f64]) -> Option<(f64, f64)> {
+    let (t0, t1) = (*t.first()?, *t.last()?);
+    let span = t1 - t0;
+    if !(span > 0.0 && c0.is_finite() && c1.is_finite() && c0 <= c1) {
+        return None;
+    }
+    let margin = (0.25 * (c1 - c0)).max(5.0 * span / (t.len() - 1) as f64);
+    let (a, b) = ((c0 - margin).max(t0), (c1 + margin).min(t1));
+    let records = t.iter().filter(|v| (a..=b).contains(*v)).count();
+    (b > a && b - a < span / 3.0 && records >= 5).then_some((a, b))
 }
 
 /// Columns added to `E` in the energy budget the guard watches, when the file has them.
