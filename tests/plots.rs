@@ -104,9 +104,8 @@ fn energy_figure_draws_the_active_terms_and_leaves_out_the_zero_ones() {
     }
 }
 
-#[test]
-fn convergence_figure_from_converge_csv() {
-    let dir = tempfile::tempdir().unwrap();
+/// A converge.csv of three integrators of orders 2, 2 and 1, four steps each.
+fn converge_text() -> String {
     let mut text = String::from(rrpdem::converge::CONVERGE_HEADER);
     text.push('\n');
     for (name, p, c) in [("rrp-newmark", 2, 0.5), ("rrp-exact", 2, 4.0), ("campello", 1, 0.6)] {
@@ -122,6 +121,13 @@ fn convergence_figure_from_converge_csv() {
             ));
         }
     }
+    text
+}
+
+#[test]
+fn convergence_figure_from_converge_csv() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = converge_text();
     let csv = dir.path().join("converge.csv");
     std::fs::write(&csv, text).unwrap();
     let file = plot::plot_converge(&csv, &dir.path().join("o")).unwrap();
@@ -502,4 +508,33 @@ fn energy_figure_zooms_on_a_short_impact() {
     assert!(per_t(&areas[1]) > 3.0 * per_t(&areas[0]), "{:?} vs {:?}", areas[1], areas[0]);
     set_contact(dir.path(), 0.5, 9.0);
     assert_eq!(drawn(dir.path(), "energy.png").0.panels.len(), 1);
+}
+
+/// L9: the convergence title names the scenario, from a `scenario` column, the folder's
+/// summary.json or scenario.json, or the caller; never the folder's name.
+#[test]
+fn convergence_title_names_the_scenario_not_the_folder() {
+    let dir = tempfile::tempdir().unwrap();
+    let folder = dir.path().join("my_results_folder");
+    std::fs::create_dir(&folder).unwrap();
+    let csv = folder.join("converge.csv");
+    std::fs::write(&csv, converge_text()).unwrap();
+    let title = |name: Option<&str>| plot::converge_figure(&csv, name).unwrap().title;
+    let plain = title(None);
+    assert!(!plain.contains("my_results_folder") && plain.starts_with("convergence"), "{plain}");
+    assert!(title(Some("pendulum")).starts_with("pendulum: convergence"), "{}", title(Some("pendulum")));
+    std::fs::write(folder.join("scenario.json"), r#"{"name": "two_rings", "dt": 0.001}"#).unwrap();
+    assert!(title(None).starts_with("two_rings: "), "{}", title(None));
+    std::fs::write(folder.join("summary.json"), r#"{"scenario": {"name": "from_summary"}}"#).unwrap();
+    assert!(title(None).starts_with("from_summary: "), "{}", title(None));
+    // A `scenario` column (as converge.csv may carry) comes first.
+    let with_column: String = converge_text()
+        .lines()
+        .enumerate()
+        .map(|(k, l)| if k == 0 { format!("scenario,{l}\n") } else { format!("pendulum_b,{l}\n") })
+        .collect();
+    std::fs::write(&csv, with_column).unwrap();
+    assert!(title(None).starts_with("pendulum_b: "), "{}", title(None));
+    let file = plot::plot_converge(&csv, &folder).unwrap();
+    assert_eq!(decode(&file).0, WIDTH);
 }

@@ -9,14 +9,53 @@ const INTEGRATOR_STYLES: [(&str, usize, Marker); 3] =
     [("rrp-newmark", 0, Marker::Circle), ("rrp-exact", 1, Marker::Triangle), ("campello", 2, Marker::Square)];
 
 /// `convergence.png` from a `converge.csv` into `out`: error versus time step on log–log axes
-/// per integrator, one panel per error measure, with reference slopes 1 and 2.
+/// per integrator, one panel per error measure, with reference slopes 1 and 2. The title names
+/// the scenario as [`converge_figure`] finds it.
 pub fn plot_converge(csv: &Path, out: &Path) -> Result<PathBuf, PlotError> {
-    let table = Table::read(csv)?;
-    let fig = convergence_figure(&table)?;
+    plot_converge_named(csv, out, None)
+}
+
+/// [`plot_converge`] with the scenario's name given by the caller (who ran the study).
+pub fn plot_converge_named(csv: &Path, out: &Path, scenario: Option<&str>) -> Result<PathBuf, PlotError> {
+    let fig = converge_figure(csv, scenario)?;
     create_dir(out)?;
     let path = out.join("convergence.png");
     render(&fig, &path)?;
     Ok(path)
+}
+
+/// The figure of [`plot_converge`], undrawn. Its title names the scenario: `scenario` when
+/// given, else the first cell of a `scenario` column of the file, else `scenario.name` of a
+/// `summary.json` or `name` of a `scenario.json` beside it; with none of them, no name (the
+/// folder's name may be anything).
+pub fn converge_figure(csv: &Path, scenario: Option<&str>) -> Result<Figure, PlotError> {
+    let table = Table::read(csv)?;
+    let name = match scenario {
+        Some(s) => Some(s.to_string()),
+        None => scenario_name(&table),
+    };
+    let mut fig = convergence_figure(&table)?;
+    fig.title = match name {
+        Some(n) => format!("{n}: convergence, error versus time step"),
+        None => "convergence: error versus time step".into(),
+    };
+    Ok(fig)
+}
+
+/// The scenario a converge.csv is of, from its own column or the files beside it. A JSON file
+/// that cannot be read only leaves the name out: it names the figure, nothing is computed from it.
+fn scenario_name(table: &Table) -> Option<String> {
+    if let Ok(cells) = table.texts("scenario")
+        && let Some(n) = cells.into_iter().find(|c| !c.trim().is_empty())
+    {
+        return Some(n.to_string());
+    }
+    let dir = table.path.parent()?;
+    let json = |file: &str| -> Option<serde_json::Value> {
+        serde_json::from_str(&std::fs::read_to_string(dir.join(file)).ok()?).ok()
+    };
+    let from_summary = json("summary.json").and_then(|v| v["scenario"]["name"].as_str().map(str::to_string));
+    from_summary.or_else(|| json("scenario.json").and_then(|v| v["name"].as_str().map(str::to_string)))
 }
 
 fn convergence_figure(table: &Table) -> Result<Figure, PlotError> {
@@ -101,11 +140,6 @@ fn convergence_figure(table: &Table) -> Result<Figure, PlotError> {
     for (k, g) in groups.iter().enumerate() {
         notes.push(format!("{g}: {}", orders[k].join(" / ")));
     }
-    let place = table.path.parent().and_then(|p| p.file_name()).map(|n| n.to_string_lossy().into_owned());
-    let title = match place {
-        Some(p) => format!("{p}: convergence, error versus time step"),
-        None => "convergence: error versus time step".into(),
-    };
     let cols = panels.len();
-    Ok(Figure { title, rows: 1, cols, panels, legend, notes })
+    Ok(Figure { title: String::new(), rows: 1, cols, panels, legend, notes })
 }

@@ -20,7 +20,7 @@ mod run;
 mod scatter;
 mod table;
 
-pub use converge::plot_converge;
+pub use converge::{converge_figure, plot_converge, plot_converge_named};
 pub use figure::{AxisSpec, Curve, Figure, Marker, Panel, PlotArea, Stroke, Style};
 pub use render::render;
 pub use run::{energy_colour, plot_run_dir, run_figures};
