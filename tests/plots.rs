@@ -3,7 +3,7 @@
 //! study scatter works on a synthetic table.
 
 use rrpdem::plot::{
-    self, AxisSpec, Curve, Figure, HEIGHT, Panel, PlotArea, PlotError, ScatterSpec, Style, Table, WIDTH,
+    self, AxisSpec, Curve, Figure, HEIGHT, Panel, PlotArea, PlotError, ScatterSpec, Stroke, Style, Table, WIDTH,
 };
 use std::path::Path;
 use std::process::Command;
@@ -284,6 +284,7 @@ fn scatter_of_a_study_table() {
         y: vec!["max_energy_error".into(), "steps".into()],
         group_by: Some("status".into()),
         log: vec!["dt".into(), "max_energy_error".into()],
+        ..ScatterSpec::default()
     };
     let out = dir.path().join("scatter.png");
     let areas = plot::scatter_csv(&csv, &spec, &out).unwrap();
@@ -537,4 +538,87 @@ fn convergence_title_names_the_scenario_not_the_folder() {
     assert!(title(None).starts_with("pendulum_b: "), "{}", title(None));
     let file = plot::plot_converge(&csv, &folder).unwrap();
     assert_eq!(decode(&file).0, WIDTH);
+}
+
+/// A grid study's table: 3 speeds × 2 shear laws × 2 wall stiffnesses (the last varying
+/// fastest, as `vary.grid` orders them), outcome `speed² · K/1000 · (1 paper, ½ objective)`:
+/// distinct for every variant. Returns the table and the spec `study.png` would use.
+fn grid_study(dir: &Path) -> (Table, ScatterSpec) {
+    let mut text = String::from("variant,/@impact_speed,/shear,/stiffness/wall,status,max_rel_energy_error\n");
+    let mut k = 0;
+    for speed in [1.0, 2.0, 4.0] {
+        for (shear, f) in [("paper", 1.0), ("objective", 0.5)] {
+            for wall in [1000.0, 5000.0] {
+                text.push_str(&format!("{k},{speed},{shear},{wall},completed,{}\n", speed * speed * wall / 1000.0 * f));
+                k += 1;
+            }
+        }
+    }
+    let path = dir.join("study.csv");
+    std::fs::write(&path, text).unwrap();
+    let spec = ScatterSpec {
+        title: "grid".into(),
+        x: vec!["/@impact_speed".into(), "/stiffness/wall".into()],
+        y: vec!["max_rel_energy_error".into()],
+        group_by: Some("/shear".into()),
+        connect: vec!["/@impact_speed".into(), "/shear".into(), "/stiffness/wall".into()],
+        ..ScatterSpec::default()
+    };
+    (Table::read(&path).unwrap(), spec)
+}
+
+/// L9: axes carry readable names, and in a grid the variants that differ only in the plotted
+/// parameter are joined by one line per combination of the other varied values, each in the
+/// legend: the line's colour lies halfway between two of its points.
+#[test]
+fn study_grid_lines_join_variants_that_differ_only_in_the_plotted_parameter() {
+    let dir = tempfile::tempdir().unwrap();
+    let (table, spec) = grid_study(dir.path());
+    let fig = plot::scatter_figure(&table, &spec).unwrap();
+    assert_eq!(fig.panels[0].x.label, "impact speed");
+    assert_eq!(fig.panels[1].x.label, "stiffness wall");
+    assert_eq!(fig.panels[0].y.label, "max_rel_energy_error");
+    let legend: Vec<&str> = fig.legend.iter().map(|(l, _)| l.as_str()).collect();
+    for want in [
+        "against impact speed:",
+        "shear = objective, stiffness wall = 5000",
+        "against stiffness wall:",
+        "impact speed = 4, shear = paper",
+    ] {
+        assert!(legend.contains(&want), "{want:?} not in {legend:?}");
+    }
+    // 4 lines against speed (2 shear × 2 K), 6 against K (3 speeds × 2 shear), two headings.
+    assert_eq!(legend.len(), 4 + 6 + 2, "{legend:?}");
+    let colour = |label: &str| fig.legend.iter().find(|(l, _)| l == label).unwrap().1.color;
+    let path = dir.path().join("grid.png");
+    let areas = plot::scatter(&table, &spec, &path).unwrap();
+    let (_, _, pixels) = decode(&path);
+    // paper, K 5000: (1, 5), (2, 20), (4, 80) against speed; speed 4, paper: (1000, 16), (5000, 80).
+    let c = colour("shear = paper, stiffness wall = 5000");
+    assert!(
+        near(&pixels, expected_pixel(&areas[0], 1.5, 12.5), c)
+            && near(&pixels, expected_pixel(&areas[0], 3.0, 50.0), c)
+    );
+    let c = colour("impact speed = 4, shear = paper");
+    assert!(near(&pixels, expected_pixel(&areas[1], 3000.0, 48.0), c));
+    // Drawn on one figure: every line of a panel has 3 (speed) or 2 (K) points.
+    for (k, panel) in fig.panels.iter().enumerate() {
+        assert!(panel.curves.iter().all(|c| c.points.len() == 3 - k && c.style.stroke == Stroke::Solid), "panel {k}");
+    }
+}
+
+/// Without rows that differ in one parameter only (a random study: speed and K drawn) nothing is joined: points
+/// coloured by the group column, as before.
+#[test]
+fn study_scatter_without_shared_combinations_draws_points() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut table, spec) = grid_study(dir.path());
+    for (k, row) in table.rows.iter_mut().enumerate() {
+        row[1] = format!("{}", 1.0 + k as f64 * 0.37);
+        row[3] = format!("{}", 1000.0 + k as f64 * 37.0);
+    }
+    let fig = plot::scatter_figure(&table, &spec).unwrap();
+    assert!(fig.panels.iter().flat_map(|p| &p.curves).all(|c| c.style.stroke == Stroke::None));
+    let legend: Vec<&str> = fig.legend.iter().map(|(l, _)| l.as_str()).collect();
+    assert_eq!(legend, ["shear = paper", "shear = objective"]);
 }

@@ -35,6 +35,16 @@ impl Style {
     pub fn points(color: (u8, u8, u8), marker: Marker) -> Style {
         Style { color, stroke: Stroke::None, width: 2, marker: Some(marker) }
     }
+
+    /// A legend heading: a legend entry with this style is its text alone, from the strip's
+    /// left edge.
+    pub fn heading() -> Style {
+        Style { color: (0, 0, 0), stroke: Stroke::None, width: 0, marker: None }
+    }
+
+    pub(super) fn is_heading(&self) -> bool {
+        self.stroke == Stroke::None && self.marker.is_none()
+    }
 }
 
 /// One data series; curves with an empty label stay out of the legend.

@@ -24,7 +24,7 @@ pub use converge::{converge_figure, plot_converge, plot_converge_named};
 pub use figure::{AxisSpec, Curve, Figure, Marker, Panel, PlotArea, Stroke, Style};
 pub use render::render;
 pub use run::{energy_colour, plot_run_dir, run_figures};
-pub use scatter::{SCATTER_MAX_PANELS, ScatterSpec, scatter, scatter_csv};
+pub use scatter::{SCATTER_MAX_PANELS, ScatterSpec, readable, scatter, scatter_csv, scatter_figure};
 pub use table::Table;
 
 use std::path::{Path, PathBuf};

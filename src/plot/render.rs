@@ -122,8 +122,9 @@ fn text_width(area: &Area, text: &str, size: f64) -> Result<i32, String> {
 
 fn strip_width(area: &Area, entries: &[(String, Style)], notes: &[String]) -> Result<i32, String> {
     let mut w = 0;
-    for (label, _) in entries {
-        w = w.max(50 + text_width(area, label, LEGEND_FONT)?);
+    for (label, style) in entries {
+        let indent = if style.is_heading() { 8 } else { 50 };
+        w = w.max(indent + text_width(area, label, LEGEND_FONT)?);
     }
     for n in notes {
         w = w.max(8 + text_width(area, n, NOTE_FONT)?);
@@ -135,8 +136,9 @@ fn strip_width(area: &Area, entries: &[(String, Style)], notes: &[String]) -> Re
 fn draw_legend(strip: &Area, entries: &[(String, Style)], notes: &[String], top: i32) -> Result<(), String> {
     let mut y = top;
     for (label, style) in entries {
+        let indent = if style.is_heading() { 8 } else { 50 };
         draw_sample(strip, y, style)?;
-        strip.draw_text(label, &font(LEGEND_FONT).pos(Pos::new(HPos::Left, VPos::Center)), (50, y)).map_err(de)?;
+        strip.draw_text(label, &font(LEGEND_FONT).pos(Pos::new(HPos::Left, VPos::Center)), (indent, y)).map_err(de)?;
         y += LEGEND_ROW;
     }
     if !entries.is_empty() {
@@ -220,12 +222,18 @@ fn draw_panel(cell: &Area, panel: &Panel) -> Result<PlotArea, String> {
         builder.caption(&panel.title, font(20.0));
     }
     let mut chart = builder.build_cartesian_2d(xa.clone(), ya.clone()).map_err(de)?;
+    // A vertical title longer than the panel is high (small panels of a scatter grid) is set
+    // smaller rather than cut at the figure's edge.
+    let y_title = ya.title(&panel.y.label);
+    let room = (ch as i32 - caption_h - 12) as f64;
+    let long = text_width(cell, &y_title, 18.0)? as f64;
+    let desc_size = if long > room { (18.0 * room / long).max(11.0) } else { 18.0 };
     chart
         .configure_mesh()
         .x_desc(xa.title(&panel.x.label))
-        .y_desc(ya.title(&panel.y.label))
+        .y_desc(y_title)
         .label_style(font(16.0))
-        .axis_desc_style(font(18.0))
+        .axis_desc_style(font(desc_size))
         .x_labels(xa.major.len().max(1))
         .y_labels(ya.major.len().max(1))
         .bold_line_style(RGBColor(0, 0, 0).mix(0.12))
