@@ -622,3 +622,30 @@ fn study_scatter_without_shared_combinations_draws_points() {
     let legend: Vec<&str> = fig.legend.iter().map(|(l, _)| l.as_str()).collect();
     assert_eq!(legend, ["shear = paper", "shear = objective"]);
 }
+
+/// M4: array-valued overrides reach study.csv quoted (RFC 4180); the scatter reads them as
+/// one value each and names them in the legend.
+#[test]
+fn study_scatter_reads_quoted_array_values() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("study.csv");
+    let mut text = String::from("variant,/dt,/gravity,status,max_rel_energy_error\n");
+    for (k, (dt, g)) in [(1e-3, "[0, 0, -9.81]"), (2e-3, "[0, 0, -9.81]"), (1e-3, "[0, 0, 0]"), (2e-3, "[0, 0, 0]")]
+        .into_iter()
+        .enumerate()
+    {
+        text.push_str(&format!("{k},{dt},\"{g}\",completed,{}\n", dt * (k + 1) as f64));
+    }
+    std::fs::write(&path, text).unwrap();
+    let spec = ScatterSpec {
+        x: vec!["/dt".into()],
+        y: vec!["max_rel_energy_error".into()],
+        group_by: Some("/gravity".into()),
+        connect: vec!["/dt".into(), "/gravity".into()],
+        ..ScatterSpec::default()
+    };
+    let fig = plot::scatter_figure(&Table::read(&path).unwrap(), &spec).unwrap();
+    let legend: Vec<&str> = fig.legend.iter().map(|(l, _)| l.as_str()).collect();
+    assert_eq!(legend, ["against dt:", "gravity = [0, 0, -9.81]", "gravity = [0, 0, 0]"]);
+    assert_eq!(fig.panels[0].curves[1].points, [(1e-3, 3e-3), (2e-3, 8e-3)]);
+}
