@@ -715,6 +715,8 @@ pub fn plot(study: &Study, out: &Path) -> Result<PathBuf, crate::plot::PlotError
         y: PLOTTED_OUTCOMES.iter().map(|s| s.to_string()).collect(),
         group_by,
         log: vec![],
+        labels: vec![],
+        connect: study.columns.clone(),
     };
     let png = out.join("study.png");
     crate::plot::scatter_csv(&out.join("study.csv"), &spec, &png)?;

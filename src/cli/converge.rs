@@ -97,7 +97,7 @@ pub(super) fn cmd_converge(args: ConvergeArgs) -> Result<()> {
     std::fs::write(&file, text).with_context(|| format!("writing {}", file.display()))?;
     eprintln!("wrote {}", file.display());
     if plots {
-        let png = rrpdem::plot::plot_converge(&file, &out_dir)?;
+        let png = rrpdem::plot::plot_converge_named(&file, &out_dir, Some(&scenario.name))?;
         eprintln!("wrote {}", png.display());
     }
     Ok(())
