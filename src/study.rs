@@ -686,11 +686,23 @@ pub const STUDY_FILE: &str = "study.json";
 pub fn write_resolved(study: &Study, out: &Path) -> Result<(), StudyError> {
     let p = out.join(STUDY_FILE);
     let tmp = out.join(format!(".{STUDY_FILE}.{}.tmp", std::process::id()));
-    let text = serde_json::to_string_pretty(study).expect("a study serialises");
+    let text = resolved_json(study);
     std::fs::create_dir_all(out)
         .and_then(|()| std::fs::write(&tmp, text))
         .map_err(|error| StudyError::Io { path: tmp.clone(), error })?;
     std::fs::rename(&tmp, &p).map_err(|error| StudyError::Io { path: p, error })
+}
+
+/// The text of `study.json`: the resolved study and the provenance of the process that wrote it
+/// (`crate::provenance`; not part of the study, so `read_resolved` and the folder checks leave
+/// it out).
+pub(crate) fn resolved_json(study: &Study) -> String {
+    let mut v = serde_json::to_value(study).expect("a study serialises");
+    if let Some(o) = v.as_object_mut() {
+        let p = serde_json::to_value(crate::provenance::Provenance::now()).expect("provenance serialises");
+        o.insert("provenance".into(), p);
+    }
+    serde_json::to_string_pretty(&v).expect("a study serialises")
 }
 
 /// Reads the resolved study of an output folder.

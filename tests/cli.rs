@@ -215,6 +215,18 @@ fn gpu_run_writes_the_same_files_and_compare_reports_parity() {
         rows += 1;
     }
     assert_eq!(rows, 8, "{table}");
+    assert!(table.contains("verdict           agree within 1e-10"), "{table}");
+    // Issue 22 item 12: a verdict and an exit status. f32 against the f64 reference differs
+    // by ~1e-7 relative (f32 resolution) after 300 steps: refused at 1e-12, accepted at 1e-3.
+    let f32 = |tol: &str| {
+        rrpdem(&["compare", "scenarios/torus_impact.json", "--steps", "300", "--precision", "f32", "--tolerance", tol])
+    };
+    let o = f32("1e-12");
+    assert!(!o.status.success(), "{}", String::from_utf8_lossy(&o.stdout));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("DIFFER beyond 1e-12: position"));
+    assert!(f32("1e-3").status.success());
+    let o = rrpdem(&["compare", "scenarios/torus_impact.json", "--steps", "0"]);
+    assert!(!o.status.success() && String::from_utf8_lossy(&o.stderr).contains("--steps 0"));
 }
 
 #[test]

@@ -1,14 +1,29 @@
-//! `rrpdem compare`: the CPU reference and a GPU engine side by side.
+//! `rrpdem compare`: the CPU reference and a GPU engine side by side, with a verdict against a
+//! tolerance (exit status 1 when they differ by more), so that agreement can be checked in CI.
 
 use super::check_step;
-use anyhow::Result;
+use anyhow::{Result, bail};
+use rrpdem::compare::{compare, default_tolerance, exceeding};
 use rrpdem::engine::{self, CpuEngine, Precision};
 use rrpdem::integrator::Integrator;
-use rrpdem::scenario::{Backend, Scenario};
+use rrpdem::scenario::{Backend, MAX_STEPS, Scenario};
 use rrpdem::stability;
 use std::path::Path;
 
-pub(super) fn cmd_compare(path: &Path, steps: u64, precision: Precision, integrator: Option<Integrator>) -> Result<()> {
+pub(super) fn cmd_compare(
+    path: &Path,
+    steps: u64,
+    precision: Precision,
+    integrator: Option<Integrator>,
+    tolerance: Option<f64>,
+) -> Result<()> {
+    if steps == 0 || steps > MAX_STEPS {
+        bail!("--steps {steps}: use 1 to {MAX_STEPS:.0e}");
+    }
+    let tolerance = tolerance.unwrap_or_else(|| default_tolerance(precision));
+    if !(tolerance.is_finite() && tolerance >= 0.0) {
+        bail!("--tolerance {tolerance}: expected a finite relative difference ≥ 0, such as 1e-10");
+    }
     let mut scenario = Scenario::load(path)?;
     if let Some(i) = integrator {
         scenario.integrator = i;
@@ -19,11 +34,18 @@ pub(super) fn cmd_compare(path: &Path, steps: u64, precision: Precision, integra
     let mut gpu = engine::create(&model, scenario.integrator, scenario.dt, Backend::Gpu, Some(precision))?;
     let info = gpu.info();
     eprintln!("rrpdem compare: {} — {} steps of {} with {}", scenario.name, steps, scenario.dt, scenario.integrator);
-    let diffs = rrpdem::compare::compare(&mut cpu, gpu.as_mut(), steps)?;
+    let diffs = compare(&mut cpu, gpu.as_mut(), steps)?;
     println!("CPU f64 reference vs GPU {} on {}", info.precision.as_str(), info.device);
     println!("{:<18} {:>12} {:>12} {:>12}  where", "quantity", "max |diff|", "scale", "relative");
     for d in &diffs {
         println!("{:<18} {:>12.3e} {:>12.4e} {:>12.3e}  {}", d.quantity, d.max_abs, d.scale, d.max_rel, d.at);
     }
-    Ok(())
+    let over = exceeding(&diffs, tolerance);
+    if over.is_empty() {
+        println!("verdict           agree within {tolerance:e} (relative)");
+        return Ok(());
+    }
+    let names: Vec<String> = over.iter().map(|d| format!("{} ({:.3e})", d.quantity, d.max_rel)).collect();
+    println!("verdict           DIFFER beyond {tolerance:e}: {}", names.join(", "));
+    bail!("the engines differ beyond the tolerance {tolerance:e}: {}", names.join(", "))
 }

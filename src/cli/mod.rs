@@ -117,6 +117,10 @@ enum Command {
         /// rrp-newmark | rrp-exact | campello [default: the scenario's].
         #[arg(long)]
         integrator: Option<Integrator>,
+        /// Largest relative difference accepted (every quantity; exit status 1 above it)
+        /// [default: 1e-10 in f64, 1e-3 in f32, VALIDATION V7's bounds for the paper torus].
+        #[arg(long)]
+        tolerance: Option<f64>,
     },
     /// Throughput of the standard cases (particle-steps/s, bond-steps/s) on chosen engines.
     Bench {
@@ -297,8 +301,8 @@ pub(crate) fn real_main() -> Result<()> {
             run::cmd_run(&scenario, out, overwrite, &over, &ctl)
         }
         Command::Resume { dir, t_end, scenario, ctl } => resume::cmd_resume(&dir, t_end, scenario.as_deref(), &ctl),
-        Command::Compare { scenario, steps, precision, integrator } => {
-            compare::cmd_compare(&scenario, steps, precision.into(), integrator)
+        Command::Compare { scenario, steps, precision, integrator, tolerance } => {
+            compare::cmd_compare(&scenario, steps, precision.into(), integrator, tolerance)
         }
         Command::Info => info::cmd_info(),
         Command::Bench { cases, engines, threads, steps, min_seconds, json, markdown, from, bandwidth, stages } => {

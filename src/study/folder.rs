@@ -368,7 +368,7 @@ fn claim(study: &Study, out: &Path, replace: bool) -> Result<(), StudyError> {
         move |error| StudyError::Io { path: p, error }
     };
     std::fs::create_dir_all(out).map_err(io(out))?;
-    let text = serde_json::to_string_pretty(study).expect("a study serialises");
+    let text = super::resolved_json(study);
     std::fs::write(&tmp, text).map_err(io(&tmp))?;
     let linked = std::fs::hard_link(&tmp, &target);
     let _ = std::fs::remove_file(&tmp);
