@@ -73,12 +73,11 @@ impl Scenario {
         Err(self.invalid(
             particle_name(body_starts, i),
             format!(
-                "particle {i} overlaps walls[{w}] by {:.1} % of its radius at t = 0 (its centre is {:.2} radii {} the \
-                 wall's plane); at most {:.0} % is accepted: is the body on the wrong side of the wall, or the wall's \
-                 normal reversed (it points into the domain)?",
+                "particle {i} overlaps walls[{w}] by {:.1} % of its radius at t = 0: its centre is {:.2} radii behind \
+                 the wall's plane (at most {:.0} %, the centre on the plane, is accepted); is the body on the wrong \
+                 side of the wall, or the wall's normal reversed (it points into the domain)?",
                 100.0 * overlap,
-                (overlap - 1.0).abs(),
-                if overlap > 1.0 { "behind" } else { "in front of" },
+                overlap - 1.0,
                 100.0 * MAX_WALL_OVERLAP
             ),
         ))
@@ -193,10 +192,11 @@ impl Scenario {
 /// one is almost surely a wrong index, and would pull its ends together from afar.
 pub const MAX_BOND_REACH: f64 = 2.0;
 
-/// Largest starting overlap of a particle with a wall, as a fraction of its radius. Beyond it
-/// the body was almost surely placed on the wrong side (a sphere whose centre is behind the
-/// plane overlaps by more than 100 %).
-pub const MAX_WALL_OVERLAP: f64 = 0.5;
+/// Largest starting overlap of a particle with a wall, as a fraction of its radius: 1, the
+/// centre on the wall's plane. A sphere whose centre starts behind the plane was placed on the
+/// wrong side (or the wall's normal points the wrong way); a smaller overlap may be meant (a
+/// body pressed against the wall), and the stability estimate accounts for it.
+pub const MAX_WALL_OVERLAP: f64 = 1.0;
 
 /// `bodies[b].particles[k]` for the model's particle `i`, given each body's first particle.
 pub(super) fn particle_name(body_starts: &[usize], i: usize) -> String {
