@@ -41,8 +41,14 @@ pub struct Case {
 /// one engine each, in parallel over the copies; on the GPU one state holding all of them;
 /// `measure` treats it specially).
 pub fn case(name: &str) -> Result<Case, String> {
+    // A count the model cannot hold is an error here, not an allocation failure while building.
+    let max = crate::scenario::generators::MAX_PARTICLES;
     let n = |s: &str| -> Result<usize, String> {
-        s.parse::<f64>().map(|v| v as usize).map_err(|_| format!("`{s}`: expected a particle count such as 1e5"))
+        match s.parse::<f64>() {
+            Ok(v) if v >= 1.0 && v <= max => Ok(v as usize),
+            Ok(v) => Err(format!("{name}: {v:e} particles; a case has from 1 to {max:e}")),
+            Err(_) => Err(format!("`{s}`: expected a particle count such as 1e5")),
+        }
     };
     let model: Box<dyn Fn() -> Result<Model, String> + Send + Sync> = if name == "torus" {
         Box::new(|| {
@@ -54,8 +60,8 @@ pub fn case(name: &str) -> Result<Case, String> {
         let count = n(count)?;
         Box::new(move || rings(count))
     } else if let Some(count) = name.strip_prefix("tori-") {
-        if n(count)? == 0 {
-            return Err("tori-N needs N ≥ 1".into());
+        if n(count)?.saturating_mul(80) as f64 > max {
+            return Err(format!("{name}: {count} copies of the 80-sphere torus exceed {max:e} particles"));
         }
         Box::new(|| case("torus").and_then(|c| (c.model)()))
     } else if let Some(count) = name.strip_prefix("fcc-") {

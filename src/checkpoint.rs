@@ -1,19 +1,21 @@
 //! Binary checkpoints: everything a run needs to continue bit-identically (`rrpdem resume`).
 //!
-//! Layout (little-endian), version 3 (versions 1 and 2, still read, have no particle order;
-//! version 1 has no reference positions either):
+//! Layout (little-endian), version 4 (versions 1 to 3 are still read: 3 and earlier have a hash
+//! of a re-serialised scenario in the header, which is not checked; 2 and 1 have no particle
+//! order; 1 has no reference positions either):
 //!
 //! | bytes | content |
 //! |---|---|
 //! | 8 | magic `RRPDEMCK` |
 //! | 4 | format version (u32) |
-//! | 8 | scenario hash (u64, [`scenario_hash`]) |
+//! | 8 | FNV-1a 64 of the JSON block's bytes as stored (version 4) |
 //! | 8 | payload length (u64) |
 //! | … | payload |
 //! | 4 | CRC-32 of everything before it |
 //!
-//! Payload: a length-prefixed JSON block (the resolved scenario, the engine kind, the run's
-//! bookkeeping: energy/momentum budget, last diagnostics, wall time), then the particles
+//! Payload: a length-prefixed JSON block (the resolved scenario, the digests of the files it
+//! reads, the engine kind, the run's bookkeeping: energy/momentum budget, first and last
+//! diagnostics, wall time), then the particles
 //! (count, then x, v, q, Ω, mass, inertia, radius as f64 and `fixed` as one byte each), the bonds
 //! (count, then per bond i, j as u32 and d̂0, L0, q_i0, q_j0 as f64), the particles' reference
 //! positions (one byte, 1 if present, then x as f64 per particle: where they were when the
@@ -25,12 +27,47 @@
 //!
 //! Files are written to a temporary name, synced, then renamed over the previous checkpoint, so
 //! an interruption while writing leaves the previous checkpoint intact.
+//!
+//! # What a checkpoint is checked against
+//! The CRC and the header's hash catch damage; they do not catch a checkpoint that was edited
+//! and re-sealed, nor one that belongs elsewhere. So a checkpoint is held to three more things:
+//!
+//! 1. **Its own rules** (`from_bytes`, always): every particle's kinematics finite, its mass,
+//!    moment of inertia and radius finite and > 0, its attitude a unit quaternion; every bond
+//!    joining two different existing particles, once, with a finite reference length > 0, a
+//!    unit reference direction and unit reference attitudes; the engine's step that of the last
+//!    diagnostics. An error names the particle or bond and the field.
+//! 2. **Its scenario** (`check_model`, before a resume): the model's constants are a function of
+//!    the scenario (and the files it reads), so the scenario is built again and the checkpoint's
+//!    masses, moments of inertia, radii, fixed flags, bonds and the bonds' reference data (from
+//!    the positions at t = 0) must equal the rebuilt ones bit for bit. Only the kinematics may
+//!    differ: they are the run's progress. A mass multiplied by 10⁶ is refused naming the
+//!    particle, whatever the CRC says. The rebuild holds the geometry (about 130 bytes per
+//!    particle and 8 per bond) beside the checkpoint's model, before the engine exists: less
+//!    than the run itself needs. The files a scenario reads are hashed where it reads them (the
+//!    digests travel in the JSON block), so an input edited since the run started is named.
+//! 3. **The folder's run** (`check_folder`): the checkpoint's diagnostics at step 0 must be
+//!    the first row of the folder's `series.csv`, bit for bit (both are the same numbers, written
+//!    with 17 digits); the next row must lie at `t = step·dt` of the checkpoint's time step; the
+//!    row of the checkpoint's step, where the run recorded one, must be its last diagnostics; and
+//!    where the folder has a `summary.json` its scenario must be the checkpoint's. So another
+//!    run's checkpoint copied into the folder is refused instead of splicing two runs into one
+//!    `series.csv` (or keeping another run's frames). What no check can see: a run of the same
+//!    scenario and time step on the same engine, which is the same run (deterministic), and a
+//!    run of another scenario with the same start and time step whose folder has neither a
+//!    `summary.json` nor a row at the checkpoint's step.
+//!
+//! Identities are compared by re-serialising both scenarios with the running code (never a
+//! stored hash against a re-serialisation), so a change of the serialised form does not make
+//! older checkpoints unreadable; `tests/data/checkpoint_v3` is a version-3 folder that must
+//! keep resuming.
 
 use crate::diagnostics::Diagnostics;
 use crate::engine::EngineState;
 use crate::guard::Budget;
 use crate::model::{Bond, Model, Particles};
 use crate::scenario::Scenario;
+use crate::scenario::inputs::{self, InputFile};
 use crate::stability::StabilityEstimate;
 use glam::{DQuat, DVec3};
 use serde::{Deserialize, Serialize};
@@ -39,11 +76,11 @@ use std::path::{Path, PathBuf};
 use thiserror::Error;
 
 const MAGIC: &[u8; 8] = b"RRPDEMCK";
-/// Version of the layout above; a reader refuses any other.
-pub const FORMAT_VERSION: u32 = 3;
-/// Versions a reader accepts: this one, version 2 (without particle order) and version 1
-/// (without reference positions either).
-const READABLE: [u32; 3] = [1, 2, 3];
+/// Version of the layout above.
+pub const FORMAT_VERSION: u32 = 4;
+/// Versions a reader accepts: this one, version 3 (header hash of a re-serialisation), version 2
+/// (without particle order) and version 1 (without reference positions either).
+const READABLE: [u32; 4] = [1, 2, 3, 4];
 /// Name of the checkpoint file in an output folder.
 pub const FILE_NAME: &str = "checkpoint.bin";
 
@@ -61,6 +98,11 @@ pub enum CheckpointError {
     Version { path: PathBuf, found: u32 },
     #[error("{path}: the checkpoint is truncated ({have} bytes, {need} expected); was it copied while being written?")]
     Truncated { path: PathBuf, have: u64, need: u64 },
+    #[error(
+        "{path}: the checkpoint has {extra} bytes after its end ({need} bytes expected); were bytes appended to it, or \
+         two files joined?"
+    )]
+    TrailingBytes { path: PathBuf, extra: u64, need: u64 },
     #[error("{path}: the checkpoint is corrupted (checksum {found:08x}, expected {expected:08x})")]
     Corrupted { path: PathBuf, found: u32, expected: u32 },
     #[error("{path}: the checkpoint is malformed: {message}")]
@@ -70,6 +112,23 @@ pub enum CheckpointError {
          only continues the run that wrote it"
     )]
     OtherScenario { path: PathBuf, found: u64, expected: u64, what: String },
+    /// A file the checkpoint's scenario reads is not the one its run read (`message` names
+    /// the field, the file and both digests).
+    #[error("{path}: {message}; resume only continues the run that read it")]
+    InputChanged { path: PathBuf, message: String },
+    #[error("{path}: the checkpoint's model cannot be checked against its scenario: {source}")]
+    Rebuild {
+        path: PathBuf,
+        #[source]
+        source: Box<crate::error::ScenarioError>,
+    },
+    #[error("{path}: the checkpoint's model is not the one its scenario builds: {message}; was the checkpoint edited?")]
+    ModelMismatch { path: PathBuf, message: String },
+    #[error(
+        "{path}: this checkpoint is not the run of the folder it is in: {reason}; resume continues only the run that \
+         wrote the folder (was a checkpoint copied from another run?)"
+    )]
+    OtherRun { path: PathBuf, reason: String },
 }
 
 /// The run's bookkeeping carried across a restart (the JSON block).
@@ -106,6 +165,10 @@ pub struct RunProgress {
 struct Meta {
     scenario: Scenario,
     scenario_source: PathBuf,
+    /// Digests of the files the scenario reads, as its run read them (absent before version 4,
+    /// or when the writer did not know them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    inputs: Option<Vec<InputFile>>,
     engine_kind: String,
     progress: RunProgress,
 }
@@ -124,14 +187,28 @@ pub struct Checkpoint {
     pub progress: RunProgress,
 }
 
-/// FNV-1a 64 of the scenario's JSON with `t_end` (a resumed run may go further) and `output`
-/// left out, so a checkpoint can tell whether it belongs to a scenario.
-pub fn scenario_hash(s: &Scenario) -> u64 {
+/// FNV-1a 64 of the scenario's JSON as the running code serialises it, with `t_end` (a resumed
+/// run may go further) and `output` left out. Compare two scenarios with it, never a stored value
+/// (another version may serialise differently).
+pub fn scenario_json_hash(s: &Scenario) -> u64 {
     let mut s = s.clone();
     s.t_end = 0.0;
     s.output = None;
     let text = serde_json::to_string(&s).expect("a scenario serialises");
-    text.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ b as u64).wrapping_mul(0x0000_0100_0000_01b3))
+    inputs::fnv1a(inputs::fnv1a_start(), text.as_bytes())
+}
+
+/// The scenario's identity: `scenario_json_hash`, continued over the digests of the files it
+/// reads where they are known (once its model was built: `Scenario::inputs`), so an edited
+/// particle file makes another scenario.
+pub fn scenario_hash(s: &Scenario) -> u64 {
+    let mut h = scenario_json_hash(s);
+    for f in s.inputs.get().unwrap_or_default() {
+        h = inputs::fnv1a(h, f.field.as_bytes());
+        h = inputs::fnv1a(h, &f.digest.bytes.to_le_bytes());
+        h = inputs::fnv1a(h, &f.digest.fnv1a.to_le_bytes());
+    }
+    h
 }
 
 struct Out(Vec<u8>);
@@ -168,13 +245,15 @@ impl Checkpoint {
         let meta = Meta {
             scenario: self.scenario.clone(),
             scenario_source: self.scenario.source.clone(),
+            inputs: self.scenario.inputs.get().map(<[InputFile]>::to_vec),
             engine_kind: self.engine.kind.clone(),
             progress: self.progress.clone(),
         };
         let p = &self.model.particles;
         let n = p.len();
         let mut body = Out(Vec::with_capacity(256 + n * 130 + self.model.bonds.len() * 96 + self.engine.data.len()));
-        body.bytes(&serde_json::to_vec(&meta).expect("checkpoint metadata serialises"));
+        let meta = serde_json::to_vec(&meta).expect("checkpoint metadata serialises");
+        body.bytes(&meta);
         body.u64(n as u64);
         for i in 0..n {
             body.f64s(&vec3(p.x[i]));
@@ -219,7 +298,7 @@ impl Checkpoint {
         let mut out = Out(Vec::with_capacity(body.0.len() + 40));
         out.0.extend_from_slice(MAGIC);
         out.u32(FORMAT_VERSION);
-        out.u64(scenario_hash(&self.scenario));
+        out.u64(inputs::fnv1a(inputs::fnv1a_start(), &meta));
         out.u64(body.0.len() as u64);
         out.0.extend_from_slice(&body.0);
         let crc = crc32fast::hash(&out.0);
@@ -227,7 +306,8 @@ impl Checkpoint {
         out.0
     }
 
-    /// Decodes a checkpoint, checking magic, version, length, checksum and scenario hash.
+    /// Decodes a checkpoint, checking magic, version, length, checksum, the JSON block's hash
+    /// (version 4) and the model's own rules (`validate`; see the module's documentation).
     pub fn from_bytes(bytes: &[u8], path: &Path) -> Result<Checkpoint, CheckpointError> {
         let path = path.to_owned();
         if bytes.len() < 8 || &bytes[..8] != MAGIC {
@@ -244,8 +324,11 @@ impl Checkpoint {
         let hash = u64::from_le_bytes(bytes[12..20].try_into().expect("8 bytes"));
         let len = u64::from_le_bytes(bytes[20..28].try_into().expect("8 bytes"));
         let need = (HEADER as u64).saturating_add(len).saturating_add(4);
-        if bytes.len() as u64 != need {
+        if (bytes.len() as u64) < need {
             return Err(CheckpointError::Truncated { path, have: bytes.len() as u64, need });
+        }
+        if bytes.len() as u64 > need {
+            return Err(CheckpointError::TrailingBytes { path, extra: bytes.len() as u64 - need, need });
         }
         let end = bytes.len() - 4;
         let expected = u32::from_le_bytes(bytes[end..].try_into().expect("4 bytes"));
@@ -254,7 +337,15 @@ impl Checkpoint {
             return Err(CheckpointError::Corrupted { path, found, expected });
         }
         let mut r = Reader { b: &bytes[HEADER..end], at: 0, path: &path };
-        let meta: Meta = serde_json::from_slice(r.bytes()?).map_err(|e| r.bad(format!("metadata: {e}")))?;
+        let meta_bytes = r.bytes()?;
+        if version >= 4 && inputs::fnv1a(inputs::fnv1a_start(), meta_bytes) != hash {
+            return Err(r.bad("the JSON block does not match the header's hash".into()));
+        }
+        let meta: Meta = {
+            let mut de = serde_json::Deserializer::from_slice(meta_bytes);
+            serde_path_to_error::deserialize(&mut de)
+                .map_err(|e| r.bad(format!("JSON block, field `{}`: {}", e.path(), e.inner())))?
+        };
         let n = r.count(130)?;
         let mut particles = Particles::default();
         for _ in 0..n {
@@ -294,17 +385,21 @@ impl Checkpoint {
         }
         let mut scenario = meta.scenario;
         scenario.source = meta.scenario_source;
-        if scenario_hash(&scenario) != hash {
-            return Err(r.bad("the scenario does not match the header's scenario hash".into()));
+        // The scenario is checked as a loaded one is (its numbers; the model is checked below).
+        scenario.validate().map_err(|e| r.bad(format!("its scenario: {e}")))?;
+        if let Some(files) = meta.inputs {
+            scenario.inputs.set(files);
         }
         let params = scenario.params();
-        Ok(Checkpoint {
+        let cp = Checkpoint {
             scenario,
             model: Model { particles, bonds, params, reference_x, user_ids: None },
             engine: EngineState { kind, step, data },
             order,
             progress: meta.progress,
-        })
+        };
+        cp.validate().map_err(|m| r.bad(m))?;
+        Ok(cp)
     }
 
     /// Reads and checks a checkpoint file.
@@ -325,16 +420,252 @@ impl Checkpoint {
         std::fs::rename(&tmp, path).map_err(io)
     }
 
-    /// Checks that this checkpoint belongs to `scenario` (everything but `t_end` equal).
+    /// Checks that this checkpoint belongs to `scenario`: everything but `t_end` and `output`
+    /// equal, and the files it reads (as they are now) those the run read.
     pub fn check_scenario(&self, scenario: &Scenario, path: &Path, what: &str) -> Result<(), CheckpointError> {
-        let (found, expected) = (scenario_hash(&self.scenario), scenario_hash(scenario));
-        if found == expected {
-            Ok(())
-        } else {
-            Err(CheckpointError::OtherScenario { path: path.to_owned(), found, expected, what: what.into() })
+        let (found, expected) = (scenario_json_hash(&self.scenario), scenario_json_hash(scenario));
+        if found != expected {
+            return Err(CheckpointError::OtherScenario { path: path.to_owned(), found, expected, what: what.into() });
+        }
+        let Some(then) = self.scenario.inputs.get() else { return Ok(()) };
+        let now = scenario
+            .input_digests()
+            .map_err(|e| CheckpointError::Rebuild { path: path.to_owned(), source: Box::new(e) })?;
+        for (t, n) in then.iter().zip(&now) {
+            if t.digest != n.digest {
+                return Err(CheckpointError::InputChanged {
+                    path: path.to_owned(),
+                    message: format!(
+                        "field `{}` of the checkpoint's scenario reads `{}`, which is not the file its run started \
+                         from ({} then; {} in {what})",
+                        t.field, t.file, t.digest, n.digest
+                    ),
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Checkpoint {
+    /// The model's own rules (see the module's documentation, point 1): the first fault, naming
+    /// the particle or bond and the field.
+    fn validate(&self) -> Result<(), String> {
+        use rayon::prelude::*;
+        let p = &self.model.particles;
+        let unit = |q: DQuat| q.is_finite() && (q.length() - 1.0).abs() <= UNIT_TOLERANCE;
+        let fault = |i: usize| -> Option<String> {
+            let vec =
+                |name: &str, v: DVec3| (!v.is_finite()).then(|| format!("particle {i}: {name} {v} is not finite"));
+            let pos = |name: &str, v: f64| {
+                (!(v.is_finite() && v > 0.0)).then(|| format!("particle {i}: {name} {v:e} is not a finite number > 0"))
+            };
+            vec("x", p.x[i])
+                .or_else(|| vec("v", p.v[i]))
+                .or_else(|| vec("omega", p.w[i]))
+                .or_else(|| {
+                    (!unit(p.q[i])).then(|| format!("particle {i}: attitude {:?} is not a unit quaternion", p.q[i]))
+                })
+                .or_else(|| pos("mass", p.mass[i]))
+                .or_else(|| pos("inertia", p.inertia[i]))
+                .or_else(|| pos("radius", p.radius[i]))
+                .or_else(|| {
+                    let x = self.model.reference_x.as_ref()?[i];
+                    vec("reference position", x)
+                })
+        };
+        if let Some(m) = (0..p.len()).into_par_iter().with_min_len(4096).find_map_first(fault) {
+            return Err(m);
+        }
+        let bonds = &self.model.bonds;
+        let bond_fault = |k: usize| -> Option<String> {
+            let b = &bonds[k];
+            if b.i == b.j {
+                return Some(format!("bond {k} joins particle {} to itself", b.i));
+            }
+            if !(b.l0.is_finite() && b.l0 > 0.0) {
+                return Some(format!("bond {k}: reference length L0 = {:e} is not a finite number > 0", b.l0));
+            }
+            if !(b.dhat0.is_finite() && (b.dhat0.length() - 1.0).abs() <= UNIT_TOLERANCE) {
+                return Some(format!("bond {k}: reference direction {} is not a unit vector", b.dhat0));
+            }
+            if !unit(b.q_i0) || !unit(b.q_j0) {
+                return Some(format!("bond {k}: a reference attitude is not a unit quaternion"));
+            }
+            None
+        };
+        if let Some(m) = (0..bonds.len()).into_par_iter().with_min_len(4096).find_map_first(bond_fault) {
+            return Err(m);
+        }
+        let mut keyed: Vec<(u32, u32, u32)> =
+            bonds.iter().enumerate().map(|(k, b)| (b.i.min(b.j), b.i.max(b.j), k as u32)).collect();
+        keyed.par_sort_unstable();
+        if let Some(w) = keyed.windows(2).filter(|w| (w[0].0, w[0].1) == (w[1].0, w[1].1)).min_by_key(|w| w[1].2) {
+            return Err(format!("bond {} joins particles {} and {} again (bond {})", w[1].2, w[0].0, w[0].1, w[0].2));
+        }
+        if self.engine.step != self.progress.last.step {
+            return Err(format!(
+                "the engine state is at step {}, its diagnostics at step {}",
+                self.engine.step, self.progress.last.step
+            ));
+        }
+        Ok(())
+    }
+
+    /// Checks the model against the one its scenario builds (the module's documentation, point
+    /// 2): constants, bonds and the bonds' reference data bit for bit; the first difference is
+    /// named. Builds the scenario's geometry (reading its files).
+    pub fn check_model(&self, path: &Path) -> Result<(), CheckpointError> {
+        use rayon::prelude::*;
+        let g = self
+            .scenario
+            .build_geometry()
+            .map_err(|e| CheckpointError::Rebuild { path: path.to_owned(), source: Box::new(e) })?;
+        let bad = |message: String| CheckpointError::ModelMismatch { path: path.to_owned(), message };
+        let (p, q) = (&self.model.particles, &g.particles);
+        if p.len() != q.len() || self.model.bonds.len() != g.pairs.len() {
+            return Err(bad(format!(
+                "{} particles and {} bonds; the scenario builds {} and {}",
+                p.len(),
+                self.model.bonds.len(),
+                q.len(),
+                g.pairs.len()
+            )));
+        }
+        let same = |a: f64, b: f64| a.to_bits() == b.to_bits();
+        let same3 = |a: DVec3, b: DVec3| same(a.x, b.x) && same(a.y, b.y) && same(a.z, b.z);
+        let same4 = |a: DQuat, b: DQuat| same3(a.xyz(), b.xyz()) && same(a.w, b.w);
+        let particle = |i: usize| -> Option<String> {
+            let differs = |name: &str, a: f64, b: f64| {
+                (!same(a, b)).then(|| format!("particle {i} has {name} {a:e}, its scenario gives {b:e}"))
+            };
+            differs("mass", p.mass[i], q.mass[i])
+                .or_else(|| differs("moment of inertia", p.inertia[i], q.inertia[i]))
+                .or_else(|| differs("radius", p.radius[i], q.radius[i]))
+                .or_else(|| (p.fixed[i] != q.fixed[i]).then(|| format!("particle {i} has another `fixed` flag")))
+                .or_else(|| {
+                    let x = self.model.reference_x.as_ref()?[i];
+                    (!same3(x, q.x[i]))
+                        .then(|| format!("particle {i} started at {x}, its scenario puts it at {}", q.x[i]))
+                })
+        };
+        if let Some(m) = (0..p.len()).into_par_iter().with_min_len(4096).find_map_first(particle) {
+            return Err(bad(m));
+        }
+        let bond = |k: usize| -> Option<String> {
+            let b = &self.model.bonds[k];
+            let (i, j) = g.pairs[k];
+            if (b.i, b.j) != (i, j) {
+                return Some(format!("bond {k} joins particles {} and {}, its scenario's joins {i} and {j}", b.i, b.j));
+            }
+            let (dhat0, l0) = crate::model::bond_reference(q.x[i as usize] - q.x[j as usize]);
+            let made_here = same3(b.dhat0, dhat0)
+                && same(b.l0, l0)
+                && same4(b.q_i0, q.q[i as usize])
+                && same4(b.q_j0, q.q[j as usize]);
+            (!made_here).then(|| {
+                format!("bond {k}'s reference data (L0 = {:e}) is not that of its scenario (L0 = {l0:e})", b.l0)
+            })
+        };
+        match (0..g.pairs.len()).into_par_iter().with_min_len(4096).find_map_first(bond) {
+            Some(m) => Err(bad(m)),
+            None => Ok(()),
+        }
+    }
+
+    /// Checks that the checkpoint is the run of the folder `dir` (the module's documentation,
+    /// point 3). A `series.csv` of another version's format is left to the series writer, which
+    /// refuses it by its header.
+    pub fn check_folder(&self, dir: &Path, path: &Path) -> Result<(), CheckpointError> {
+        use std::io::{BufRead, Read};
+        let other = |reason: String| CheckpointError::OtherRun { path: path.to_owned(), reason };
+        let series = dir.join("series.csv");
+        let io = |source| CheckpointError::Io { path: series.clone(), source };
+        let mut reader = std::io::BufReader::new(std::fs::File::open(&series).map_err(io)?);
+        let (mut header, mut first, mut second) = (String::new(), String::new(), String::new());
+        // Lines of at most a few kB each: a longer one is not a series.csv this code wrote.
+        reader.by_ref().take(1 << 16).read_line(&mut header).map_err(io)?;
+        reader.by_ref().take(1 << 16).read_line(&mut first).map_err(io)?;
+        reader.by_ref().take(1 << 16).read_line(&mut second).map_err(io)?;
+        let h = header.trim_end();
+        if h != crate::diagnostics::SERIES_HEADER && h != crate::diagnostics::LEGACY_SERIES_HEADER {
+            return Ok(());
+        }
+        // A row is the diagnostics' columns, then (but in a legacy series.csv) the guard's scale.
+        let row_is = |line: &str, d: &crate::diagnostics::Diagnostics| {
+            let line = line.trim_end();
+            let cols = d.csv_row();
+            line == cols
+                || line.strip_prefix(&cols).is_some_and(|rest| rest.starts_with(',') && !rest[1..].contains(','))
+        };
+        if !row_is(&first, &self.progress.first) {
+            return Err(other(format!(
+                "its state at step 0 is not the first row of {} (another run started there)",
+                series.display()
+            )));
+        }
+        // The next row, if the checkpoint's run wrote it, is at t = step·dt of its time step
+        // (both engines compute t so): another run of the same start with another dt is not.
+        let mut cells = second.trim_end().split(',');
+        let row = (cells.next().and_then(|c| c.parse::<u64>().ok()), cells.next().and_then(|c| c.parse::<f64>().ok()));
+        if let (Some(step), Some(t)) = row
+            && second.ends_with('\n')
+            && step <= self.engine.step
+            && t.to_bits() != (step as f64 * self.scenario.dt).to_bits()
+        {
+            return Err(other(format!(
+                "{} has step {step} at t = {t:e}; the checkpoint's run, with dt = {:e}, was at {:e}",
+                series.display(),
+                self.scenario.dt,
+                step as f64 * self.scenario.dt
+            )));
+        }
+        // The row of the checkpoint's step, where the run recorded one, is its last diagnostics.
+        let last = &self.progress.last;
+        let mut line = second;
+        loop {
+            if !line.ends_with('\n') {
+                break;
+            }
+            match line.split(',').next().and_then(|c| c.parse::<u64>().ok()) {
+                Some(step) if step == self.engine.step => {
+                    if !row_is(&line, last) {
+                        return Err(other(format!(
+                            "its state at step {step} is not the row of that step in {}",
+                            series.display()
+                        )));
+                    }
+                    break;
+                }
+                Some(step) if step < self.engine.step => {}
+                _ => break,
+            }
+            line.clear();
+            reader.by_ref().take(1 << 16).read_line(&mut line).map_err(io)?;
+        }
+        let summary = dir.join("summary.json");
+        let text = match std::fs::read_to_string(&summary) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            Err(source) => return Err(CheckpointError::Io { path: summary, source }),
+        };
+        // A summary this version cannot read (another version's fields) says nothing either way.
+        let scenario = serde_json::from_str::<serde_json::Value>(&text)
+            .ok()
+            .and_then(|mut v| v.get_mut("scenario").map(serde_json::Value::take))
+            .and_then(|v| serde_json::from_value::<Scenario>(v).ok());
+        match scenario {
+            Some(s) if scenario_json_hash(&s) != scenario_json_hash(&self.scenario) => {
+                Err(other(format!("{} describes another scenario", summary.display())))
+            }
+            _ => Ok(()),
         }
     }
 }
+
+/// How far from 1 the length of a stored unit quaternion or direction may be: the engines keep
+/// attitudes normalised to round-off (f64), or to f32 round-off on a GPU in f32 (about 1e-7).
+const UNIT_TOLERANCE: f64 = 1e-5;
 
 struct Reader<'a> {
     b: &'a [u8],

@@ -41,7 +41,14 @@ pub enum EngineError {
         "energy guard: at step {step} (t = {t}) the energy error |E + E_released - E0| is {error:.3e} of E_scale (the \
          run's largest kinetic + elastic energy so far), above the limit {limit:.3e}{}; the time step is probably too \
          large for the speeds or overlaps reached (raise the limit with --max-energy-error if this is expected)",
-        match particle { Some(p) => format!("; at the last good step the largest force was {force:.3e}, on particle {p}"), None => String::new() }
+        match particle {
+            Some(p) => format!(
+                "; for reference, at the last good step the largest force on any particle was {force:.3e} (particle \
+                 {p}: where a blow-up usually starts when that force is large; a small one means the error grew \
+                 without a large force)"
+            ),
+            None => String::new(),
+        }
     )]
     EnergyGuard { step: u64, t: f64, error: f64, limit: f64, particle: Option<usize>, force: f64 },
     /// A failure of the GPU itself (device lost, out of memory, ...), kept typed so that a

@@ -5,7 +5,7 @@
 use crate::grid::CellGrid;
 use crate::model::Particles;
 use crate::output::OutputError;
-use crate::scenario::{Body, CsvBody, Geometry, Scenario};
+use crate::scenario::{Body, CsvBody, Geometry, Scenario, SizeEstimate};
 use crate::stability::{self, StabilityEstimate};
 use rayon::prelude::*;
 use serde::Serialize;
@@ -210,19 +210,11 @@ fn contact_partners(p: &Particles, skin: f64) -> f64 {
 ///   (break records, up to what one binding holds), 2 bits of flags, and 4 or 8 for the
 ///   Weibull scale (not counted here).
 pub fn memory_estimate(p: &Particles, bond_ends: &[(u32, u32)]) -> MemoryEstimate {
-    use crate::gpu::shader::{NQ, SCAN_WG, WG};
-    use crate::integrator::Kinematics;
-    use crate::model::Bond;
-    use glam::{DQuat, DVec3};
+    use glam::DQuat;
     use std::mem::size_of;
     let n = p.len() as u64;
-    let b = bond_ends.len() as u64;
+    let f = size_of::<f64>() as u64;
     let r_max = p.radius.iter().copied().fold(0.0, f64::max);
-    let per_particle = contact_partners(p, crate::grid::SKIN_FACTOR * r_max);
-    let partners = (per_particle * n as f64).round() as u64;
-    let (v3, q4, f) = (size_of::<DVec3>() as u64, size_of::<DQuat>() as u64, size_of::<f64>() as u64);
-    let model = n * (3 * v3 + q4 + 3 * f + 1) + b * size_of::<Bond>() as u64;
-    let buckets = crate::grid::bucket_count(n as usize) as u64;
     // A column stored once, inline, when every particle has the same value.
     let constant = |v: &[f64]| if v.windows(2).all(|w| w[0] == w[1]) { 0 } else { n * f };
     // The engine's `1/m`, `1/J` columns (0 for a fixed particle).
@@ -231,26 +223,60 @@ pub fn memory_estimate(p: &Particles, bond_ends: &[(u32, u32)]) -> MemoryEstimat
         constant(&inv)
     };
     let flags = if p.fixed.windows(2).all(|w| w[0] == w[1]) { 0 } else { n };
-    let attitudes = if p.q.windows(2).all(|w| w[0] == w[1]) { 0 } else { n * q4 };
+    let attitudes = if p.q.windows(2).all(|w| w[0] == w[1]) { 0 } else { n * size_of::<DQuat>() as u64 };
     // The parallel bond pass's ranges (`src/engine/scatter.rs`), on this process's pool.
     let parallel = crate::engine::cpu::parallel_bonds(bond_ends.len());
-    let cpu_engine = n * (2 * size_of::<Kinematics>() as u64 + 2 * v3 + 8 * parallel as u64)
-        + attitudes
-        + constant(&p.mass)
-        + constant(&p.inertia)
-        + inverse(&p.mass)
-        + inverse(&p.inertia)
-        + constant(&p.radius)
-        + flags
+    memory_of(&Layout {
+        n,
+        b: bond_ends.len() as u64,
+        cpu_partners: contact_partners(p, crate::grid::SKIN_FACTOR * r_max),
+        gpu_partners: contact_partners(p, crate::grid::SKIN_FACTOR * r_max),
+        varying: attitudes
+            + constant(&p.mass)
+            + constant(&p.inertia)
+            + inverse(&p.mass)
+            + inverse(&p.inertia)
+            + constant(&p.radius)
+            + flags,
+        stored_ends: if parallel { crate::engine::stored_ends(n as usize, bond_ends) as u64 } else { 0 },
+        parallel,
+    })
+}
+
+/// What the memory figures depend on beyond the counts.
+struct Layout {
+    n: u64,
+    b: u64,
+    /// Contact-list partners per particle of the CPU engine and of the GPU engine.
+    cpu_partners: f64,
+    gpu_partners: f64,
+    /// Bytes of the per-particle columns that are not constant (attitudes, masses, inertias,
+    /// their inverses, radii, fixed flags), in all.
+    varying: u64,
+    /// Whether the CPU bond pass runs in parallel, and the bond ends it then stores.
+    parallel: bool,
+    stored_ends: u64,
+}
+
+/// The figures of `memory_estimate` from the counts (see there for each term).
+fn memory_of(l: &Layout) -> MemoryEstimate {
+    use crate::gpu::shader::{NQ, SCAN_WG, WG};
+    use crate::integrator::Kinematics;
+    use crate::model::Bond;
+    use glam::{DQuat, DVec3};
+    use std::mem::size_of;
+    let (n, b) = (l.n, l.b);
+    let partners = (l.cpu_partners * n as f64).round() as u64;
+    let (v3, q4, f) = (size_of::<DVec3>() as u64, size_of::<DQuat>() as u64, size_of::<f64>() as u64);
+    let model = n * (3 * v3 + q4 + 3 * f + 1) + b * size_of::<Bond>() as u64;
+    let buckets = crate::grid::bucket_count(n as usize) as u64;
+    let cpu_engine = n * (2 * size_of::<Kinematics>() as u64 + 2 * v3 + 8 * l.parallel as u64)
+        + l.varying
         + n * (12 + 4 + 4 + 4 + v3)
         + 4 * (buckets + 1)
         + 4 * partners
         + b * (40 + 2)
-        + if parallel {
-            52 * crate::engine::stored_ends(n as usize, bond_ends) as u64 + 24 * b.div_ceil(1024)
-        } else {
-            0
-        };
+        + if l.parallel { 52 * l.stored_ends + 24 * b.div_ceil(1024) } else { 0 };
     let gpu = |rs: u64| {
         let records = n.max(b).max(1).div_ceil(WG as u64);
         let mut scan = 0;
@@ -272,7 +298,82 @@ pub fn memory_estimate(p: &Particles, bond_ends: &[(u32, u32)]) -> MemoryEstimat
     // precision, written in slices of 64 MiB (wgpu's staging copies): the largest array is a
     // per-particle vec4 in f64 (32 B per particle) or the bond ends.
     let gpu_upload = 4 * n + 16 * b + (32 * n).max(8 * b) + (64 << 20);
-    MemoryEstimate { model, cpu_engine, gpu_f32: gpu(4), gpu_f64: gpu(8), gpu_upload, contact_partners: per_particle }
+    MemoryEstimate { model, cpu_engine, gpu_f32: gpu(4), gpu_f64: gpu(8), gpu_upload, contact_partners: l.gpu_partners }
+}
+
+/// Models whose size estimate is at most this many particles are built for the report (exact
+/// figures, a few seconds and about 1 GB at 10⁶); larger ones get the analytic `Estimate`.
+pub const EXACT_MAX_PARTICLES: f64 = 1e6;
+
+/// What `run --dry-run` reports on a model too large to build just to be measured: its size
+/// from the bodies' closed forms (`Scenario::size_estimate`) and the memory a run would need
+/// from the engines' per-particle and per-bond figures, with every column counted as varying
+/// (an upper bound for uniform bodies) and the parallel bond pass storing a tenth of the ends.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Estimate {
+    pub name: String,
+    pub size: SizeEstimate,
+    pub memory: MemoryEstimate,
+}
+
+/// The analytic estimate of a scenario's model (builds nothing).
+pub fn estimate(scenario: &Scenario, size: &SizeEstimate) -> Estimate {
+    let (n, b) = (size.particles.round() as u64, size.bonds.round() as u64);
+    let parallel = crate::engine::cpu::parallel_bonds(b as usize);
+    let per_particle = 5 * 8 + 1 + 32;
+    let memory = memory_of(&Layout {
+        n,
+        b,
+        cpu_partners: size.partners(),
+        gpu_partners: size.partners(),
+        varying: n * per_particle,
+        parallel,
+        stored_ends: b / 5,
+    });
+    Estimate { name: scenario.name.clone(), size: size.clone(), memory }
+}
+
+impl fmt::Display for Estimate {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let s = &self.size;
+        let bound = if s.exact { "" } else { "at most " };
+        writeln!(f, "scenario        {}", self.name)?;
+        writeln!(
+            f,
+            "estimate        the model was not built (more than {EXACT_MAX_PARTICLES:.0e} particles): figures below are estimates from the bodies' closed forms"
+        )?;
+        writeln!(f, "particles       {:.4e}", s.particles)?;
+        writeln!(f, "bonds           {bound}{:.4e}", s.bonds)?;
+        for (k, b) in s.bodies.iter().enumerate() {
+            writeln!(
+                f,
+                "body {k:<10} {}: {:.4e} particles, {}{:.4e} bonds{}, {:.0} contact partners each",
+                b.kind,
+                b.particles,
+                if b.exact { "" } else { "at most " },
+                b.bonds,
+                if b.exact { "" } else { " (the lattice's interior coordination for every particle)" },
+                b.partners
+            )?;
+        }
+        let m = &self.memory;
+        writeln!(
+            f,
+            "memory          CPU run ≈ {} (model {} + engine {})",
+            human(m.model + m.cpu_engine),
+            human(m.model),
+            human(m.cpu_engine)
+        )?;
+        writeln!(
+            f,
+            "                GPU run: device ≈ {} in f32, {} in f64; host ≈ {} (model) + {} while uploading",
+            human(m.gpu_f32),
+            human(m.gpu_f64),
+            human(m.model),
+            human(m.gpu_upload)
+        )?;
+        write!(f, "stability       not estimated without the model: a run checks dt against it once built")
+    }
 }
 
 /// Bytes in a human unit.
@@ -348,6 +449,35 @@ impl fmt::Display for Report {
     }
 }
 
+/// The files `write` makes in `dir`, after checking that it can: `dir` is a folder (or does not
+/// exist yet), and none of the files exists unless `overwrite` (a second `generate` into the
+/// same folder must not silently replace a geometry). Call it before building a large model.
+pub fn check_targets(dir: &Path, overwrite: bool) -> Result<Written, OutputError> {
+    let refuse = |path: &Path, message: String| OutputError {
+        path: path.to_owned(),
+        source: std::io::Error::new(std::io::ErrorKind::AlreadyExists, message),
+    };
+    if let Some(file) = dir.ancestors().find(|a| !a.as_os_str().is_empty() && a.exists() && !a.is_dir()) {
+        return Err(refuse(dir, format!("{} is a file, not a folder (--out names a folder)", file.display())));
+    }
+    let files = Written {
+        particles: dir.join("particles.csv"),
+        bonds: dir.join("bonds.csv"),
+        scenario: dir.join("scenario.json"),
+    };
+    if !overwrite {
+        for f in [&files.particles, &files.bonds, &files.scenario] {
+            if f.exists() {
+                return Err(refuse(
+                    f,
+                    "exists already; pass --overwrite to replace it, or choose another --out".into(),
+                ));
+            }
+        }
+    }
+    Ok(files)
+}
+
 /// The files `write` made.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Written {
@@ -365,17 +495,24 @@ const TASKS_PER_WRITE: usize = 16;
 /// reading them, everything else copied) into `dir`. Numbers have 17 significant digits (as
 /// `diagnostics::fmt17`), so
 /// reading them back gives the same f64 values: the same model, bit for bit.
+/// Files already there are refused (`write_files` with `overwrite` replaces them).
 pub fn write(scenario: &Scenario, geometry: &Geometry, dir: &Path) -> Result<Written, OutputError> {
+    write_files(scenario, geometry, dir, false)
+}
+
+/// `write`, replacing files already there when `overwrite`.
+pub fn write_files(
+    scenario: &Scenario,
+    geometry: &Geometry,
+    dir: &Path,
+    overwrite: bool,
+) -> Result<Written, OutputError> {
     let err = |path: &Path| {
         let path = path.to_owned();
         move |source| OutputError { path: path.clone(), source }
     };
+    let files = check_targets(dir, overwrite)?;
     std::fs::create_dir_all(dir).map_err(err(dir))?;
-    let files = Written {
-        particles: dir.join("particles.csv"),
-        bonds: dir.join("bonds.csv"),
-        scenario: dir.join("scenario.json"),
-    };
     let p = &geometry.particles;
     write_rows(&files.particles, PARTICLES_HEADER, p.len(), |i, out, cache| particle_row(p, i, out, cache))?;
     let pairs = &geometry.pairs;

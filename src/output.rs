@@ -62,6 +62,8 @@ pub enum OutputDirError {
     Occupied { path: PathBuf, files: String },
     #[error("{path} holds no run to resume ({missing} is missing)")]
     NothingToResume { path: PathBuf, missing: String },
+    #[error("{path}: {file} is a file, not a folder; an output folder (--out) must be a folder or not exist yet")]
+    NotAFolder { path: PathBuf, file: PathBuf },
 }
 
 /// An output folder held by this process for one run: a lock file (an OS advisory lock,
@@ -74,6 +76,10 @@ pub struct OutputDir {
 
 impl OutputDir {
     fn lock(path: &Path) -> Result<OutputDir, OutputDirError> {
+        // `create_dir_all` would only say "File exists" (or "Not a directory" for a file above).
+        if let Some(file) = path.ancestors().find(|a| !a.as_os_str().is_empty() && a.exists() && !a.is_dir()) {
+            return Err(OutputDirError::NotAFolder { path: path.to_owned(), file: file.to_owned() });
+        }
         std::fs::create_dir_all(path).map_err(wrap(path))?;
         let lock_path = path.join(LOCK_FILE);
         let lock =

@@ -18,6 +18,9 @@ pub struct StabilityEstimate {
     pub h_max: f64,
     pub omega_max: f64,
     pub limiting: String,
+    /// What slows or endangers the run without limiting the step (`check_step` reports them).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 fn null_is_infinite<'de, D: serde::Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
@@ -100,7 +103,38 @@ pub fn estimate_parts(p: &Particles, prm: &Params, bonds: impl Iterator<Item = (
         h_max: if omega > 0.0 { 2.0 / omega } else { f64::INFINITY },
         omega_max: omega,
         limiting: best.1,
+        warnings: size_spread(p).into_iter().collect(),
     }
+}
+
+/// Largest over median radius above which a run is warned that it will be slow.
+pub const SIZE_SPREAD_WARN: f64 = 3.0;
+
+/// Particles sampled for the median radius (evenly spaced; all of them below this many).
+const RADIUS_SAMPLE: usize = 1 << 16;
+
+/// A warning when the largest sphere is much larger than most: both engines' contact search
+/// uses cells of the largest diameter (plus a skin), so every cell then holds about
+/// `(r_max/r_median)³` times as many spheres as for equal ones, and each looks at all of them.
+fn size_spread(p: &Particles) -> Option<String> {
+    let n = p.len();
+    if n < 2 {
+        return None;
+    }
+    let (big, r_max) = p.radius.iter().enumerate().fold((0, 0.0f64), |a, (i, &r)| if r > a.1 { (i, r) } else { a });
+    let mut sample: Vec<f64> = p.radius.iter().step_by(n.div_ceil(RADIUS_SAMPLE)).copied().collect();
+    let mid = sample.len() / 2;
+    let (_, &mut median, _) = sample.select_nth_unstable_by(mid, f64::total_cmp);
+    let ratio = r_max / median;
+    (ratio > SIZE_SPREAD_WARN).then(|| {
+        format!(
+            "particle {big} has radius {r_max:.3e}, {ratio:.3e} times the median {median:.3e}: the contact search's \
+             cells are sized by the largest sphere, so each holds up to {:.1e} times as many spheres as for equal ones \
+             and the run may be many times slower; split very different sizes into separate runs or use walls for \
+             the large bodies",
+            ratio.powi(3)
+        )
+    })
 }
 
 /// Contacts already compressed at t = 0 (particle–particle and particle–wall): their stiffness
@@ -172,18 +206,22 @@ fn overlaps_at_start(p: &Particles, prm: &Params, v_imp: f64, consider: &mut imp
 }
 
 /// Checks a time step against the estimate: an error above `h_max` unless `force`, a warning
-/// (returned as text) above `WARN_FRACTION · h_max`.
+/// (returned as text) above `WARN_FRACTION · h_max`; the estimate's other `warnings` follow it
+/// (one per line, each after the first prefixed `warning: `, as the callers print the first).
 pub fn check_step(dt: f64, force: bool, est: &StabilityEstimate) -> Result<Option<String>, crate::error::EngineError> {
     if dt > est.h_max && !force {
         return Err(crate::error::EngineError::Unstable { dt, h_max: est.h_max, reason: est.limiting.clone() });
     }
+    let mut all: Vec<String> = Vec::new();
     if dt > WARN_FRACTION * est.h_max {
-        return Ok(Some(format!(
-            "dt = {dt} is {:.0}% of the stability estimate {:.3e} ({}); results may be inaccurate or blow up",
+        all.push(format!(
+            "dt = {} is {:.0}% of the stability estimate {:.3e} ({}); results may be inaccurate or blow up",
+            crate::scenario::num(dt),
             100.0 * dt / est.h_max,
             est.h_max,
             est.limiting
-        )));
+        ));
     }
-    Ok(None)
+    all.extend(est.warnings.iter().cloned());
+    Ok((!all.is_empty()).then(|| all.join("\nwarning: ")))
 }

@@ -8,6 +8,7 @@
 //! V2). The bond direction stays d̂ = d̂0 = x̂. MODEL §6:
 //! - `paper`: the angle between R_i d̂0 and R_j d̂, x̂ turned by +k a and by −k a: 2 k a;
 //! - `objective`: the larger of the angles between R_e d̂0 and d̂ over the two ends: k a.
+//!
 //! With the threshold 0.05: paper at k = ⌈0.05 / (2a)⌉ = 9 (ratio 1.08 there, 0.96 a step
 //! before), objective at k = ⌈0.05 / a⌉ = 17 (1.02; 0.96), on every engine.
 

@@ -288,7 +288,9 @@ fn density_gives_mass_and_inertia_per_particle() {
 #[test]
 fn particles_follow_a_morton_curve() {
     let g = geometry(
-        r#""type": "torus_solid", "torus_diameter": 3, "tube_diameter": 1, "particle_diameter": 0.1, "center": [0, 0, 0]"#,
+        // Centred 30 lattice spacings (0.1/√2) from the wall at x = 0, so the torus (reaching 2
+        // from its centre) is in front of it and the sites' x/s stay integers.
+        r#""type": "torus_solid", "torus_diameter": 3, "tube_diameter": 1, "particle_diameter": 0.1, "center": [2.1213203435596424, 0, 0]"#,
     );
     let s = 0.1 / 2f64.sqrt();
     let ijk: Vec<[i64; 3]> = g.particles.x.iter().map(|x| [0, 1, 2].map(|a| (x[a] / s).round() as i64)).collect();

@@ -22,6 +22,19 @@ pub(super) fn cmd_bench(
         let doc = std::fs::read_to_string(md).with_context(|| format!("reading {}", md.display()))?;
         bench::report::splice(&doc, "", md)?;
     }
+    // So is the JSON file's place: it is written after the first measurement.
+    if let Some(j) = json {
+        if j.is_dir() {
+            bail!(
+                "--json {}: is a folder; give the report's file name (e.g. {})",
+                j.display(),
+                j.join("bench.json").display()
+            );
+        }
+        if let Some(dir) = j.parent().filter(|d| !d.as_os_str().is_empty() && !d.is_dir()) {
+            bail!("--json {}: the folder {} does not exist", j.display(), dir.display());
+        }
+    }
     let cases: Vec<String> = cases
         .iter()
         .flat_map(|c| match c.as_str() {

@@ -1,14 +1,27 @@
 //! `rrpdem generate`: a scenario's resolved geometry written out as CSV, with its report.
 
 use anyhow::Result;
+use rrpdem::generate::{self, EXACT_MAX_PARTICLES};
 use rrpdem::scenario::Scenario;
 use std::path::Path;
 
-pub(super) fn cmd_generate(path: &Path, out: &Path) -> Result<()> {
+pub(super) fn cmd_generate(path: &Path, out: &Path, overwrite: bool) -> Result<()> {
     let scenario = Scenario::load(path)?;
+    // Refused up front: a large model takes minutes to build.
+    generate::check_targets(out, overwrite)?;
+    let size = scenario.size_estimate()?;
+    if size.particles > EXACT_MAX_PARTICLES {
+        eprintln!(
+            "rrpdem: building {:.3e} particles and {}{:.3e} bonds (the model alone ≈ {:.2} GB)",
+            size.particles,
+            if size.exact { "" } else { "at most " },
+            size.bonds,
+            size.model_bytes() / 1e9
+        );
+    }
     let geometry = scenario.build_geometry()?;
-    println!("{}", rrpdem::generate::report(&scenario, &geometry));
-    let files = rrpdem::generate::write(&scenario, &geometry, out)?;
+    println!("{}", generate::report(&scenario, &geometry));
+    let files = generate::write_files(&scenario, &geometry, out, overwrite)?;
     println!("wrote           {}, {}, {}", files.particles.display(), files.bonds.display(), files.scenario.display());
     Ok(())
 }

@@ -172,6 +172,10 @@ enum Command {
         /// Output folder.
         #[arg(long)]
         out: PathBuf,
+        /// Replace particles.csv, bonds.csv and scenario.json already in the folder (refused
+        /// without it).
+        #[arg(long)]
+        overwrite: bool,
     },
     /// Convergence study: error norms and observed orders for several time steps.
     Converge(converge::ConvergeArgs),
@@ -362,7 +366,7 @@ pub(crate) fn real_main() -> Result<()> {
                 })
             }
         },
-        Command::Generate { scenario, out } => generate::cmd_generate(&scenario, &out),
+        Command::Generate { scenario, out, overwrite } => generate::cmd_generate(&scenario, &out, overwrite),
         Command::Converge(args) => converge::cmd_converge(args),
         Command::Plot { dir, out } => plot::cmd_plot(&dir, out),
     }

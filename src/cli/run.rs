@@ -47,11 +47,27 @@ pub(super) fn finish_run(result: Result<Summary, run::RunError>, out_dir: &Path,
     result.map(|_| ()).map_err(Into::into)
 }
 
+/// What a run would need: exact figures from the built model up to
+/// `generate::EXACT_MAX_PARTICLES` particles, above it an analytic estimate that builds nothing.
 pub(super) fn cmd_dry_run(path: &Path, over: &Overrides) -> Result<()> {
+    use rrpdem::scenario::num;
     let scenario = load(path, over)?;
+    let steps = scenario.total_steps();
+    let steps_line =
+        format!("steps           {steps} of {} to t = {}", num(scenario.dt), num(steps as f64 * scenario.dt));
+    let size = scenario.size_estimate()?;
+    if size.particles > rrpdem::generate::EXACT_MAX_PARTICLES {
+        println!("{}", rrpdem::generate::estimate(&scenario, &size));
+        println!("{steps_line}");
+        if let Err(e) = scenario.check_size(&size) {
+            println!("limits          a run would be refused: {e}");
+        }
+        println!("dry run         nothing was built, run or written");
+        return Ok(());
+    }
     let geometry = scenario.build_geometry()?;
     println!("{}", rrpdem::generate::report(&scenario, &geometry));
-    println!("steps           {} of {} to t = {}", scenario.total_steps(), scenario.dt, scenario.t_end);
+    println!("{steps_line}");
     let est = stability::estimate(&geometry.into_model());
     match stability::check_step(scenario.dt, scenario.force_dt, &est) {
         Ok(None) => {

@@ -352,8 +352,11 @@ pub fn run_scenario(
 }
 
 /// Continues the run in `dir` from its `checkpoint.bin` on an engine of the kind that wrote it,
-/// to the scenario's end time or `t_end`. With `check`, refuses a checkpoint of another
-/// scenario. `announce` is told what is about to run (the CLI prints it).
+/// to the scenario's end time or `t_end`. Refuses a checkpoint that is not the folder's run, or
+/// whose model is not the one its scenario builds (`checkpoint`'s documentation); with `check`,
+/// also one of another scenario (or whose scenario's files have changed). Nothing in the folder
+/// is touched before these checks pass. `announce` is told what is about to run (the CLI
+/// prints it).
 pub fn resume(
     dir: &OutputDir,
     t_end: Option<f64>,
@@ -363,9 +366,11 @@ pub fn resume(
 ) -> Result<Summary, RunError> {
     let cp_path = dir.join(checkpoint::FILE_NAME);
     let cp = Checkpoint::read(&cp_path)?;
+    cp.check_folder(&dir.path, &cp_path)?;
     if let Some(s) = check {
         cp.check_scenario(s, &cp_path, &format!("scenario {}", s.source.display()))?;
     }
+    cp.check_model(&cp_path)?;
     let mut scenario = cp.scenario.clone();
     if let Some(t) = t_end {
         scenario.t_end = t;

@@ -1,6 +1,7 @@
 //! Reading particles and bonds from CSV files (user geometry). The particle columns are those
 //! of `final_state.csv`, so a final state can seed a new run.
 
+use super::inputs::Digest;
 use super::{ParticleDefaults, RawParticle};
 use crate::error::ScenarioError;
 use glam::{DQuat, DVec3};
@@ -17,21 +18,42 @@ const PARTICLE_COLUMNS: [&str; 18] = [
 struct Table {
     text: String,
     header: Vec<String>,
+    /// 1-based number of the header line.
+    header_line: usize,
     /// Byte offset just past the header line and its 1-based number.
     body_start: (usize, usize),
+    /// The file's bytes as read (a scenario's identity covers them).
+    digest: Digest,
 }
 
 impl Table {
+    /// Reads a table. A UTF-8 byte-order mark (spreadsheets write one) is skipped; a header
+    /// naming a column twice is an error.
     fn read(path: &Path) -> Result<Table, ScenarioError> {
-        let text =
-            std::fs::read_to_string(path).map_err(|source| ScenarioError::Io { path: path.to_owned(), source })?;
-        let mut offset = 0;
-        for (n, line) in text.split_inclusive('\n').enumerate() {
+        let bytes = std::fs::read(path).map_err(|source| ScenarioError::Io { path: path.to_owned(), source })?;
+        let digest = Digest::of(&bytes);
+        let text = String::from_utf8(bytes).map_err(|e| {
+            let at = e.utf8_error().valid_up_to();
+            let line = 1 + e.as_bytes()[..at].iter().filter(|&&b| b == b'\n').count();
+            ScenarioError::Csv { path: path.to_owned(), line, message: "not UTF-8 text".into() }
+        })?;
+        let bom = if text.starts_with('\u{feff}') { '\u{feff}'.len_utf8() } else { 0 };
+        let mut offset = bom;
+        for (n, line) in text[bom..].split_inclusive('\n').enumerate() {
             offset += line.len();
             let l = line.trim();
             if !l.is_empty() && !l.starts_with('#') {
-                let header = l.split(',').map(|c| c.trim().to_string()).collect();
-                return Ok(Table { header, body_start: (offset, n + 2), text });
+                let header: Vec<String> = l.split(',').map(|c| c.trim().to_string()).collect();
+                for (k, h) in header.iter().enumerate() {
+                    if header[..k].contains(h) {
+                        return Err(ScenarioError::Csv {
+                            path: path.to_owned(),
+                            line: n + 1,
+                            message: format!("column `{h}` appears twice in the header"),
+                        });
+                    }
+                }
+                return Ok(Table { header, header_line: n + 1, body_start: (offset, n + 2), text, digest });
             }
         }
         Err(ScenarioError::Csv { path: path.to_owned(), line: 1, message: "empty file: expected a header line".into() })
@@ -65,20 +87,22 @@ fn number(path: &Path, line: usize, col: &str, text: &str) -> Result<f64, Scenar
 }
 
 /// Reads particles: columns `x,y,z` required; `vx..wz`, `qw..qz`, `mass`, `inertia`,
-/// `diameter`, `fixed` (0/1/true/false) optional, defaults from the scenario.
-pub(crate) fn read_particles(path: &Path, d: &ParticleDefaults) -> Result<Vec<RawParticle>, ScenarioError> {
+/// `diameter`, `fixed` (0/1/true/false) optional, defaults from the scenario. Also returns the
+/// digest of the file's bytes. A file without particles is an error.
+pub(crate) fn read_particles(path: &Path, d: &ParticleDefaults) -> Result<(Vec<RawParticle>, Digest), ScenarioError> {
     let table = Table::read(path)?;
     let header = &table.header;
+    let hl = table.header_line;
     let err = |line: usize, message: String| ScenarioError::Csv { path: path.to_owned(), line, message };
     for h in header {
         if !PARTICLE_COLUMNS.contains(&h.as_str()) {
-            return Err(err(1, format!("unknown column `{h}` (expected some of {})", PARTICLE_COLUMNS.join(","))));
+            return Err(err(hl, format!("unknown column `{h}` (expected some of {})", PARTICLE_COLUMNS.join(","))));
         }
     }
     let idx = |name: &str| header.iter().position(|h| h == name);
     for req in ["x", "y", "z"] {
         if idx(req).is_none() {
-            return Err(err(1, format!("missing column `{req}`")));
+            return Err(err(hl, format!("missing column `{req}`")));
         }
     }
     let mut out = Vec::new();
@@ -113,7 +137,7 @@ pub(crate) fn read_particles(path: &Path, d: &ParticleDefaults) -> Result<Vec<Ra
         let diameter = match (idx("diameter"), d.diameter) {
             (Some(_), _) => get("diameter", 0.0)?,
             (None, Some(dd)) => dd,
-            (None, None) => return Err(err(1, "no `diameter` column and no `particle.diameter` default".into())),
+            (None, None) => return Err(err(hl, "no `diameter` column and no `particle.diameter` default".into())),
         };
         let fixed = match idx("fixed").map(|c| cells[c]) {
             None | Some("0") | Some("false") => false,
@@ -133,20 +157,24 @@ pub(crate) fn read_particles(path: &Path, d: &ParticleDefaults) -> Result<Vec<Ra
             fixed,
         });
     }
-    Ok(out)
+    if out.is_empty() {
+        return Err(err(hl, "no particles below the header: a body needs at least one".into()));
+    }
+    Ok((out, table.digest))
 }
 
-/// Reads bonds: header `i,j`, one bond per row (particle indices from 0).
-pub(crate) fn read_bonds(path: &Path) -> Result<Vec<(u32, u32)>, ScenarioError> {
+/// Reads bonds: header `i,j`, one bond per row (particle indices from 0), and the digest of the
+/// file's bytes.
+pub(crate) fn read_bonds(path: &Path) -> Result<(Vec<(u32, u32)>, Digest), ScenarioError> {
     let table = Table::read(path)?;
     if table.header != ["i", "j"] {
         return Err(ScenarioError::Csv {
             path: path.to_owned(),
-            line: 1,
+            line: table.header_line,
             message: format!("expected header `i,j`, got `{}`", table.header.join(",")),
         });
     }
-    table
+    let bonds = table
         .rows()
         .map(|(line, text)| {
             let mut cells = text.split(',').map(str::trim);
@@ -160,5 +188,13 @@ pub(crate) fn read_bonds(path: &Path) -> Result<Vec<(u32, u32)>, ScenarioError> 
                 }),
             }
         })
-        .collect()
+        .collect::<Result<_, _>>()?;
+    Ok((bonds, table.digest))
+}
+
+/// The digest of a file's bytes, without parsing it (`resume --scenario` compares a scenario's
+/// inputs with those of the checkpoint's run).
+pub(crate) fn digest(path: &Path) -> Result<Digest, ScenarioError> {
+    let bytes = std::fs::read(path).map_err(|source| ScenarioError::Io { path: path.to_owned(), source })?;
+    Ok(Digest::of(&bytes))
 }

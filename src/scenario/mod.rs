@@ -1,8 +1,12 @@
 //! Scenarios as data: the JSON schema (serde, unknown fields rejected), validation with errors
 //! naming the file and field, and the geometry generators that turn a scenario into a `Model`.
 
+mod checks;
 mod csv;
+mod estimate;
 pub mod generators;
+pub mod inputs;
+mod parse;
 
 pub use crate::engine::Backend;
 use crate::error::ScenarioError;
@@ -10,9 +14,11 @@ use crate::integrator::Integrator;
 use crate::interactions::{Pendulum, Rupture, RuptureRule, ShearVariant, Wall};
 use crate::model::{Model, Params, Particles};
 use crate::rrp;
-pub use generators::{BlockSolid, LatticeKind, Region, SolidInfo, TorusSolid};
+pub use checks::{MAX_BOND_REACH, MAX_WALL_OVERLAP};
+pub use estimate::{BodySize, MAX_BONDS, SizeEstimate};
+pub use generators::{BlockSolid, LatticeKind, MAX_BOND_TOLERANCE, Region, SolidInfo, TorusSolid};
 use glam::{DQuat, DVec3};
-use rayon::prelude::*;
+use inputs::{InputFile, Inputs};
 use serde::{Deserialize, Serialize};
 use std::f64::consts::PI;
 use std::ops::Range;
@@ -81,6 +87,10 @@ pub struct Scenario {
     /// The file this scenario came from (CSV paths are relative to its folder).
     #[serde(skip)]
     pub source: PathBuf,
+    /// Digests of the files the scenario reads (`csv` bodies), once its model was built or its
+    /// checkpoint read (`inputs`); part of its identity for `resume`.
+    #[serde(skip)]
+    pub inputs: Inputs,
 }
 
 /// Rows of `series.csv` a run gets when `record_every` is not given.
@@ -93,6 +103,16 @@ fn default_max_energy_error() -> f64 {
 /// Default limit of the energy guard (5 %): far above the error of any stable run (the paper's
 /// torus stays below 3e-3), far below what a blow-up gives.
 pub const DEFAULT_MAX_ENERGY_ERROR: f64 = 0.05;
+
+/// `t_end` must be a whole number of steps within this fraction of `t_end`: a run takes
+/// `round(t_end/dt)` steps, and an end time that far from `t_end` is not what was asked for.
+pub const STEP_ROUNDING: f64 = 1e-3;
+
+/// Smallest Weibull modulus of the rupture thresholds' scatter. Below 1 the scatter is wider
+/// than an exponential distribution's (coefficient of variation above 1; at 0.1 the factors span
+/// 10⁻¹⁶⁷ to 10⁹), and near 0.006 `Γ(1 + 1/m)` overflows, so that every scale is 0 or NaN.
+/// Brittle materials have moduli of about 2 to 50.
+pub const MIN_WEIBULL_MODULUS: f64 = 1.0;
 
 /// Most steps a run may take: beyond it a run would not finish in a lifetime on any machine,
 /// so a larger count is a typo (say `t_end` in the wrong unit), not a plan.
@@ -326,9 +346,9 @@ impl Scenario {
     }
 
     /// Parses and validates scenario text; `path` names it in errors and anchors CSV paths.
+    /// Errors name the field (`bodies[0].particles[3].x`) and the line.
     pub fn from_json(text: &str, path: &Path) -> Result<Scenario, ScenarioError> {
-        let mut s: Scenario = serde_json::from_str(text)
-            .map_err(|e| ScenarioError::Parse { path: path.to_owned(), message: e.to_string() })?;
+        let mut s = parse::parse(text, path)?;
         s.source = path.to_owned();
         s.validate()?;
         Ok(s)
@@ -362,6 +382,7 @@ impl Scenario {
                 ),
             ));
         }
+        self.check_step_count()?;
         positive(self, "max_energy_error", self.max_energy_error)?;
         if self.order_check_every == Some(0) {
             return Err(self.invalid(
@@ -409,8 +430,17 @@ impl Scenario {
                     self.invalid("rupture", "give a threshold for at least one of tension, shear, bending, twist")
                 );
             }
-            if let Some(w) = r.weibull {
-                positive(self, "rupture.weibull.modulus", w.modulus)?;
+            if let Some(w) = r.weibull
+                && !(w.modulus.is_finite() && w.modulus >= MIN_WEIBULL_MODULUS)
+            {
+                return Err(self.invalid(
+                    "rupture.weibull.modulus",
+                    format!(
+                        "must be a finite number ≥ {MIN_WEIBULL_MODULUS}, got {} (below 1 the thresholds' scatter is \
+                         wider than an exponential distribution's; brittle materials have moduli of 2 to 50)",
+                        num(w.modulus)
+                    ),
+                ));
             }
         }
         if self.output.and_then(|o| o.vtk_every) == Some(0) {
@@ -419,7 +449,49 @@ impl Scenario {
         if self.bodies.is_empty() {
             return Err(self.invalid("bodies", "must list at least one body"));
         }
+        for (b, body) in self.bodies.iter().enumerate() {
+            match body {
+                Body::Pendulum(_) if self.pendulum.is_none() => {
+                    return Err(self.invalid(
+                        format!("bodies[{b}]"),
+                        "a `pendulum` body needs the top-level `pendulum` field ({\"g\": …, \"rho0\": […], \"up\": […]}): \
+                         without it the body only spins freely",
+                    ));
+                }
+                Body::Particles(l) if l.particles.is_empty() => {
+                    return Err(
+                        self.invalid(format!("bodies[{b}].particles"), "is empty: a body needs at least one particle")
+                    );
+                }
+                _ => {}
+            }
+        }
         Ok(())
+    }
+
+    /// Refuses an end time that is not a whole number of steps (within `STEP_ROUNDING` of
+    /// `t_end`), giving the step count and the nearest end times that are.
+    fn check_step_count(&self) -> Result<(), ScenarioError> {
+        let steps = self.total_steps();
+        let end = steps as f64 * self.dt;
+        if (end - self.t_end).abs() <= STEP_ROUNDING * self.t_end {
+            return Ok(());
+        }
+        let below = (self.t_end / self.dt).floor().max(1.0);
+        let above = (self.t_end / self.dt).ceil().max(1.0);
+        Err(self.invalid(
+            "t_end",
+            format!(
+                "t_end = {} is not a whole number of steps of dt = {} (t_end/dt = {}): the run would take {steps} \
+                 step(s) and end at t = {}; give t_end = {} ({below} step(s)){}",
+                num(self.t_end),
+                num(self.dt),
+                num(self.t_end / self.dt),
+                num(end),
+                num(below * self.dt),
+                if above != below { format!(" or {} ({above} step(s))", num(above * self.dt)) } else { String::new() }
+            ),
+        ))
     }
 
     /// Steps between records: `record_every`, or for 0 the total steps over `AUTO_RECORDS`
@@ -441,15 +513,19 @@ impl Scenario {
 
     /// Generates every body and checks the particles and bonds given explicitly (generated ones
     /// are valid by construction). Checks run in parallel and format a field name only for the
-    /// first failure, so millions of particles cost little.
+    /// first failure, so millions of particles cost little. The model's size is checked first
+    /// (`size_estimate`, `check_size`), so that nothing too large is allocated; the digests of
+    /// the files read are recorded in `inputs` (or checked against those already there).
     pub fn build_geometry(&self) -> Result<Geometry, ScenarioError> {
+        self.check_size(&self.size_estimate()?)?;
         let mut particles = Particles::default();
         let mut pairs: Vec<(u32, u32)> = Vec::new();
         let mut bodies = Vec::with_capacity(self.bodies.len());
+        let mut read = Vec::new();
         for (b, body) in self.bodies.iter().enumerate() {
             let field = format!("bodies[{b}]");
             let start = particles.len();
-            let (count, bonds, solid) = match self.generate(body, &field)? {
+            let (count, bonds, solid) = match self.generate(body, &field, &mut read)? {
                 BodyParts::Raw(raw, bonds) => {
                     self.check_particles(&raw, &field)?;
                     self.check_bonds(&raw, &bonds, &field)?;
@@ -476,9 +552,32 @@ impl Scenario {
             }
             bodies.push(BodyInfo { range: start..start + count, solid });
         }
+        if pairs.len() as f64 > MAX_BONDS {
+            return Err(self.invalid("bodies", format!("{} bonds in all; at most {MAX_BONDS:.3e}", pairs.len())));
+        }
         let body_starts: Vec<usize> = bodies.iter().map(|b| b.range.start).collect();
         self.check_coincident(&particles, &body_starts)?;
+        self.check_walls(&particles, &body_starts)?;
+        self.inputs.record(read, &self.source)?;
         Ok(Geometry { particles, pairs, params: self.params(), bodies })
+    }
+
+    /// The digests of the files this scenario reads, as they are now (read, not parsed; the
+    /// cache `inputs` is neither used nor set): what `resume --scenario` compares with the run's.
+    pub fn input_digests(&self) -> Result<Vec<InputFile>, ScenarioError> {
+        let dir = self.source.parent().unwrap_or(Path::new("."));
+        let mut out = Vec::new();
+        for (b, body) in self.bodies.iter().enumerate() {
+            if let Body::Csv(c) = body {
+                let digest = csv::digest(&dir.join(&c.particles))?;
+                out.push(InputFile { field: format!("bodies[{b}].particles"), file: c.particles.clone(), digest });
+                if let Some(f) = &c.bonds {
+                    let digest = csv::digest(&dir.join(f))?;
+                    out.push(InputFile { field: format!("bodies[{b}].bonds"), file: f.clone(), digest });
+                }
+            }
+        }
+        Ok(out)
     }
 
     /// The interaction parameters (stiffnesses, shear law, walls, fields, rupture) of this scenario.
@@ -505,134 +604,8 @@ impl Scenario {
         }
     }
 
-    /// Refuses two particles at the same place (bonded or not): their contact has no direction
-    /// and would turn the first force evaluation into NaN. Linear: a cell search.
-    fn check_coincident(&self, p: &Particles, body_starts: &[usize]) -> Result<(), ScenarioError> {
-        let n = p.len();
-        if n < 2 {
-            return Ok(());
-        }
-        let r_max = p.radius.iter().copied().fold(0.0, f64::max);
-        let mut grid = crate::grid::CellGrid::new(n, 2.0 * r_max);
-        // Positions were checked finite; one too far for the grid is left to the engines' range check.
-        if grid.build(|i| p.x[i]).is_err() {
-            return Ok(());
-        }
-        let coincident = |i: usize| {
-            let mut hit = None;
-            grid.for_each_neighbour(i, |j| {
-                // Within 1e-9 of the radii: a contact direction from such a difference is noise.
-                if j > i && hit.is_none() && (p.x[i] - p.x[j]).length() <= 1e-9 * (p.radius[i] + p.radius[j]) {
-                    hit = Some(j);
-                }
-            });
-            hit.map(|j| (i, j))
-        };
-        use rayon::prelude::*;
-        let found = (0..n).into_par_iter().with_min_len(4096).filter_map(coincident).min();
-        if let Some((i, j)) = found {
-            let name = |k: usize| {
-                let b = body_starts.partition_point(|&s| s <= k) - 1;
-                format!("bodies[{b}].particles[{}]", k - body_starts[b])
-            };
-            return Err(self.invalid(
-                name(i),
-                format!(
-                    "particle {i} ({}) and particle {j} ({}) are at the same position {}",
-                    name(i),
-                    name(j),
-                    p.x[i]
-                ),
-            ));
-        }
-        Ok(())
-    }
-
-    /// The first particle (lowest index) with a non-finite or non-positive value, or an
-    /// attitude that is not a unit quaternion, is an error naming it and the field.
-    fn check_particles(&self, raw: &[RawParticle], field: &str) -> Result<(), ScenarioError> {
-        let fault = |p: &RawParticle| -> Option<(&'static str, String)> {
-            let vec = |v: DVec3| (!v.is_finite()).then(|| format!("must be a finite vector, got {v}"));
-            let pos = |v: f64| (!(v.is_finite() && v > 0.0)).then(|| format!("must be a finite number > 0, got {v}"));
-            vec(p.x)
-                .map(|m| ("x", m))
-                .or_else(|| vec(p.v).map(|m| ("v", m)))
-                .or_else(|| vec(p.w).map(|m| ("omega", m)))
-                .or_else(|| pos(p.mass).map(|m| ("mass", m)))
-                .or_else(|| pos(p.inertia).map(|m| ("inertia", m)))
-                .or_else(|| pos(p.diameter).map(|m| ("diameter", m)))
-                .or_else(|| {
-                    (!p.q.is_finite() || (p.q.length() - 1.0).abs() > 1e-6)
-                        .then(|| ("q", format!("attitude must be a finite unit quaternion, got {:?}", p.q)))
-                })
-        };
-        let bad = if raw.len() < PAR_MIN {
-            raw.iter().position(|p| fault(p).is_some())
-        } else {
-            raw.par_iter().position_first(|p| fault(p).is_some())
-        };
-        match bad.and_then(|k| fault(&raw[k]).map(|f| (k, f))) {
-            Some((k, (name, message))) => Err(self.invalid(format!("{field}.particles[{k}].{name}"), message)),
-            None => Ok(()),
-        }
-    }
-
-    /// Bonds given explicitly: the first bad one (lowest index) is an error naming it — a
-    /// missing particle, a particle bonded to itself, a bond listed twice (found by sorting the
-    /// pairs, not a hash set), or two coincident particles. Same order of checks per bond as
-    /// reading them one by one.
-    fn check_bonds(&self, raw: &[RawParticle], bonds: &[(u32, u32)], field: &str) -> Result<(), ScenarioError> {
-        let n = raw.len();
-        // Index-local faults, in the order they are reported for one bond; the duplicate check
-        // comes between `itself` (1) and `coincident` (2).
-        let fault = |&(i, j): &(u32, u32)| -> Option<u8> {
-            if i as usize >= n || j as usize >= n {
-                Some(0)
-            } else if i == j {
-                Some(1)
-            } else if (raw[i as usize].x - raw[j as usize].x).length().partial_cmp(&0.0)
-                != Some(std::cmp::Ordering::Greater)
-            {
-                Some(2)
-            } else {
-                None
-            }
-        };
-        let first_fault = if bonds.len() < PAR_MIN {
-            bonds.iter().position(|b| fault(b).is_some())
-        } else {
-            bonds.par_iter().position_first(|b| fault(b).is_some())
-        };
-        // A bond is a duplicate when an earlier bond joins the same two particles.
-        let mut keyed: Vec<(u32, u32, u32)> =
-            bonds.iter().enumerate().map(|(k, &(i, j))| (i.min(j), i.max(j), k as u32)).collect();
-        keyed.par_sort_unstable();
-        let first_dup =
-            keyed.windows(2).filter(|w| (w[0].0, w[0].1) == (w[1].0, w[1].1)).map(|w| w[1].2 as usize).min();
-        drop(keyed);
-        let (k, what) = match (first_fault, first_dup) {
-            (None, None) => return Ok(()),
-            (Some(k), None) => (k, fault(&bonds[k]).unwrap_or(0)),
-            (None, Some(d)) => (d, 3),
-            (Some(k), Some(d)) => {
-                let f = fault(&bonds[k]).unwrap_or(0);
-                if d < k || (d == k && f == 2) { (d, 3) } else { (k, f) }
-            }
-        };
-        let (i, j) = bonds[k];
-        let message = match what {
-            0 => format!(
-                "particle {} does not exist (this body has {n} particles, indices from 0)",
-                if i as usize >= n { i } else { j }
-            ),
-            1 => format!("bond joins particle {i} to itself"),
-            2 => format!("particles {i} and {j} are at the same position: a bond needs a direction"),
-            _ => format!("duplicate bond between particles {i} and {j}"),
-        };
-        Err(self.invalid(format!("{field}.bonds[{k}]"), message))
-    }
-
-    fn generate(&self, body: &Body, field: &str) -> Result<BodyParts, ScenarioError> {
+    /// A body's particles and bonds; the digests of the files it read are pushed to `read`.
+    fn generate(&self, body: &Body, field: &str, read: &mut Vec<InputFile>) -> Result<BodyParts, ScenarioError> {
         let d = &self.particle;
         match body {
             Body::TorusRing(t) => self.torus_ring(t, field),
@@ -693,9 +666,14 @@ impl Scenario {
             }
             Body::Csv(c) => {
                 let dir = self.source.parent().unwrap_or(Path::new("."));
-                let raw = csv::read_particles(&dir.join(&c.particles), d)?;
+                let (raw, digest) = csv::read_particles(&dir.join(&c.particles), d)?;
+                read.push(InputFile { field: format!("{field}.particles"), file: c.particles.clone(), digest });
                 let bonds = match &c.bonds {
-                    Some(b) => csv::read_bonds(&dir.join(b))?,
+                    Some(b) => {
+                        let (bonds, digest) = csv::read_bonds(&dir.join(b))?;
+                        read.push(InputFile { field: format!("{field}.bonds"), file: b.clone(), digest });
+                        bonds
+                    }
                     None => vec![],
                 };
                 Ok(BodyParts::Raw(raw, bonds))
@@ -712,17 +690,29 @@ impl Scenario {
                 format!(
                     "no {} site fits a whole sphere of D_p = {} inside the body: make it thicker or D_p smaller",
                     fill.lattice.as_str(),
-                    fill.dp
+                    num(fill.dp)
                 ),
             ));
         }
         Ok(BodyParts::Generated(Box::new(g)))
     }
 
-    fn torus_ring(&self, t: &TorusRing, field: &str) -> Result<BodyParts, ScenarioError> {
+    /// Checks a ring's particle count: at least 3, at most `generators::MAX_PARTICLES`.
+    pub(crate) fn ring_count(&self, t: &TorusRing, field: &str) -> Result<(), ScenarioError> {
         if t.n < 3 {
             return Err(self.invalid(format!("{field}.n"), format!("a ring needs at least 3 particles, got {}", t.n)));
         }
+        if t.n as f64 > generators::MAX_PARTICLES {
+            return Err(self.invalid(
+                format!("{field}.n"),
+                format!("{} particles; a body may have at most {:.0}", t.n, generators::MAX_PARTICLES),
+            ));
+        }
+        Ok(())
+    }
+
+    fn torus_ring(&self, t: &TorusRing, field: &str) -> Result<BodyParts, ScenarioError> {
+        self.ring_count(t, field)?;
         let s = (PI / t.n as f64).sin();
         let (dt, dp) = match (t.torus_diameter, t.particle_diameter.or(self.particle.diameter)) {
             (Some(_), Some(_)) if t.particle_diameter.is_some() => {
@@ -782,15 +772,27 @@ pub fn is_safe_name(name: &str) -> bool {
         && !name.chars().any(|c| c == '/' || c == '\\' || c == ':' || c.is_control())
 }
 
+/// A number as messages show it: the shortest text that reads back as the same f64, in
+/// scientific notation when very large or small (`1e300`, not 301 digits).
+pub fn num(v: f64) -> String {
+    let t = format!("{v:?}");
+    t.strip_suffix(".0").map(str::to_owned).unwrap_or(t)
+}
+
+/// A vector as messages show it: `[x, y, z]` with `num`.
+pub fn vec3(v: DVec3) -> String {
+    format!("[{}, {}, {}]", num(v.x), num(v.y), num(v.z))
+}
+
 pub(crate) fn finite(s: &Scenario, field: &str, v: f64) -> Result<(), ScenarioError> {
-    if v.is_finite() { Ok(()) } else { Err(s.invalid(field, format!("must be a finite number, got {v}"))) }
+    if v.is_finite() { Ok(()) } else { Err(s.invalid(field, format!("must be a finite number, got {}", num(v)))) }
 }
 
 pub(crate) fn positive(s: &Scenario, field: &str, v: f64) -> Result<(), ScenarioError> {
     if v.is_finite() && v > 0.0 {
         Ok(())
     } else {
-        Err(s.invalid(field, format!("must be a finite number > 0, got {v}")))
+        Err(s.invalid(field, format!("must be a finite number > 0, got {}", num(v))))
     }
 }
 
@@ -798,12 +800,12 @@ pub(crate) fn non_negative(s: &Scenario, field: &str, v: f64) -> Result<(), Scen
     if v.is_finite() && v >= 0.0 {
         Ok(())
     } else {
-        Err(s.invalid(field, format!("must be a finite number ≥ 0, got {v}")))
+        Err(s.invalid(field, format!("must be a finite number ≥ 0, got {}", num(v))))
     }
 }
 
 pub(crate) fn finite_vec(s: &Scenario, field: &str, v: DVec3) -> Result<(), ScenarioError> {
-    if v.is_finite() { Ok(()) } else { Err(s.invalid(field, format!("must be a finite vector, got {v}"))) }
+    if v.is_finite() { Ok(()) } else { Err(s.invalid(field, format!("must be a finite vector, got {}", vec3(v)))) }
 }
 
 pub(crate) fn unit_direction(s: &Scenario, field: &str, v: DVec3) -> Result<(), ScenarioError> {

@@ -116,43 +116,51 @@ impl Lattice {
     }
 
     /// The rows of candidate sites of a region (each row: its `J`, `K` and up to two ranges of
-    /// `I`, widened by one site beyond the analytic interval).
+    /// `I`, widened by one site beyond the analytic interval), layer by layer.
     fn rows(&self, region: &Region) -> Vec<Row> {
+        self.layers(region).flat_map(|k| self.layer_rows(region, k)).collect()
+    }
+
+    /// The layers `K` whose rows may hold sites.
+    fn layers(&self, region: &Region) -> std::ops::RangeInclusive<i64> {
         let zh = region.z_half(self.dp);
         if zh.is_nan() || zh < 0.0 {
-            return Vec::new();
+            #[allow(clippy::reversed_empty_ranges)]
+            return 1..=0;
         }
         let k_max = (zh / self.sz).floor() as i64 + 1;
-        let mut rows = Vec::new();
-        for k in -k_max..=k_max {
-            let z = k as f64 * self.sz;
-            let Some(yh) = region.y_half(self.dp, z) else { continue };
-            let shift = self.y_shift(k);
-            let j_lo = ((-yh - shift) / self.sy).floor() as i64 - 1;
-            let j_hi = ((yh - shift) / self.sy).ceil() as i64 + 1;
-            for j in j_lo..=j_hi {
-                let y = j as f64 * self.sy + shift;
-                let par = self.parity(j, k);
-                // Index I = step·m + par; candidate m from the interval, one more each side.
-                let to_m = |lo: f64, hi: f64| -> (i64, i64) {
-                    let st = self.step as f64;
-                    (
-                        ((lo / self.sx - par as f64) / st).floor() as i64 - 1,
-                        ((hi / self.sx - par as f64) / st).ceil() as i64 + 1,
-                    )
-                };
-                let (a, b) = region.x_intervals(self.dp, y, z);
-                let ra = to_m(a[0], a[1]);
-                let (ranges, merged) = match b.map(|b| to_m(b[0], b[1])) {
-                    // Overlapping candidate ranges merge, so no site is listed twice.
-                    Some(rb) if rb.0 <= ra.1 + 1 => ([(ra.0, rb.1), (0, -1)], true),
-                    Some(rb) => ([ra, rb], false),
-                    None => ([ra, (0, -1)], false),
-                };
-                rows.push(Row { j, k, par, ranges, merged });
-            }
-        }
-        rows
+        -k_max..=k_max
+    }
+
+    /// The rows of layer `k`, made one at a time (counting keeps none in memory).
+    fn layer_rows<'a>(&'a self, region: &'a Region, k: i64) -> impl Iterator<Item = Row> + 'a {
+        let z = k as f64 * self.sz;
+        let shift = self.y_shift(k);
+        let (j_lo, j_hi) = match region.y_half(self.dp, z) {
+            Some(yh) => (((-yh - shift) / self.sy).floor() as i64 - 1, ((yh - shift) / self.sy).ceil() as i64 + 1),
+            None => (1, 0),
+        };
+        (j_lo..=j_hi).map(move |j| {
+            let y = j as f64 * self.sy + shift;
+            let par = self.parity(j, k);
+            // Index I = step·m + par; candidate m from the interval, one more each side.
+            let to_m = |lo: f64, hi: f64| -> (i64, i64) {
+                let st = self.step as f64;
+                (
+                    ((lo / self.sx - par as f64) / st).floor() as i64 - 1,
+                    ((hi / self.sx - par as f64) / st).ceil() as i64 + 1,
+                )
+            };
+            let (a, b) = region.x_intervals(self.dp, y, z);
+            let ra = to_m(a[0], a[1]);
+            let (ranges, merged) = match b.map(|b| to_m(b[0], b[1])) {
+                // Overlapping candidate ranges merge, so no site is listed twice.
+                Some(rb) if rb.0 <= ra.1 + 1 => ([(ra.0, rb.1), (0, -1)], true),
+                Some(rb) => ([ra, rb], false),
+                None => ([ra, (0, -1)], false),
+            };
+            Row { j, k, par, ranges, merged }
+        })
     }
 
     /// The kept sites of a row as runs `(m0, len)` of consecutive `m`, in increasing `m`.
@@ -176,31 +184,31 @@ impl Lattice {
     /// range is trimmed from its ends with the exact predicate: inside a range the kept sites
     /// are contiguous (a line meets the region in at most two intervals), so this is O(rows).
     /// Merged ranges (a row grazing the torus hole) may have a gap in the middle and are scanned.
+    /// Rows are made and counted layer by layer, in parallel over the layers: nothing is kept, so
+    /// a thin body spanning millions of rows is counted in constant memory.
     pub fn count(&self, region: &Region) -> u64 {
-        let rows = self.rows(region);
-        rows.par_iter()
-            .map(|row| {
-                let keep = |m: i64| {
-                    let i = self.step * m + row.par;
-                    region.keeps_site(self.dp, self.position(i as i32, row.j as i32, row.k as i32))
-                };
-                let mut n = 0u64;
-                for &(mut lo, mut hi) in &row.ranges {
-                    if row.merged {
-                        n += (lo..=hi).filter(|&m| keep(m)).count() as u64;
-                        continue;
-                    }
-                    while lo <= hi && !keep(lo) {
-                        lo += 1;
-                    }
-                    while hi >= lo && !keep(hi) {
-                        hi -= 1;
-                    }
-                    n += (hi - lo + 1).max(0) as u64;
+        let count_row = |row: Row| {
+            let keep = |m: i64| {
+                let i = self.step * m + row.par;
+                region.keeps_site(self.dp, self.position(i as i32, row.j as i32, row.k as i32))
+            };
+            let mut n = 0u64;
+            for &(mut lo, mut hi) in &row.ranges {
+                if row.merged {
+                    n += (lo..=hi).filter(|&m| keep(m)).count() as u64;
+                    continue;
                 }
-                n
-            })
-            .sum()
+                while lo <= hi && !keep(lo) {
+                    lo += 1;
+                }
+                while hi >= lo && !keep(hi) {
+                    hi -= 1;
+                }
+                n += (hi - lo + 1).max(0) as u64;
+            }
+            n
+        };
+        self.layers(region).into_par_iter().map(|k| self.layer_rows(region, k).map(count_row).sum::<u64>()).sum()
     }
 
     /// Every kept site, sorted along a Morton (Z-order) curve of its integer coordinates, so that

@@ -19,7 +19,7 @@ pub use torus_solid::TorusSolid;
 
 use crate::error::ScenarioError;
 use crate::model::Particles;
-use crate::scenario::{Scenario, finite, finite_vec, non_negative, positive, unit_direction};
+use crate::scenario::{Scenario, finite, finite_vec, num, positive, unit_direction};
 use glam::{DQuat, DVec3};
 use rayon::prelude::*;
 use std::f64::consts::PI;
@@ -52,6 +52,12 @@ pub const MAX_PARTICLES: f64 = (u32::MAX / 4) as f64;
 
 /// Largest extent of a body in particle diameters (keeps lattice and grid coordinates small).
 const MAX_SPAN: f64 = (1u64 << 20) as f64;
+
+/// Largest `bond_tolerance`: bonds then reach twice the contact distance (fcc: 54 neighbours
+/// within reach instead of 12). Beyond it a bond joins spheres with others between them, and the
+/// bond count grows with the cube of the tolerance (1000 gave every pair of a 1 099-sphere block,
+/// 19 GB in a minute).
+pub const MAX_BOND_TOLERANCE: f64 = 1.0;
 
 pub(crate) fn default_bond_tolerance() -> f64 {
     0.05
@@ -92,15 +98,26 @@ impl SolidFields {
     ) -> Result<Fill, ScenarioError> {
         let f = |name: &str| format!("{field}.{name}");
         if !(0.0..=1.0).contains(&self.jitter) {
-            return Err(s.invalid(f("jitter"), format!("must be in [0, 1] (a fraction of D_p), got {}", self.jitter)));
+            return Err(
+                s.invalid(f("jitter"), format!("must be in [0, 1] (a fraction of D_p), got {}", num(self.jitter)))
+            );
         }
         if !(0.0..1.0).contains(&self.polydispersity) {
             return Err(s.invalid(
                 f("polydispersity"),
-                format!("must be in [0, 1) (diameters scaled by [1 − p, 1]), got {}", self.polydispersity),
+                format!("must be in [0, 1) (diameters scaled by [1 − p, 1]), got {}", num(self.polydispersity)),
             ));
         }
-        non_negative(s, &f("bond_tolerance"), self.bond_tolerance)?;
+        if !(0.0..=MAX_BOND_TOLERANCE).contains(&self.bond_tolerance) {
+            return Err(s.invalid(
+                f("bond_tolerance"),
+                format!(
+                    "must be in [0, {MAX_BOND_TOLERANCE}] (bonds reach (1 + tol)(r_i + r_j): at most twice the contact \
+                     distance), got {}",
+                    num(self.bond_tolerance)
+                ),
+            ));
+        }
         finite(s, &f("gap"), self.gap)?;
         if let Some(c) = self.center {
             finite_vec(s, &f("center"), c)?;
@@ -136,7 +153,21 @@ impl SolidFields {
                 if n == 0 || n as f64 > MAX_PARTICLES {
                     return Err(s.invalid(f("particles"), format!("must be in 1..={MAX_PARTICLES}, got {n}")));
                 }
-                solve_diameter(self.lattice, &region, n, dp_max)
+                // The solve counts the lattice row by row: it must not try diameters for which
+                // the body spans more than MAX_SPAN of them (rows beyond memory; found by
+                // tests/fuzz_parsers.rs: a torus of D_t 2^31 and D_c 1 took 8 GB).
+                let dp_min = region.half_extent().max_element() / MAX_SPAN;
+                if dp_min >= dp_max || estimate(self.lattice, &region, dp_min) < n as f64 {
+                    return Err(s.invalid(
+                        f("particles"),
+                        format!(
+                            "{n} particles need spheres smaller than {}, and the body would span more than 2^20 of \
+                             them; give fewer particles or a more compact body",
+                            num(dp_min)
+                        ),
+                    ));
+                }
+                solve_diameter(self.lattice, &region, n, dp_max, dp_min)
             }
             (None, None) => s.particle.diameter.ok_or_else(|| {
                 s.invalid(field, "missing `particle_diameter` or `particles` (or `particle.diameter`)")
@@ -146,20 +177,20 @@ impl SolidFields {
         if dp >= dp_max {
             return Err(s.invalid(
                 f(thickness_field),
-                format!("must exceed the particle diameter D_p = {dp} (a sphere must fit inside)"),
+                format!("must exceed the particle diameter D_p = {} (a sphere must fit inside)", num(dp)),
             ));
         }
         if region.half_extent().max_element() / dp > MAX_SPAN {
             return Err(s.invalid(
                 dp_field,
-                format!("the body spans more than 2^20 particle diameters (D_p = {dp}); use larger particles"),
+                format!("the body spans more than 2^20 particle diameters (D_p = {}); use larger particles", num(dp)),
             ));
         }
         let est = estimate(self.lattice, &region, dp);
         if est > MAX_PARTICLES {
             return Err(s.invalid(
                 dp_field,
-                format!("about {est:.3e} particles would be generated (D_p = {dp}); at most {MAX_PARTICLES}"),
+                format!("about {est:.3e} particles would be generated (D_p = {}); at most {MAX_PARTICLES}", num(dp)),
             ));
         }
         Ok(Fill {
@@ -264,10 +295,11 @@ pub(crate) fn estimate(kind: LatticeKind, region: &Region, dp: f64) -> f64 {
 /// The diameter whose lattice fill is closest to `target` particles, for diameters below
 /// `dp_max`: the estimate's root by bisection, then a bisection on the true site count (each
 /// count is O(rows), see `Lattice::count`). Deterministic.
-pub(crate) fn solve_diameter(kind: LatticeKind, region: &Region, target: u64, dp_max: f64) -> f64 {
+/// `dp_min` bounds every diameter tried from below (the lattice is counted row by row).
+pub(crate) fn solve_diameter(kind: LatticeKind, region: &Region, target: u64, dp_max: f64, dp_min: f64) -> f64 {
     let n = target as f64;
     // The estimate falls monotonically from +∞ (dp → 0) to 0 (dp = dp_max): bisect in log dp.
-    let (mut lo, mut hi) = (dp_max * 1e-12, dp_max);
+    let (mut lo, mut hi) = ((dp_max * 1e-12).max(dp_min), dp_max);
     for _ in 0..200 {
         let mid = (lo * hi).sqrt();
         if estimate(kind, region, mid) > n {
@@ -287,7 +319,7 @@ pub(crate) fn solve_diameter(kind: LatticeKind, region: &Region, target: u64, dp
     for _ in 0..20 {
         let c = count(lo);
         best = better(best, c, lo);
-        if c >= target {
+        if c >= target || lo * 0.95 < dp_min {
             break;
         }
         lo *= 0.95;
