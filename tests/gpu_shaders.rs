@@ -156,7 +156,7 @@ fn every_struct_field_has_the_offset_of_its_rust_mirror() {
         assert_eq!(struct_size(&c.module, "ChunkGpu"), Some(size_of::<ChunkGpu>() as u32));
         // BondOutGpu has no Rust struct: the host reads nothing of it but sizes it as three
         // vec4 of reals (f_i, m_i, m_j) per bond.
-        let v4 = 4 * rrpdem::gpu::state::real_size(p) as u32;
+        let v4 = 4 * rrpdem::gpu::sizes::real_size(p) as u32;
         let bond: Vec<(String, u32)> =
             [("f_i", 0), ("m_i", v4), ("m_j", 2 * v4)].map(|(n, o)| (n.to_string(), o)).into();
         assert_eq!(struct_offsets(&c.module, "BondOutGpu").unwrap(), bond, "{p:?}: BondOutGpu");

@@ -52,6 +52,7 @@ use super::shader::{
     RSTATUS_EXACT_STEP, RSTATUS_GRID_PARTICLE, RSTATUS_GRID_STEP, RSTATUS_LEN, STATUS_BREAKS, STATUS_LEN,
     STATUS_MAX_NBR, STATUS_NONE, STATUS_OVERFLOW,
 };
+use super::sizes::{INITIAL_NBR_CAPACITY, MAX_BREAK_RECORDS};
 use super::state::{self, DemState, Stage};
 use crate::diagnostics::Diagnostics;
 use crate::engine::{BatchEngine, Engine, EngineInfo, EngineState, Precision, wrong_state_kind};
@@ -72,11 +73,6 @@ const STEPS_PER_SUBMIT: u64 = 256;
 /// not measured on a GPU.
 pub(crate) const ORDER_CHECK_INTERVAL: u64 = 20_000;
 
-/// Break records one batch of steps holds at most (f32: 32 B each, 134 MB; f64: 48 B, 201 MB),
-/// whatever the bond count: a batch that breaks more is taken again in shorter batches (`run`).
-/// Before, the records were sized to every bond (up to what a binding holds: 4.3 GB at 10⁸
-/// bonds in f32), most of which no batch ever uses.
-pub const MAX_BREAK_RECORDS: u64 = 1 << 22;
 /// Room a list of `c` entries is given beyond them when the lists are laid out after an
 /// overflow, for the entries it gains until they are laid out again: a quarter more, plus 8.
 /// The constant matters for short lists (a small sphere among large ones, a sphere in a void):
@@ -89,9 +85,6 @@ pub const MAX_BREAK_RECORDS: u64 = 1 << 22;
 fn nbr_headroom(c: u64) -> u64 {
     c / 4 + 8
 }
-/// Initial capacity of each neighbour list; an overflow is handled exactly (grid fallback) and
-/// grows the capacity for the next batch.
-pub(crate) const INITIAL_NBR_CAPACITY: u32 = 16;
 /// Steps between the run driver's guard checks. Each check reads the diagnostics back: a host
 /// wait that drains the device's queue, whereas the steps between checks are recorded and
 /// submitted without waiting. 100 steps spread that wait over ~1000 dispatches, while a
@@ -269,7 +262,7 @@ impl GpuEngine {
         let have = options.max_binding_size.map_or(have, |m| m.min(have));
         // Per-particle arrays larger than a binding are bound in two parts (`shader::Parts`),
         // by kernels compiled for that, from one buffer each.
-        let part_len = super::state::particle_part_len(n, precision, have);
+        let part_len = super::sizes::particle_part_len(n, precision, have);
         if let Some(p) = part_len {
             let have_storage = ctx.limits.max_storage_buffers_per_shader_stage;
             if have_storage < super::context::STORAGE_BUFFERS_NEEDED_PARTS {
@@ -279,7 +272,7 @@ impl GpuEngine {
                     need: super::context::STORAGE_BUFFERS_NEEDED_PARTS,
                 });
             }
-            let elem = super::state::particle_elem(precision);
+            let elem = super::sizes::particle_elem(precision);
             let max_particles = (2 * p).min(ctx.limits.max_buffer_size / elem);
             if n > max_particles {
                 return Err(GpuError::TooLarge {
@@ -540,7 +533,7 @@ impl GpuEngine {
         encoder.resolve_query_set(&set, 0..count, &resolve, 0);
         encoder.copy_buffer_to_buffer(&resolve, 0, &staging, 0, bytes);
         self.ctx.queue.submit([encoder.finish()]);
-        let ticks: Vec<u64> = bytemuck::pod_collect_to_vec(&state::map_read(&self.ctx.device, &staging)?);
+        let ticks: Vec<u64> = bytemuck::pod_collect_to_vec(&super::context::map_read(&self.ctx.device, &staging)?);
         self.ctx.take_error()?;
         // Nanoseconds per tick; a timestamp pair that went backwards (a reset counter) counts 0.
         let period = self.ctx.queue.get_timestamp_period() as f64 * 1e-9;
@@ -612,7 +605,7 @@ impl GpuEngine {
     fn state_bytes(&self, r: usize) -> usize {
         let l = &self.state.layout;
         let rupture = if l.rupture[r] { RUPTURE_TOTALS_BYTES + 4 * l.n_bonds[r] as usize } else { 0 };
-        let cells = if uses_blocks(self.precision) { state::CELL_BYTES * l.n_particles[r] as usize } else { 0 };
+        let cells = if uses_blocks(self.precision) { super::sizes::CELL_BYTES * l.n_particles[r] as usize } else { 0 };
         ORIGIN_BYTES + state::STATE_ARRAYS.len() * self.state.array_bytes(r) + cells + rupture
     }
 
@@ -1019,7 +1012,7 @@ impl GpuEngine {
     fn permuted_state(&self, data: &[u8], perm: &crate::order::Order) -> Vec<u8> {
         let n = self.state.n as usize;
         let len = self.state.array_bytes(0);
-        let blocks = if uses_blocks(self.precision) { state::CELL_BYTES * n } else { 0 };
+        let blocks = if uses_blocks(self.precision) { super::sizes::CELL_BYTES * n } else { 0 };
         let mut out = Vec::with_capacity(data.len());
         let gather = |out: &mut Vec<u8>, part: &[u8], items: &[u32]| {
             let size = part.len() / items.len().max(1);
@@ -1269,7 +1262,7 @@ impl Engine for GpuEngine {
         let rupture = self.state.layout.rupture[0];
         if saved.data.len() != want {
             // f32 states written before positions had blocks lack 16 bytes per particle.
-            let blocks = state::CELL_BYTES * self.state.n as usize;
+            let blocks = super::sizes::CELL_BYTES * self.state.n as usize;
             let older = uses_blocks(self.precision) && saved.data.len() + blocks == want;
             return Err(EngineError::Unsupported(format!(
                 "the saved state holds {} bytes; {} particles and {} bonds{} need {want}{}",
@@ -1289,7 +1282,7 @@ impl Engine for GpuEngine {
         let (head, rest) = saved.data.split_at(ORIGIN_BYTES);
         let (arrays, rest) = rest.split_at(state::STATE_ARRAYS.len() * len);
         let blocks = if uses_blocks(self.precision) { self.state.layout.n_particles[0] as usize } else { 0 };
-        let (cells, rupture_bytes) = rest.split_at(state::CELL_BYTES * blocks);
+        let (cells, rupture_bytes) = rest.split_at(super::sizes::CELL_BYTES * blocks);
         let c: Vec<f64> = head.chunks_exact(8).map(|b| f64::from_le_bytes(b.try_into().unwrap_or([0; 8]))).collect();
         let origin = DVec3::new(c[0], c[1], c[2]);
         if !origin.is_finite() {
@@ -1565,7 +1558,7 @@ fn run_probe(
     }
     encoder.copy_buffer_to_buffer(&output, 0, &staging, 0, out_bytes as u64);
     ctx.queue.submit([encoder.finish()]);
-    let bytes = state::map_read(&ctx.device, &staging)?;
+    let bytes = super::context::map_read(&ctx.device, &staging)?;
     ctx.take_error()?;
     Ok(bytes)
 }
@@ -1575,16 +1568,16 @@ fn run_probe(
 pub fn atan2_on_device(pairs: &[(f64, f64)], precision: Precision) -> Result<Vec<f64>, GpuError> {
     let flat: Vec<f64> = pairs.iter().flat_map(|&(y, x)| [y, x]).collect();
     let n = pairs.len();
-    let out = n * state::real_size(precision);
+    let out = n * super::sizes::real_size(precision);
     let bytes = run_probe(
         precision,
         "atan2_probe",
         ("atan_in", "atan_out"),
-        &state::reals_to_bytes(&flat, precision),
+        &super::sizes::reals_to_bytes(&flat, precision),
         out.max(4),
         n as u32,
     )?;
-    Ok(state::bytes_to_reals(&bytes[..out], precision))
+    Ok(super::sizes::bytes_to_reals(&bytes[..out], precision))
 }
 
 /// Runs the WGSL `cell_hash` (shaders/grid.wgsl) over cell coordinates with a table mask, to
@@ -1611,7 +1604,7 @@ pub fn finite_on_device(values: &[f64], precision: Precision) -> Result<Vec<bool
         precision,
         "finite_probe",
         ("finite_in", "finite_out"),
-        &state::reals_to_bytes(values, precision),
+        &super::sizes::reals_to_bytes(values, precision),
         (4 * n).max(4),
         n as u32,
     )?;
@@ -1674,16 +1667,16 @@ pub fn arithmetic_on_device(precision: Precision) -> Result<ArithmeticReport, Gp
         })
         .collect();
     let flat: Vec<f64> = cases.iter().flat_map(|c| [c[0], c[1], c[2], 0.0]).collect();
-    let out = 4 * n * state::real_size(precision);
+    let out = 4 * n * super::sizes::real_size(precision);
     let bytes = run_probe(
         precision,
         "arith_probe",
         ("arith_in", "arith_out"),
-        &state::reals_to_bytes(&flat, precision),
+        &super::sizes::reals_to_bytes(&flat, precision),
         out,
         n as u32,
     )?;
-    let got = state::bytes_to_reals(&bytes[..out], precision);
+    let got = super::sizes::bytes_to_reals(&bytes[..out], precision);
     let ulps = |a: f64, b: f64| -> u64 {
         match precision {
             Precision::F32 => ((a as f32).to_bits() as i64 - (b as f32).to_bits() as i64).unsigned_abs(),
@@ -1775,16 +1768,16 @@ pub fn rupture_on_device(cases: &[RuptureCase], precision: Precision) -> Result<
         })
         .collect();
     let n = cases.len();
-    let out = RUPTURE_PROBE_OUT * n * state::real_size(precision);
+    let out = RUPTURE_PROBE_OUT * n * super::sizes::real_size(precision);
     let bytes = run_probe(
         precision,
         "rupture_probe",
         ("rupture_in", "rupture_out"),
-        &state::reals_to_bytes(&flat, precision),
+        &super::sizes::reals_to_bytes(&flat, precision),
         out.max(4),
         n as u32,
     )?;
-    let r = state::bytes_to_reals(&bytes[..out], precision);
+    let r = super::sizes::bytes_to_reals(&bytes[..out], precision);
     let mode = |v: f64| (v >= 0.0).then_some(v as usize);
     Ok(r.chunks_exact(RUPTURE_PROBE_OUT)
         .map(|c| RuptureResult {

@@ -27,6 +27,7 @@ pub mod frame;
 pub mod params;
 pub mod pipeline;
 pub mod shader;
+pub mod sizes;
 pub mod state;
 
 pub use batch::{batch_bytes, split_batches};

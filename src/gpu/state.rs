@@ -6,11 +6,12 @@
 
 use super::batch::{BatchLayout, broken_words};
 use super::chunks::{ALIGN, ChunkGpu, ChunkPlan, Pages};
-use super::context::{BufferFailure, create_buffer};
+use super::context::{BufferFailure, create_buffer, map_read};
 use super::error::GpuError;
 use super::frame::Frame;
 use super::pipeline::DemPipeline;
 use super::shader::{NQ, RSTATUS_LEN, SCAN_WG, STATUS_LEN, STATUS_NONE, STATUS_REBUILD, WG};
+use super::sizes::{CELL_BYTES, MIN_BUFFER, bytes_to_reals, particle_part_len, push_reals, real_size};
 use crate::engine::Precision;
 use crate::integrator::Integrator;
 use crate::model::Model;
@@ -19,33 +20,6 @@ use std::collections::HashMap;
 /// Break records read back: (midpoint xyz, energy) in f64, and (bond, step within the batch,
 /// channel).
 pub type BreakRecords = (Vec<[f64; 4]>, Vec<[u32; 3]>);
-
-/// Every buffer is at least this large: no zero-size bindings, and at least one element of the
-/// widest array type (BondOutGpu in f64 is 96 bytes).
-pub const MIN_BUFFER: usize = 128;
-
-/// Bytes of one real.
-pub fn real_size(p: Precision) -> usize {
-    match p {
-        Precision::F32 => 4,
-        Precision::F64 => 8,
-    }
-}
-
-/// f64 values as the device's reals.
-pub fn reals_to_bytes(v: &[f64], p: Precision) -> Vec<u8> {
-    let mut out = Vec::with_capacity(v.len() * real_size(p));
-    push_reals(&mut out, v, p);
-    out
-}
-
-/// Device reals back to f64.
-pub fn bytes_to_reals(b: &[u8], p: Precision) -> Vec<f64> {
-    match p {
-        Precision::F32 => b.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]) as f64).collect(),
-        Precision::F64 => b.chunks_exact(8).map(|c| f64::from_le_bytes(c.try_into().unwrap_or([0; 8]))).collect(),
-    }
-}
 
 /// One level of the multi-level prefix scan.
 struct ScanLevel {
@@ -85,22 +59,6 @@ struct Paged {
 /// The arrays stored in pages: the per-bond arrays (one page layout, in bonds), the incidence
 /// entries and the neighbour lists (each with an overlap of one particle's longest range).
 const PAGED: [&str; 7] = ["bond_ends", "bond_ref", "bond_q0", "bond_scale", "bond_out", "inc_entries", "nbr"];
-
-/// Bytes per particle of the widest per-particle array (a vec4 of reals).
-pub fn particle_elem(precision: Precision) -> u64 {
-    4 * real_size(precision) as u64
-}
-
-/// Particles in the first part of the per-particle arrays (`shader::PARTED`) when one binding
-/// of `max_binding` bytes cannot hold such an array whole (they are then bound in two parts,
-/// `shader::Parts::Two`), else `None`. A multiple of `ALIGN`, so that the second part's offset
-/// is aligned; `None` too where a binding holds fewer than `ALIGN` particles (the model is then
-/// refused as one binding's worth).
-pub fn particle_part_len(n: u64, precision: Precision, max_binding: u64) -> Option<u64> {
-    let elem = particle_elem(precision);
-    let part = max_binding / elem / ALIGN * ALIGN;
-    (n * elem > max_binding && part > 0).then_some(part)
-}
 
 /// The binding of the state buffer that WGSL variable `name` is bound to, outside the chunk
 /// windows: a whole buffer, or, for a `shader::PARTED` array bound in two parts of `part_len`
@@ -392,8 +350,6 @@ const BACKUP_ARRAYS: [&str; 4] = ["pos_backup", "vel_backup", "quat_backup", "om
 /// with its backup, where positions use blocks (`frame::uses_blocks`, f32); in f64 the grid's
 /// cells, which are not state.
 pub const CELL: (&str, &str) = ("cell", "cell_backup");
-/// Bytes of one particle's block.
-pub const CELL_BYTES: usize = 16;
 /// With rupture, the broken flags are state too (one bit per bond, each replica's from a word
 /// boundary: `BatchLayout::broken_word`), with their own backup.
 const BROKEN: (&str, &str) = ("bond_broken", "bond_broken_backup");
@@ -1442,17 +1398,6 @@ impl DemState {
     }
 }
 
-/// Appends reals in the device's precision, in the host's byte order as the bytemuck casts of the
-/// other arrays (little-endian on every host wgpu runs on).
-fn push_reals(out: &mut Vec<u8>, v: &[f64], p: Precision) {
-    for &x in v {
-        match p {
-            Precision::F32 => out.extend_from_slice(&(x as f32).to_ne_bytes()),
-            Precision::F64 => out.extend_from_slice(&x.to_ne_bytes()),
-        }
-    }
-}
-
 /// Appends a position block as the device reads it (`cell`, `CELL_BYTES`: i32 x, y, z, 0).
 fn push_block(out: &mut Vec<u8>, b: [i32; 3]) {
     for c in [b[0], b[1], b[2], 0] {
@@ -1550,17 +1495,4 @@ fn initial_status(rebuild: bool, replicas: usize) -> Vec<u32> {
     status.extend(std::iter::repeat_n(STATUS_NONE, replicas * RSTATUS_LEN));
     status[STATUS_REBUILD] = rebuild as u32;
     status
-}
-
-/// Maps a MAP_READ buffer, waits, copies its bytes out and unmaps it.
-pub fn map_read(device: &wgpu::Device, buffer: &wgpu::Buffer) -> Result<Vec<u8>, GpuError> {
-    let (tx, rx) = std::sync::mpsc::channel();
-    buffer.map_async(wgpu::MapMode::Read, .., move |r| {
-        let _ = tx.send(r);
-    });
-    device.poll(wgpu::PollType::wait_indefinitely()).map_err(|e| GpuError::Readback(e.to_string()))?;
-    rx.recv().map_err(|e| GpuError::Readback(e.to_string()))?.map_err(|e| GpuError::Readback(e.to_string()))?;
-    let bytes = buffer.get_mapped_range(..).map_err(|e| GpuError::Readback(e.to_string()))?.to_vec();
-    buffer.unmap();
-    Ok(bytes)
 }
