@@ -53,7 +53,7 @@ use super::shader::{
     STATUS_MAX_NBR, STATUS_NONE, STATUS_OVERFLOW,
 };
 use super::sizes::{INITIAL_NBR_CAPACITY, MAX_BREAK_RECORDS};
-use super::state::{self, DemState, Stage};
+use super::state::{self, DemState, Stage, StateInputs};
 use crate::diagnostics::Diagnostics;
 use crate::engine::{BatchEngine, Engine, EngineInfo, EngineState, Precision, wrong_state_kind};
 use crate::error::EngineError;
@@ -387,23 +387,23 @@ impl GpuEngine {
             n_replicas: models.len() as u32,
             part_len: part_len.map_or(layout.n, |p| p as u32),
         };
-        let state = DemState::new(
-            &ctx.device,
-            &ctx.queue,
-            &pipe,
+        let params = params_bytes(&global, precision, 0);
+        let reps_b = reps_bytes(&reps, &layout, precision);
+        let inputs = StateInputs {
             models,
-            &ref_q,
-            &ref_x,
-            &frames,
-            &params_bytes(&global, precision, 0),
-            &reps_bytes(&reps, &layout, precision),
-            &walls,
+            ref_q: &ref_q,
+            ref_x: &ref_x,
+            frames: &frames,
+            params_bytes: &params,
+            reps_bytes: &reps_b,
+            walls_bytes: &walls,
             nbr_capacity,
-            options.memory_budget,
-            have,
+            memory_budget: options.memory_budget,
+            max_binding: have,
             max_buffer,
-            options.max_break_records.map_or(MAX_BREAK_RECORDS, |m| m.clamp(1, MAX_BREAK_RECORDS)),
-        )?;
+            max_break_records: options.max_break_records.map_or(MAX_BREAK_RECORDS, |m| m.clamp(1, MAX_BREAK_RECORDS)),
+        };
+        let state = DemState::new(&ctx.device, &ctx.queue, &pipe, inputs)?;
         let mut e = GpuEngine {
             ctx,
             pipe,
