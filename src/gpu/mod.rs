@@ -26,14 +26,16 @@ pub mod error;
 pub mod frame;
 pub mod params;
 pub mod pipeline;
+pub mod probes;
 pub mod shader;
 pub mod sizes;
 pub mod state;
 
 pub use batch::{batch_bytes, split_batches};
 pub use context::{AdapterChoice, AdapterReport, hardware_adapter_available, list_adapters};
-pub use engine::{
-    ArithmeticReport, GpuEngine, GpuOptions, RuptureCase, arithmetic_on_device, atan2_on_device, cell_hash_on_device,
+pub use engine::{GpuEngine, GpuOptions};
+pub use error::GpuError;
+pub use probes::{
+    ArithmeticReport, RuptureCase, RuptureResult, arithmetic_on_device, atan2_on_device, cell_hash_on_device,
     finite_on_device, rupture_on_device,
 };
-pub use error::GpuError;
