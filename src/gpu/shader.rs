@@ -362,3 +362,16 @@ pub fn struct_offsets(module: &naga::Module, name: &str) -> Option<Vec<(String, 
         _ => None,
     })
 }
+
+/// Bytes per element of the storage or uniform variable `name` of a composed module, as WGSL
+/// lays it out: the array stride of an array, the size of anything else (for the tests that
+/// hold the host's element sizes against the kernels').
+pub fn binding_elem_size(module: &naga::Module, name: &str) -> Option<u32> {
+    let (_, var) = module.global_variables.iter().find(|(_, g)| g.name.as_deref() == Some(name))?;
+    if let naga::TypeInner::Array { stride, .. } = module.types[var.ty].inner {
+        return Some(stride);
+    }
+    let mut layouter = naga::proc::Layouter::default();
+    layouter.update(module.to_ctx()).ok()?;
+    Some(layouter[var.ty].size)
+}
