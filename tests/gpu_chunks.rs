@@ -343,6 +343,8 @@ fn a_particle_whose_own_windows_cannot_fit_is_refused_by_name() {
     for q in 0..n {
         nbr_offsets.push(nbr_offsets[q] + if q == 5 { 100 } else { 4 });
     }
+    // One reduction workgroup, with no bond.
+    let group: Range<u64> = 0..0;
     let c = Case {
         n,
         nb: 0,
@@ -351,7 +353,7 @@ fn a_particle_whose_own_windows_cannot_fit_is_refused_by_name() {
         bond_lo: vec![u32::MAX; n],
         bond_hi: vec![0; n],
         nbr_offsets: nbr_offsets.clone(),
-        reduce_bonds: vec![0..0],
+        reduce_bonds: vec![group],
         bond_bytes: 48,
         max_binding: 384,
         part_len: None,

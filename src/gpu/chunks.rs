@@ -180,7 +180,7 @@ pub struct ChunkInputs<'a> {
     /// Most bytes one binding may hold.
     pub max_binding: u64,
     /// Particles in the first part of the per-particle arrays when they are bound in two parts
-    /// (`state::particle_part_len`): no particle chunk crosses it.
+    /// (`sizes::particle_part_len`): no particle chunk crosses it.
     pub part_len: Option<u64>,
     /// How the per-bond arrays, the incidence entries and the neighbour lists lie in buffers.
     pub bond_pages: Pages,

@@ -35,6 +35,7 @@ impl GpuEngine {
         ORIGIN_BYTES + STATE_ARRAYS.len() * self.state.array_bytes(r) + cells + rupture
     }
 
+    /// Replica r's kinematics, positions joined from their blocks and offsets.
     pub(super) fn snapshot_of(&mut self, r: usize) -> Result<Vec<Kinematics>, EngineError> {
         self.ctx.check_lost()?;
         self.check_replica(r)?;
@@ -67,11 +68,8 @@ impl GpuEngine {
         ))
     }
 
-    /// Data: the origin of the stored positions (three little-endian f64), then the raw device
-    /// arrays pos (offsets, with the radius in w), vel, quat, omega, four reals per particle
-    /// each, and in f32 the blocks (four i32 per particle); with rupture, then `E_released` (f64),
-    /// `n_broken` (u64) and the broken flags (u32 per bond).
-    /// A replica's ranges give exactly what a one-replica engine of its model writes.
+    /// Replica r's saved state, laid out as the module note says. A replica's ranges give exactly
+    /// what a one-replica engine of its model writes.
     pub(super) fn save_state_of(&mut self, r: usize) -> Result<EngineState, EngineError> {
         self.ctx.check_lost()?;
         self.check_replica(r)?;
@@ -130,8 +128,10 @@ impl GpuEngine {
         out
     }
 
-    /// Forgets the rollback point: the loaded state is the last one checked. Breaks not yet
-    /// taken that come after the loaded step never happened (as on the CPU).
+    /// `Engine::load_state`: a one-replica saved state of this engine's kind, size and (f32 with
+    /// bonds) origin, written to the device and re-evaluated. Forgets the rollback point: the
+    /// loaded state is the last one checked. Breaks not yet taken that come after the loaded
+    /// step never happened (as on the CPU).
     pub(super) fn load_state_of(&mut self, saved: &EngineState) -> Result<(), EngineError> {
         self.ctx.check_lost()?;
         self.single("load_state")?;
