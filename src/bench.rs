@@ -279,7 +279,7 @@ pub fn cpu_bytes_per_step(n: usize, bonds: usize, partners: usize) -> f64 {
 }
 
 /// Estimated bytes of memory traffic of one step of the GPU engine, from its buffer layout
-/// (`src/gpu/state.rs`: vec4 arrays of reals `rs` bytes wide per lane) and what each kernel reads
+/// (`src/gpu/state/plan.rs`: vec4 arrays of reals `rs` bytes wide per lane) and what each kernel reads
 /// and writes: `integrate` reads pos, vel, quat, omega, inertial, force, moment and writes the
 /// first four (and its second half reads vel, omega, inertial, force, moment and writes vel,
 /// omega); the staleness check reads pos and x_ref; `bonds` reads the bond's ends, the ends'

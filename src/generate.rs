@@ -196,7 +196,7 @@ fn contact_partners(p: &Particles, skin: f64) -> f64 {
 ///   process's rayon pool has several threads, and there are 2048 bonds or more) it also stores
 ///   the ends that lie past a range boundary (`src/engine/scatter.rs`; 52 each, a few % of a
 ///   solid's ends), 8 per particle and 24 per 1024 bonds, allocated only then.
-/// - GPU (`src/gpu/state.rs`, `DemState::new`), with `rs` the size of a real: per particle
+/// - GPU (`src/gpu/state/plan.rs`, `DemState::new`), with `rs` the size of a real: per particle
 ///   twelve vec4 arrays (pos, vel, quat, omega, inertial, force, moment, pot, sorted_pos, x_ref,
 ///   the reference attitude q_ref and position ref_pos: `48·rs`) and the rollback copies of pos,
 ///   vel, quat, omega (`16·rs`); fixed, incidence offset, hash, slot, sorted_tmp, nbr_count, list

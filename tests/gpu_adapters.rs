@@ -68,7 +68,7 @@ fn too_large_error_names_the_tightest_buffer_that_must_be_bound_whole() {
     // so 1024/32 = 32 particles would fit it; the bucket table (4 · 257 B) 79. The bond results
     // (96 B per bond) and the neighbour lists no longer count: they are bound in parts
     // (`gpu::chunks`; tests/gpu_split.rs), and a binding of fewer than 64 particles is too small
-    // for the two parts the per-particle arrays may take (`state::particle_part_len`).
+    // for the two parts the per-particle arrays may take (`sizes::particle_part_len`).
     // (Regression, from before those were split: the tightest buffer decides the count, not the
     // first that fails.)
     let have = 1024;

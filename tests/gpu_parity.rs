@@ -205,7 +205,7 @@ fn reference_positions_and_per_bond_references_agree() {
     // for bit where the device computes f64 as IEEE 754 does (lavapipe); a device that fuses
     // a·b + c (NVIDIA) rounds the dot product of L0 differently, and there the runs must agree
     // to the V7 bound only.
-    let ieee = rrpdem::gpu::engine::arithmetic_on_device(Precision::F64).unwrap().ieee();
+    let ieee = rrpdem::gpu::arithmetic_on_device(Precision::F64).unwrap().ieee();
     let mut formed = gpu(&a, Integrator::RrpNewmark, dt, Precision::F64);
     let mut stored = gpu(&moved, Integrator::RrpNewmark, dt, Precision::F64);
     stored.load_state(&formed.save_state().unwrap()).unwrap();

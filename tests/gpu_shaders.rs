@@ -156,9 +156,153 @@ fn every_struct_field_has_the_offset_of_its_rust_mirror() {
         assert_eq!(struct_size(&c.module, "ChunkGpu"), Some(size_of::<ChunkGpu>() as u32));
         // BondOutGpu has no Rust struct: the host reads nothing of it but sizes it as three
         // vec4 of reals (f_i, m_i, m_j) per bond.
-        let v4 = 4 * rrpdem::gpu::state::real_size(p) as u32;
+        let v4 = 4 * rrpdem::gpu::sizes::real_size(p) as u32;
         let bond: Vec<(String, u32)> =
             [("f_i", 0), ("m_i", v4), ("m_j", 2 * v4)].map(|(n, o)| (n.to_string(), o)).into();
         assert_eq!(struct_offsets(&c.module, "BondOutGpu").unwrap(), bond, "{p:?}: BondOutGpu");
+    }
+}
+
+/// The bytes per element the host writes, reads and binds (by byte offset) each bound variable
+/// with, in terms of the host's own sizes (`gpu::sizes`, `gpu::shader::parted_elem`, the mirrors'
+/// sizes): what each kernel's declaration must lay out.
+fn host_elem_sizes(p: Precision) -> Vec<(String, u32)> {
+    use rrpdem::gpu::chunks::ChunkGpu;
+    use rrpdem::gpu::params::{replica_gpu_size, wall_gpu_size};
+    use rrpdem::gpu::shader::{PARTED, parted_elem};
+    use rrpdem::gpu::sizes::{CELL_BYTES, bond_out_elem, real_size};
+    let rs = real_size(p) as u32;
+    let params = match p {
+        Precision::F32 => size_of::<SimParams32>(),
+        Precision::F64 => size_of::<SimParams64>(),
+    } as u32;
+    let mut v: Vec<(String, u32)> = Vec::new();
+    // The per-particle vec4 arrays and their second parts, bound at `parted_elem` offsets.
+    for (name, ..) in PARTED {
+        let e = parted_elem(name, p).unwrap() as u32;
+        v.push((name.to_string(), e));
+        v.push((format!("{name}_hi"), e));
+    }
+    // u32 words the host fills from `&[u32]` or reads as such (status, counts, offsets, the
+    // indirect arguments: three words per dispatch).
+    for name in [
+        "fixed",
+        "hash",
+        "slot",
+        "sorted_tmp",
+        "bucket_start",
+        "bucket_count",
+        "status",
+        "step_next",
+        "nbr",
+        "nbr_count",
+        "nbr_offsets",
+        "inc_offsets",
+        "inc_entries",
+        "halo_off",
+        "halo_src",
+        "halo_fill",
+        "bond_broken",
+        "grid_args",
+        "grid_full",
+        "scan_data",
+        "scan_sums",
+        "hash_out",
+        "finite_out",
+    ] {
+        v.push((name.to_string(), 4));
+    }
+    v.extend(
+        [
+            // Per bond: the ends (two u32), the reference direction and length (a vec4), the
+            // two reference attitudes (two vec4: bond k's at 2k, 2k + 1), the threshold scale,
+            // the results (the halo holds copies of them).
+            ("bond_ends", 8),
+            ("bond_ref", 4 * rs),
+            ("bond_q0", 4 * rs),
+            ("bond_scale", rs),
+            ("bond_out", bond_out_elem(p) as u32),
+            ("halo", bond_out_elem(p) as u32),
+            // Break records: (midpoint, energy) reals and (bond, step, channel, _) words.
+            ("break_at", 4 * rs),
+            ("break_id", 16),
+            // Reduction: records of NQ reals, table entries of four u32, a uniform of four u32.
+            ("red_in", rs),
+            ("red_out", rs),
+            ("red_table", 16),
+            ("red_len", 16),
+            ("scan_len", 16),
+            ("params", params),
+            ("reps", replica_gpu_size(p) as u32),
+            ("walls", wall_gpu_size(p) as u32),
+            ("chunk", size_of::<ChunkGpu>() as u32),
+            // Probes (`gpu::probes`): (y, x) pairs, cells with the mask, values, 16 and 4 reals
+            // per case.
+            ("atan_in", 2 * rs),
+            ("atan_out", rs),
+            ("hash_in", 16),
+            ("finite_in", rs),
+            ("rupture_in", 4 * rs),
+            ("rupture_out", rs),
+            ("arith_in", 4 * rs),
+            ("arith_out", 4 * rs),
+        ]
+        .map(|(n, e)| (n.to_string(), e)),
+    );
+    assert_eq!(CELL_BYTES as u32, parted_elem("cell", p).unwrap() as u32);
+    v
+}
+
+#[test]
+fn every_bound_variable_has_the_element_size_the_host_gives_it() {
+    // The structs' offsets are checked above; this holds every array the host fills, reads or
+    // binds in parts against the kernels' declarations, in both precisions and both ways of
+    // binding the per-particle arrays, and makes sure no binding is left out of the list.
+    use rrpdem::gpu::shader::{Parts, binding_elem_size, compose_and_validate_parts};
+    for p in [Precision::F32, Precision::F64] {
+        let host = host_elem_sizes(p);
+        let mut seen = std::collections::BTreeSet::new();
+        for parts in [Parts::One, Parts::Two] {
+            for file in KERNEL_FILES {
+                let c = compose_and_validate_parts(file, p, parts).unwrap();
+                for (_, var) in c.module.global_variables.iter().filter(|(_, g)| g.binding.is_some()) {
+                    let name = var.name.clone().unwrap_or_default();
+                    let Some((_, want)) = host.iter().find(|(n, _)| *n == name) else {
+                        panic!("{}: binding `{name}` has no host element size in this test", file.name);
+                    };
+                    let got = binding_elem_size(&c.module, &name).unwrap();
+                    assert_eq!(got, *want, "{p:?} {}: `{name}`", file.name);
+                    seen.insert(name);
+                }
+            }
+        }
+        // And no host entry names a binding that does not exist.
+        for (name, _) in &host {
+            assert!(seen.contains(name), "{p:?}: `{name}` is bound by no kernel");
+        }
+    }
+}
+
+#[test]
+fn every_wgsl_struct_is_mirrored_and_checked_or_internal() {
+    // A struct added to the shaders must either get a Rust mirror checked above, or be one
+    // that lives only inside the kernels (the interaction functions' return values).
+    let checked = ["SimParams", "ReplicaGpu", "WallGpu", "ChunkGpu", "BondOutGpu"];
+    let internal = ["ForceOut", "MomentOut", "ShearOut"];
+    for p in [Precision::F32, Precision::F64] {
+        for file in KERNEL_FILES {
+            let c = compose_and_validate(file, p).unwrap();
+            for (_, t) in c.module.types.iter() {
+                if let (naga::TypeInner::Struct { .. }, Some(name)) = (&t.inner, t.name.as_deref())
+                    && !name.starts_with("__")
+                {
+                    assert!(
+                        checked.contains(&name) || internal.contains(&name),
+                        "{}: struct `{name}` unchecked",
+                        file.name
+                    );
+                }
+            }
+        }
     }
 }

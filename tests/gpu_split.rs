@@ -305,7 +305,7 @@ fn arrays_paged_over_several_buffers_equal_the_unpaged_run_bit_for_bit() {
 }
 
 /// Break records hold a bounded number of breaks per batch of steps
-/// (`gpu::engine::MAX_BREAK_RECORDS`); an advance that breaks more goes back to its start and
+/// (`gpu::sizes::MAX_BREAK_RECORDS`); an advance that breaks more goes back to its start and
 /// is taken again in shorter batches. With as many records as the most bonds that break in one
 /// step, advances that break several times that give the same states, breaks and rollbacks, bit
 /// for bit, as with records for every bond.

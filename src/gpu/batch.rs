@@ -7,7 +7,7 @@
 //! Each particle carries its replica in bits 1.. of its `fixed` word (bit 0: fixed).
 
 use super::shader::{NQ, RSTATUS_LEN, SCAN_WG, STATUS_LEN, WG};
-use super::state::{MIN_BUFFER, real_size};
+use super::sizes::{INITIAL_NBR_CAPACITY, MAX_BREAK_RECORDS, MIN_BUFFER, bond_out_elem, particle_elem, real_size};
 use crate::engine::Precision;
 use crate::model::Model;
 
@@ -191,7 +191,7 @@ pub fn bucket_count(n: u64, max_binding: u64) -> u64 {
 }
 
 /// `binding_sizes`' name for the per-particle arrays (which a one-model engine may bind in two
-/// parts instead: `state::particle_part_len`).
+/// parts instead: `sizes::particle_part_len`).
 pub const PARTICLE_ARRAYS: &str = "particle arrays (vec4 per particle)";
 
 /// The largest buffers of a batch, one of each kind (what the binding-size checks look at).
@@ -201,7 +201,7 @@ pub fn binding_sizes(t: &BatchTotals, precision: Precision) -> Vec<(&'static str
     let rs = real_size(precision) as u64;
     // The bucket table is not here: `bucket_count` keeps it within a binding.
     let sizes = vec![
-        (PARTICLE_ARRAYS, super::state::particle_elem(precision) * n),
+        (PARTICLE_ARRAYS, particle_elem(precision) * n),
         ("diagnostics partial sums", NQ as u64 * rs * t.level_records.first().copied().unwrap_or(1)),
         ("neighbour list offsets", 4 * (n + 1)),
         ("replica parameters", super::params::replica_gpu_size(precision) as u64 * t.replicas),
@@ -215,7 +215,7 @@ pub fn binding_sizes(t: &BatchTotals, precision: Precision) -> Vec<(&'static str
 pub fn chunked_sizes(t: &BatchTotals, precision: Precision, nbr_capacity: u32) -> Vec<(&'static str, u64)> {
     let rs = real_size(precision) as u64;
     vec![
-        ("bond results", 12 * rs * t.nb),
+        ("bond results", bond_out_elem(precision) * t.nb),
         ("bond reference directions and lengths", if t.bond_refs { 4 * rs * t.nb } else { 0 }),
         ("bond reference attitudes", if t.bond_attitudes { 8 * rs * t.nb } else { 0 }),
         ("incidence entries", 8 * t.nb),
@@ -269,7 +269,7 @@ pub fn planned_sizes(t: &BatchTotals, precision: Precision, nbr_capacity: u32) -
     v.extend([4 * nbr_capacity as u64 * n, 4 * n, NQ as u64 * rs * rec0, NQ as u64 * rs * rec1]);
     let cell_backup = if super::frame::uses_blocks(precision) { 16 * n } else { 0 };
     let nw = if t.rupture { t.broken_words } else { 0 };
-    let rec = nr.min(super::engine::MAX_BREAK_RECORDS);
+    let rec = nr.min(MAX_BREAK_RECORDS);
     v.extend([v4, v4, v4, v4, cell_backup, 4 * nw, 4 * nw, 4 * rs * rec, 16 * rec]); // backups, rupture
     // Scan levels: auxiliary arrays, the top-sum placeholder and one uniform per level.
     let block = 2 * SCAN_WG as u64;
@@ -305,7 +305,7 @@ pub fn split_batches(
     limits: (u64, Option<u64>),
 ) -> Vec<std::ops::Range<usize>> {
     let (max_binding, budget) = limits;
-    let cap = super::engine::INITIAL_NBR_CAPACITY;
+    let cap = INITIAL_NBR_CAPACITY;
     let fits = |t: &BatchTotals| {
         // A study's batches stay within one binding per array (no chunks needed for them).
         binding_sizes(t, precision).iter().chain(&chunked_sizes(t, precision, cap)).all(|&(_, s)| s <= max_binding)
@@ -349,14 +349,5 @@ mod tests {
             let b = bucket_count(n, max);
             assert!(b.is_power_of_two() && 4 * (b + 1) <= max, "{n} in {max}: {b}");
         }
-        // Per-particle arrays: two parts from the first particle a binding cannot hold, the
-        // first a multiple of 64 particles.
-        use crate::gpu::state::particle_part_len;
-        assert_eq!(particle_part_len(10_000_000, Precision::F32, lavapipe), Some(8_388_608));
-        assert_eq!(particle_part_len(8_388_608, Precision::F32, lavapipe), None);
-        assert_eq!(particle_part_len(2400, Precision::F64, 32 * 1536), Some(1536));
-        assert_eq!(particle_part_len(2400, Precision::F64, 32 * 1536 + 100), Some(1536));
-        // A binding of fewer than 64 particles cannot start an aligned second part.
-        assert_eq!(particle_part_len(80, Precision::F64, 1024), None);
     }
 }

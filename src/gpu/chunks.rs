@@ -180,7 +180,7 @@ pub struct ChunkInputs<'a> {
     /// Most bytes one binding may hold.
     pub max_binding: u64,
     /// Particles in the first part of the per-particle arrays when they are bound in two parts
-    /// (`state::particle_part_len`): no particle chunk crosses it.
+    /// (`sizes::particle_part_len`): no particle chunk crosses it.
     pub part_len: Option<u64>,
     /// How the per-bond arrays, the incidence entries and the neighbour lists lie in buffers.
     pub bond_pages: Pages,
@@ -201,8 +201,24 @@ fn fits(lo: u64, hi: u64, elem: u64, max_binding: u64) -> bool {
 /// own windows do not fit one binding (its bonds span too many others, or its list is longer
 /// than a binding holds).
 pub fn plan(c: &ChunkInputs<'_>) -> Result<ChunkPlan, usize> {
+    let (particles, halo_off, halo_src) = particle_chunks(c)?;
+    // The halo is bound whole: it must fit one binding.
+    if halo_src.len() as u64 * c.bond_bytes > c.max_binding {
+        let worst = (0..c.n as usize).max_by_key(|&i| halo_off[i + 1] - halo_off[i]).unwrap_or(0);
+        return Err(worst);
+    }
+    let mut halo_fill: Vec<u32> = (0..halo_src.len() as u32).collect();
+    halo_fill.sort_by_key(|&s| (halo_src[s as usize], s));
+    let bonds = bond_chunks(c, &halo_src, &halo_fill)?;
+    let reduce = reduce_chunks(c)?;
+    Ok(ChunkPlan { particles, bonds, reduce, halo_off, halo_src, halo_fill })
+}
+
+/// The particle chunks, with the halo's offsets (n + 1) and entries (the bond each copies).
+#[allow(clippy::type_complexity)]
+fn particle_chunks(c: &ChunkInputs<'_>) -> Result<(Vec<Chunk>, Vec<u32>, Vec<u32>), usize> {
     let max = c.max_binding;
-    let mut plan = ChunkPlan::default();
+    let mut particles = Vec::new();
     // Particles: a chunk grows while its incidence and list windows fit and the highest bonds
     // of its particles lie within one window; bonds below the window go to the halo.
     let capb = (max / c.bond_bytes.max(1)).saturating_sub(ALIGN);
@@ -210,7 +226,7 @@ pub fn plan(c: &ChunkInputs<'_>) -> Result<ChunkPlan, usize> {
     let mut halo_off = vec![0u32; n + 1];
     let mut halo_src: Vec<u32> = Vec::new();
     let mut p0 = 0usize;
-    while p0 < n || (n == 0 && plan.particles.is_empty()) {
+    while p0 < n || (n == 0 && particles.is_empty()) {
         let (mut top_lo, mut top_hi, mut all_lo) = (u64::MAX, 0u64, u64::MAX);
         // The part of the per-particle arrays the chunk lies in, and where it ends.
         let (part_win, part_end) = match c.part_len {
@@ -279,19 +295,20 @@ pub fn plan(c: &ChunkInputs<'_>) -> Result<ChunkPlan, usize> {
             part_win: part_win as u32,
             ..Default::default()
         };
-        plan.particles.push(Chunk { gpu, bonds, inc, nbr, groups: 0 });
+        particles.push(Chunk { gpu, bonds, inc, nbr, groups: 0 });
         p0 = p;
         if n == 0 {
             break;
         }
     }
-    // The halo is bound whole: it must fit one binding.
-    if halo_src.len() as u64 * c.bond_bytes > max {
-        let worst = (0..n).max_by_key(|&i| halo_off[i + 1] - halo_off[i]).unwrap_or(0);
-        return Err(worst);
-    }
-    let mut halo_fill: Vec<u32> = (0..halo_src.len() as u32).collect();
-    halo_fill.sort_by_key(|&s| (halo_src[s as usize], s));
+    Ok((particles, halo_off, halo_src))
+}
+
+/// The bond chunks; each fills the halo entries (`halo_fill`, in the order of their bonds)
+/// whose bonds it computes.
+fn bond_chunks(c: &ChunkInputs<'_>, halo_src: &[u32], halo_fill: &[u32]) -> Result<Vec<Chunk>, usize> {
+    let max = c.max_binding;
+    let mut bonds = Vec::new();
     // Bonds: as many as fit, in multiples of ALIGN so that each window starts where its chunk does.
     let per = (max / c.bond_bytes.max(1)).max(1);
     let per = if per >= ALIGN { align_down(per) } else { per };
@@ -314,12 +331,19 @@ pub fn plan(c: &ChunkInputs<'_>) -> Result<ChunkPlan, usize> {
             fill_end,
             ..Default::default()
         };
-        plan.bonds.push(Chunk { gpu, bonds: start..b1, inc: 0..0, nbr: 0..0, groups: 0 });
+        bonds.push(Chunk { gpu, bonds: start..b1, inc: 0..0, nbr: 0..0, groups: 0 });
         b0 = b1;
         if b0 >= c.n_bonds {
             break;
         }
     }
+    Ok(bonds)
+}
+
+/// The reduction chunks.
+fn reduce_chunks(c: &ChunkInputs<'_>) -> Result<Vec<Chunk>, usize> {
+    let max = c.max_binding;
+    let mut reduce = Vec::new();
     // Reduction workgroups: consecutive ones whose bonds fit one window.
     let groups = c.reduce_bonds;
     let mut g0 = 0usize;
@@ -340,13 +364,10 @@ pub fn plan(c: &ChunkInputs<'_>) -> Result<ChunkPlan, usize> {
         }
         let bonds = if hi > lo { align_down(lo)..hi } else { 0..0 };
         let gpu = ChunkGpu { bond_win: bonds.start as u32, group_base: g0 as u32, ..Default::default() };
-        plan.reduce.push(Chunk { gpu, bonds, inc: 0..0, nbr: 0..0, groups: (g - g0) as u32 });
+        reduce.push(Chunk { gpu, bonds, inc: 0..0, nbr: 0..0, groups: (g - g0) as u32 });
         g0 = g;
     }
-    plan.halo_off = halo_off;
-    plan.halo_src = halo_src;
-    plan.halo_fill = halo_fill;
-    Ok(plan)
+    Ok(reduce)
 }
 
 #[cfg(test)]

@@ -1,6 +1,5 @@
 //! Errors of the GPU engine: each says what is missing and what to do about it.
 
-use super::shader::ShaderError;
 use crate::error::EngineError;
 
 /// Package hint repeated in the messages about missing adapters.
@@ -83,4 +82,15 @@ impl From<GpuError> for EngineError {
             other => EngineError::Gpu(other),
         }
     }
+}
+
+/// Errors found by naga in a composed module.
+#[derive(Debug, thiserror::Error)]
+pub enum ShaderError {
+    #[error("shaders/{file}.wgsl ({precision}): WGSL parse error: {message}")]
+    Parse { file: &'static str, precision: &'static str, message: String },
+    #[error("shaders/{file}.wgsl ({precision}): validation error: {message}")]
+    Invalid { file: &'static str, precision: &'static str, message: String },
+    #[error("shaders/{file}.wgsl: entry point `{entry}` not found")]
+    MissingEntry { file: &'static str, entry: &'static str },
 }

@@ -2,6 +2,7 @@
 //! shared with Rust) followed by the shared library files and one kernel file, validated with
 //! naga (no adapter needed) and reflected to learn which bindings each entry point uses.
 
+pub use super::error::ShaderError;
 use super::params::{FLAG_BOND_Q0, FLAG_BOND_REF, FLAG_GRAVITY, FLAG_HELD, FLAG_PENDULUM, FLAG_RUPTURE, FLAG_WEIBULL};
 use crate::engine::Precision;
 use crate::grid::{CELL_HASH_PRIMES, MAX_CELL_COORD};
@@ -237,7 +238,7 @@ pub fn parted_elem(name: &str, precision: Precision) -> Option<u64> {
     PARTED
         .iter()
         .find(|p| p.0 == name)
-        .map(|p| if p.1 == "vec4<real>" { super::state::particle_elem(precision) } else { 16 })
+        .map(|p| if p.1 == "vec4<real>" { super::sizes::particle_elem(precision) } else { 16 })
 }
 
 /// Declarations of the second parts and the accessors of the `PARTED` arrays for `parts`.
@@ -275,17 +276,6 @@ pub fn compose_parts(file: &KernelFile, precision: Precision, parts: Parts) -> S
         s.push_str(part);
     }
     s
-}
-
-/// Errors found by naga in a composed module.
-#[derive(Debug, thiserror::Error)]
-pub enum ShaderError {
-    #[error("shaders/{file}.wgsl ({precision}): WGSL parse error: {message}")]
-    Parse { file: &'static str, precision: &'static str, message: String },
-    #[error("shaders/{file}.wgsl ({precision}): validation error: {message}")]
-    Invalid { file: &'static str, precision: &'static str, message: String },
-    #[error("shaders/{file}.wgsl: entry point `{entry}` not found")]
-    MissingEntry { file: &'static str, entry: &'static str },
 }
 
 /// A binding an entry point uses: group, binding index and the WGSL variable name.
@@ -371,4 +361,17 @@ pub fn struct_offsets(module: &naga::Module, name: &str) -> Option<Vec<(String, 
         }
         _ => None,
     })
+}
+
+/// Bytes per element of the storage or uniform variable `name` of a composed module, as WGSL
+/// lays it out: the array stride of an array, the size of anything else (for the tests that
+/// hold the host's element sizes against the kernels').
+pub fn binding_elem_size(module: &naga::Module, name: &str) -> Option<u32> {
+    let (_, var) = module.global_variables.iter().find(|(_, g)| g.name.as_deref() == Some(name))?;
+    if let naga::TypeInner::Array { stride, .. } = module.types[var.ty].inner {
+        return Some(stride);
+    }
+    let mut layouter = naga::proc::Layouter::default();
+    layouter.update(module.to_ctx()).ok()?;
+    Some(layouter[var.ty].size)
 }

@@ -1,0 +1,771 @@
+//! `GpuEngine`: the `Engine` and `BatchEngine` interfaces on top of the pipeline and the GPU
+//! state. One engine steps a batch of replicas (independent models, e.g. the variants of a
+//! study) in one GPU state; a single model is the one-replica batch, through the same code. One
+//! `advance` records all its steps into a few command buffers and waits once, reading back only
+//! the status words and one diagnostics record per replica.
+//!
+//! Half-step scheduling: inside a batch, the closing half kick of step k and the opening half
+//! kick of step k+1 are applied by the same kernel (two half kicks, so the arithmetic equals the
+//! CPU's); only the last step of a batch ends with a lone closing half kick, so velocities are
+//! full-step whenever diagnostics are read. The first step of a batch starts from full-step
+//! velocities and the forces of the current state (evaluated in `new`, and again after
+//! `load_state` and `rollback`, exactly as in `new`).
+//!
+//! Saved states and rollback: the forces are a function of the state alone (neighbour lists
+//! sorted by index, so the time of the last rebuild leaves no trace), so restoring positions,
+//! velocities, attitudes and angular velocities (and, with rupture, the broken flags) and
+//! re-evaluating continues bit for bit. Re-evaluating the other replicas of a batch at their
+//! current state changes nothing of them, so one replica is rolled back by range copies and one
+//! evaluation of the batch.
+//!
+//! Replicas: each has its own parameters, walls, grid cell and skin, position frame, step,
+//! diagnostics, rupture totals and failure; its contacts are searched among its own particles
+//! only and its diagnostics reduced in an order set by its own indices, so a replica's
+//! trajectory and diagnostics are bit for bit those of its model alone on the same device. A
+//! replica that fails (non-finite, rrp-exact, grid range) stops changing on the device while the
+//! others go on; through `BatchEngine` it is then rolled back to the start of the `advance`,
+//! frozen and its error kept for `take_failure` (through `Engine`, the one replica's error is
+//! returned as before, its state at the failing step). See docs/GPU.md, Batches.
+//!
+//! Rupture: the bond kernel appends a record per break; the records are read back at the end of
+//! a batch (only when some bond broke), sorted by (replica, step, bond) and booked on the host,
+//! which keeps each replica's `E_released` and `n_broken` (see docs/GPU.md, Rupture).
+//!
+//! Positions: a block of the replica's grid and an offset inside it in the engine's real type
+//! (`gpu::frame`), so f32 resolves them to ~1e-7 of a cell edge wherever the model lies. Blocks
+//! count from an origin per replica: the centre of its initial bounding box in f32, zero in f64.
+//! Only the origin-dependent diagnostics see it: the host adds it back in snapshots, in `L`
+//! (`o × P`) and in the gravity energy (`−M g·o`).
+
+mod run;
+mod saved;
+mod upload;
+
+pub use run::{MAX_TIMED_STEPS, plan_nbr_offsets};
+
+use crate::diagnostics::Diagnostics;
+use crate::engine::{BatchEngine, Engine, EngineInfo, EngineState, Precision};
+use crate::error::EngineError;
+use crate::gpu::batch::{BatchLayout, BatchTotals, PARTICLE_ARRAYS, binding_sizes, bucket_count};
+use crate::gpu::cache::{self, CacheKey, Lease};
+use crate::gpu::context::{AdapterChoice, GpuContext, STORAGE_BUFFERS_NEEDED_PARTS};
+use crate::gpu::error::GpuError;
+use crate::gpu::frame::Frame;
+use crate::gpu::params::ParamInputs;
+use crate::gpu::pipeline::DemPipeline;
+use crate::gpu::shader::Parts;
+use crate::gpu::sizes::{INITIAL_NBR_CAPACITY, MAX_BREAK_RECORDS, particle_elem, particle_part_len};
+use crate::gpu::state::{DemState, StateInputs};
+use crate::integrator::{Integrator, Kinematics};
+use crate::interactions::BreakEvent;
+use crate::model::Model;
+use glam::DVec3;
+use std::sync::Arc;
+use upload::{bounding_box_centre, params_bytes, reps_bytes, walls_bytes};
+
+/// Steps between checks of the particle order (`Engine::order_check_interval`): a check reads
+/// the state back and sorts the positions on the host, some 100 steps of an H100's time at
+/// 10⁶ particles (10⁻⁹ s per particle-step against ~10⁻⁷ s per particle on the host), so 0.5 %
+/// of the run at this interval: an estimate from the H100's throughput and the CPU's check,
+/// not measured on a GPU.
+const ORDER_CHECK_INTERVAL: u64 = 20_000;
+
+/// Steps between the run driver's guard checks. Each check reads the diagnostics back: a host
+/// wait that drains the device's queue, whereas the steps between checks are recorded and
+/// submitted without waiting. 100 steps spread that wait over ~1000 dispatches, while a
+/// rollback after a tripped guard throws away at most 100 steps.
+const GUARD_INTERVAL: u64 = 100;
+/// Tuning options of `GpuEngine::with_options` and `GpuEngine::new_batch`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct GpuOptions {
+    /// Caps the workgroups per dispatch dimension below the adapter's limit, so that the 2-D
+    /// folding of large dispatches can be exercised on small systems.
+    pub max_workgroups_per_dimension: Option<u32>,
+    /// Caps the bytes per buffer binding below the adapter's limit (tests of the size check).
+    pub max_binding_size: Option<u64>,
+    /// Caps the bytes of each buffer ("page") the chunked arrays are stored in below the
+    /// adapter's buffer limit, so that their paging (`gpu::chunks::Pages`) can be exercised on
+    /// small systems. The arrays bound whole are not affected.
+    pub page_size: Option<u64>,
+    /// Initial capacity of each neighbour list (tests use a tiny one to exercise overflows).
+    pub nbr_capacity: Option<u32>,
+    /// Caps the bytes of device memory the state's buffers may take (beyond it, allocation fails
+    /// as if the device were out of memory): leaves room for other work on a shared device, and
+    /// lets tests exercise the out-of-memory report.
+    pub memory_budget: Option<u64>,
+    /// Counts positions from the coordinate origin instead of the centre of each replica's
+    /// bounding box, so that a model far from the origin is stored far out in blocks (tests of
+    /// the position frames, `gpu::frame`).
+    pub origin_at_zero: bool,
+    /// Opens a device of its own instead of taking one from the process-wide cache (see
+    /// `cache`), and closes it when the engine is dropped: for comparisons with a fresh device.
+    pub fresh_device: bool,
+    /// Caps the break records one batch of steps holds below `MAX_BREAK_RECORDS` (tests of
+    /// the overflow, after which the advance is taken again in shorter batches).
+    pub max_break_records: Option<u64>,
+}
+
+/// What the host keeps of one replica.
+struct Replica {
+    params: crate::model::Params,
+    /// Block edge and origin of the stored positions (see the module note).
+    frame: Frame,
+    total_mass: f64,
+    inv_cell: f64,
+    skin: f64,
+    /// Its bonds' reference attitudes are per bond, not per particle (`FLAG_BOND_Q0`).
+    bond_attitudes: bool,
+    /// Its bonds' reference directions and lengths are per bond (`FLAG_BOND_REF`).
+    bond_refs: bool,
+    /// Ends (i, j) of every bond, replica-relative, for the break events.
+    bond_ends: Vec<(u32, u32)>,
+    /// Steps this replica has taken.
+    step: u64,
+    diag: Diagnostics,
+    /// Step at the start of the last `advance`, whose state the backup buffers hold (`None`
+    /// before the first `advance` and after `load_state`).
+    backup_step: Option<u64>,
+    /// Bond energy released by ruptures so far, summed on the host over the sorted events
+    /// (step, then bond order, as on the CPU): deterministic without float atomics.
+    e_released: f64,
+    n_broken: u64,
+    /// `e_released` and `n_broken` at the start of the last `advance` (for `rollback`).
+    backup_rupture: (f64, u64),
+    /// A failure found by `BatchEngine::advance`, not yet taken.
+    failure: Option<EngineError>,
+    /// Frozen: the kernels leave it alone (FLAG_HELD).
+    held: bool,
+}
+
+impl Replica {
+    /// The host side of a replica of `model` at its initial state: its grid cell and skin, its
+    /// position frame, and whether its bonds' reference attitudes (`bond_attitudes`) and
+    /// directions (`bond_refs`) are per bond.
+    fn new(
+        model: &Model,
+        bond_attitudes: bool,
+        bond_refs: bool,
+        precision: Precision,
+        origin_at_zero: bool,
+    ) -> Replica {
+        // List candidates are at most r_i + r_j + skin ≤ 2 r_max + skin apart: one cell.
+        let skin = crate::grid::SKIN_FACTOR * model.max_radius();
+        let cell = (2.0 * model.max_radius() + skin).max(f64::MIN_POSITIVE);
+        let origin = match precision {
+            // The reference positions' box: the same origin for a resumed run as for the
+            // run it continues, so that its reference positions split the same.
+            Precision::F32 if !origin_at_zero => {
+                bounding_box_centre(model.reference_x.as_deref().unwrap_or(&model.particles.x))
+            }
+            _ => DVec3::ZERO,
+        };
+        Replica {
+            params: model.params.clone(),
+            frame: Frame::new(origin, cell, precision),
+            total_mass: model.particles.mass.iter().sum(),
+            inv_cell: 1.0 / cell,
+            skin,
+            bond_attitudes,
+            bond_refs,
+            bond_ends: model.bonds.iter().map(|b| (b.i, b.j)).collect(),
+            step: 0,
+            diag: Diagnostics::default(),
+            backup_step: None,
+            e_released: 0.0,
+            n_broken: 0,
+            backup_rupture: (0.0, 0),
+            failure: None,
+            held: false,
+        }
+    }
+}
+
+pub struct GpuEngine {
+    ctx: Arc<GpuContext>,
+    pipe: Arc<DemPipeline>,
+    state: DemState,
+    integrator: Integrator,
+    dt: f64,
+    precision: Precision,
+    reps: Vec<Replica>,
+    /// Neighbour-list layouts set since the engine was built (`plan_nbr_offsets`).
+    nbr_layouts: u64,
+    /// Longest neighbour list an overflowing rebuild found, and whether the lists could not be
+    /// given room for it (for the fallback warning).
+    longest_list: u32,
+    lists_stuck: bool,
+    /// While `time_stages` runs: its timestamp queries (8 per step).
+    stage_queries: Option<wgpu::QuerySet>,
+    /// The next batch starts with a rebuild (after the neighbour lists were reallocated, or a
+    /// failure or a rollback left them stale).
+    rebuild_next: bool,
+    /// Steps taken by the running replicas.
+    step: u64,
+    /// Breaks not yet taken by `take_breaks`, as (replica, event).
+    breaks: Vec<(usize, BreakEvent)>,
+    /// Steps run in batches where some neighbour list overflowed (see `fallback_steps`).
+    fallback_steps: u64,
+    /// The last batch broke more bonds than the break records hold: `run` goes back to the
+    /// advance's start and takes shorter batches.
+    break_overflow: bool,
+    /// What it was built with (`renumber` builds it again).
+    adapter: AdapterChoice,
+    options: GpuOptions,
+    /// The device and kernels this engine holds; last, so that the state's buffers are gone
+    /// before the device goes back to the cache.
+    _lease: Lease,
+}
+
+impl GpuEngine {
+    /// Opens a device, uploads the model and evaluates the initial forces and diagnostics.
+    pub fn new(
+        model: &Model,
+        integrator: Integrator,
+        dt: f64,
+        precision: Precision,
+        adapter: AdapterChoice,
+    ) -> Result<GpuEngine, GpuError> {
+        GpuEngine::with_options(model, integrator, dt, precision, adapter, GpuOptions::default())
+    }
+
+    /// `new` with tuning options (tests use them to force folded dispatches): the one-replica
+    /// batch, whose initial state must be sound.
+    pub fn with_options(
+        model: &Model,
+        integrator: Integrator,
+        dt: f64,
+        precision: Precision,
+        adapter: AdapterChoice,
+        options: GpuOptions,
+    ) -> Result<GpuEngine, GpuError> {
+        let mut e = GpuEngine::new_batch(&[model], integrator, dt, precision, adapter, options)?;
+        match e.reps[0].failure.take() {
+            Some(EngineError::Gpu(g)) => Err(g),
+            Some(other) => Err(GpuError::InitialState(Box::new(other))),
+            None => Ok(e),
+        }
+    }
+
+    /// A batch of replicas, one per model, stepped in lockstep with one integrator and time
+    /// step (see the module note). A replica whose initial state fails is frozen with its
+    /// error kept for `take_failure` (the others go on). At least one model.
+    pub fn new_batch(
+        models: &[&Model],
+        integrator: Integrator,
+        dt: f64,
+        precision: Precision,
+        adapter: AdapterChoice,
+        options: GpuOptions,
+    ) -> Result<GpuEngine, GpuError> {
+        if models.is_empty() {
+            return Err(GpuError::EmptyBatch);
+        }
+        let key = CacheKey { adapter, precision, max_workgroups: options.max_workgroups_per_dimension };
+        let lease = cache::lease(key, options.fresh_device)?;
+        GpuEngine::build(lease, models, integrator, dt, precision, adapter, options)
+    }
+
+    /// `new_batch` on the device and kernels of `lease`: the limits checked (`two_part_limit`,
+    /// the kernels for two-part bindings where needed, `check_sizes`), the replicas' host
+    /// sides (`Replica::new`), the state built and the initial forces evaluated.
+    fn build(
+        lease: Lease,
+        models: &[&Model],
+        integrator: Integrator,
+        dt: f64,
+        precision: Precision,
+        adapter: AdapterChoice,
+        options: GpuOptions,
+    ) -> Result<GpuEngine, GpuError> {
+        let ctx = lease.ctx.clone();
+        let n: u64 = models.iter().map(|m| m.particles.len() as u64).sum();
+        let have = ctx.limits.max_storage_buffer_binding_size.min(ctx.limits.max_buffer_size);
+        let have = options.max_binding_size.map_or(have, |m| m.min(have));
+        let part_len = two_part_limit(&ctx, n, precision, have)?;
+        let pipe = match part_len {
+            Some(_) => {
+                Arc::new(DemPipeline::with_parts(&ctx.device, precision, lease.pipe.max_workgroups(), Parts::Two)?)
+            }
+            None => lease.pipe.clone(),
+        };
+        let nbr_capacity = options.nbr_capacity.unwrap_or(INITIAL_NBR_CAPACITY).max(1);
+        let max_buffer = options.page_size.map_or(ctx.limits.max_buffer_size, |m| m.min(ctx.limits.max_buffer_size));
+        // Per particle where the bonds agree on it (always, for models built from their initial
+        // state, and for checkpoints): `q_ref`; per bond otherwise.
+        let ref_q: Vec<_> = models.iter().map(|m| m.reference_attitudes()).collect();
+        // Likewise the reference directions and lengths, from the particles' positions where the
+        // bonds were made from them; per bond otherwise.
+        let ref_x: Vec<_> = models.iter().map(|m| m.reference_positions()).collect();
+        let mut totals = BatchTotals::default();
+        for (m, (q, x)) in models.iter().zip(ref_q.iter().zip(&ref_x)) {
+            totals.add_with(m, q.is_none(), x.is_none());
+        }
+        check_sizes(&ctx, &totals, n, nbr_capacity, precision, have, part_len.is_some())?;
+        let reps: Vec<Replica> = models
+            .iter()
+            .zip(ref_q.iter().zip(&ref_x))
+            .map(|(model, (q, x))| Replica::new(model, q.is_none(), x.is_none(), precision, options.origin_at_zero))
+            .collect();
+        let layout = BatchLayout::new(models);
+        let frames: Vec<Frame> = reps.iter().map(|r| r.frame).collect();
+        let walls: Vec<u8> = reps.iter().flat_map(|r| walls_bytes(&r.params.walls, &r.frame, precision)).collect();
+        let global = ParamInputs {
+            integrator,
+            h: dt,
+            n_particles: layout.n,
+            n_bonds: layout.nb,
+            mask: (bucket_count(layout.n as u64, have) - 1) as u32,
+            n_replicas: models.len() as u32,
+            part_len: part_len.map_or(layout.n, |p| p as u32),
+        };
+        let params = params_bytes(&global, precision, 0);
+        let reps_b = reps_bytes(&reps, &layout, precision);
+        let inputs = StateInputs {
+            models,
+            ref_q: &ref_q,
+            ref_x: &ref_x,
+            frames: &frames,
+            params_bytes: &params,
+            reps_bytes: &reps_b,
+            walls_bytes: &walls,
+            nbr_capacity,
+            memory_budget: options.memory_budget,
+            max_binding: have,
+            max_buffer,
+            max_break_records: options.max_break_records.map_or(MAX_BREAK_RECORDS, |m| m.clamp(1, MAX_BREAK_RECORDS)),
+        };
+        let state = DemState::new(&ctx.device, &ctx.queue, &pipe, inputs)?;
+        let mut e = GpuEngine {
+            ctx,
+            pipe,
+            state,
+            integrator,
+            dt,
+            precision,
+            reps,
+            stage_queries: None,
+            nbr_layouts: 0,
+            longest_list: 0,
+            lists_stuck: false,
+            rebuild_next: false,
+            step: 0,
+            breaks: Vec::new(),
+            fallback_steps: 0,
+            break_overflow: false,
+            adapter,
+            options,
+            _lease: lease,
+        };
+        let failures = e.evaluate_current().map_err(|err| match err {
+            EngineError::Gpu(g) => g,
+            other => GpuError::InitialState(Box::new(other)),
+        })?;
+        for (r, err) in failures {
+            e.reps[r].failure = Some(err);
+            e.reps[r].held = true;
+        }
+        e.write_reps();
+        Ok(e)
+    }
+
+    /// The limits `split_batches` needs for batches on this adapter: (the bytes one buffer
+    /// binding may hold, the memory budget), as `new_batch` with these options would apply them.
+    /// Opens the device (or takes it from the cache, where it goes back at once).
+    pub fn batch_limits(
+        adapter: AdapterChoice,
+        precision: Precision,
+        options: GpuOptions,
+    ) -> Result<(u64, Option<u64>), GpuError> {
+        let key = CacheKey { adapter, precision, max_workgroups: options.max_workgroups_per_dimension };
+        let lease = cache::lease(key, options.fresh_device)?;
+        let have = lease.ctx.limits.max_storage_buffer_binding_size.min(lease.ctx.limits.max_buffer_size);
+        Ok((options.max_binding_size.map_or(have, |m| m.min(have)), options.memory_budget))
+    }
+
+    /// Destroys the device, as a driver reset or a removed GPU would end it: for tests of the
+    /// device-loss path. Every later call fails with `GpuError::DeviceLost`.
+    pub fn destroy_device(&self) {
+        self.ctx.destroy_device();
+    }
+
+    /// Bytes of device memory the engine's state buffers take.
+    pub fn device_bytes(&self) -> u64 {
+        self.state.bytes
+    }
+
+    /// Steps run in batches in which some neighbour list overflowed its capacity, so that from
+    /// the overflowing step to the end of the batch (at most 100 steps under the run driver) the
+    /// overflowing lists fell back to the grid: same results, more work. After an overflow the
+    /// lists grow, so this stays 0 for a run whose lists could grow in time (an overflow in `new`
+    /// counts no steps); it keeps rising while they cannot (binding limit, memory budget, out of
+    /// device memory). Steps later undone by `rollback` stay counted: they were run.
+    pub fn fallback_steps(&self) -> u64 {
+        self.fallback_steps
+    }
+
+    /// The largest capacity of one neighbour list (all equal until some list overflowed; then
+    /// each list's capacity follows its own count, see `plan_nbr_offsets`).
+    pub fn neighbour_capacity(&self) -> u32 {
+        self.state.nbr_max_capacity
+    }
+
+    /// Chunks of the kernels dispatched in parts (`gpu::chunks`): particle ranges, bond ranges
+    /// and reduction-workgroup ranges (1, 1, 1 when every array fits one binding).
+    pub fn chunk_counts(&self) -> (usize, usize, usize) {
+        self.state.chunk_counts()
+    }
+
+    /// Particles in the first of the two parts the per-particle arrays are bound in, when one
+    /// binding cannot hold them (`shader::Parts::Two`); `None` when they are bound whole.
+    pub fn particle_part_len(&self) -> Option<u32> {
+        let p = self.state.part_len();
+        (p < self.state.n).then_some(p)
+    }
+
+    /// Contact-list entries of the last rebuild, over all particles (reads the counts back: a
+    /// host wait, for reports such as `rrpdem bench`'s traffic estimate).
+    pub fn neighbour_entries_in_use(&mut self) -> Result<u64, EngineError> {
+        let counts = self.state.read_nbr_counts(&self.ctx.device, &self.ctx.queue)?;
+        Ok(counts.iter().map(|&c| c as u64).sum())
+    }
+
+    /// Bytes of each state buffer by name, largest first (`rrpdem bench`'s report).
+    pub fn buffer_parts(&self) -> Vec<(&'static str, u64)> {
+        self.state.buffer_parts()
+    }
+
+    /// Results of far bonds that particle chunks read from the halo (`gpu::chunks`).
+    pub fn halo_entries(&self) -> usize {
+        self.state.halo_entries()
+    }
+
+    /// Buffers ("pages", `gpu::chunks::Pages`) of the per-bond arrays, the incidence entries
+    /// and the neighbour lists (1, 1, 1 when each fits one buffer).
+    pub fn page_counts(&self) -> (usize, usize, usize) {
+        self.state.page_counts()
+    }
+
+    /// Slots of all neighbour lists together.
+    pub fn neighbour_entries(&self) -> u64 {
+        self.state.nbr_entries
+    }
+
+    fn time(&self, step: u64) -> f64 {
+        step as f64 * self.dt
+    }
+
+    /// The engine as one model: its methods need a one-replica batch.
+    fn single(&self, what: &str) -> Result<(), EngineError> {
+        if self.reps.len() == 1 {
+            return Ok(());
+        }
+        Err(EngineError::Unsupported(format!(
+            "`{what}` of the Engine interface needs a one-replica GPU engine; this one steps {} replicas (use              BatchEngine)",
+            self.reps.len()
+        )))
+    }
+
+    fn check_replica(&self, r: usize) -> Result<(), EngineError> {
+        if r < self.reps.len() {
+            return Ok(());
+        }
+        Err(EngineError::Unsupported(format!("replica {r} does not exist (the batch has {})", self.reps.len())))
+    }
+
+    fn state_kind_str(&self) -> String {
+        format!("gpu-{}", self.precision.as_str())
+    }
+
+    fn info_of(&self) -> EngineInfo {
+        EngineInfo {
+            backend: "gpu".into(),
+            device: format!("{} ({})", self.ctx.adapter_name, self.ctx.backend),
+            precision: self.precision,
+        }
+    }
+
+    fn warnings_of(&self) -> Vec<String> {
+        if self.fallback_steps == 0 {
+            return Vec::new();
+        }
+        let why = if self.lists_stuck {
+            "they could not grow (binding limit or device memory)"
+        } else {
+            "each list was then given room for its own count"
+        };
+        vec![format!(
+            "{} steps ran in batches in which a contact neighbour list overflowed (longest {} entries) and used \
+             the slower grid search from that step on (same results, lower throughput); {why}",
+            self.fallback_steps, self.longest_list
+        )]
+    }
+}
+
+/// Per-particle arrays larger than a binding are bound in two parts (`shader::Parts`), by
+/// kernels compiled for that, from one buffer each: the particles in the first part
+/// (`sizes::particle_part_len`) where they are, once the adapter is checked to have the storage
+/// bindings and the buffer size that takes; `None` where one binding holds them.
+fn two_part_limit(ctx: &GpuContext, n: u64, precision: Precision, have: u64) -> Result<Option<u64>, GpuError> {
+    let part_len = particle_part_len(n, precision, have);
+    if let Some(p) = part_len {
+        let have_storage = ctx.limits.max_storage_buffers_per_shader_stage;
+        if have_storage < STORAGE_BUFFERS_NEEDED_PARTS {
+            return Err(GpuError::TooFewStorageBuffers {
+                adapter: ctx.adapter_name.clone(),
+                have: have_storage,
+                need: STORAGE_BUFFERS_NEEDED_PARTS,
+            });
+        }
+        let elem = particle_elem(precision);
+        let max_particles = (2 * p).min(ctx.limits.max_buffer_size / elem);
+        if n > max_particles {
+            return Err(GpuError::TooLarge {
+                adapter: ctx.adapter_name.clone(),
+                what: "particle arrays (vec4 per particle, in two bindings of one buffer)",
+                need: n * elem,
+                have: max_particles * elem,
+                max_particles,
+            });
+        }
+    }
+    Ok(part_len)
+}
+
+/// Arrays bound whole must fit a binding of `have` bytes (the per-particle ones are checked by
+/// `two_part_limit` where they are bound in two parts); those bound in parts (`gpu::chunks`) are
+/// paged over as many buffers as they need. Neighbour-list slots and incidence entries are
+/// indexed by u32 (`nbr_offsets`, `inc_offsets`, `2·bond + end`).
+fn check_sizes(
+    ctx: &GpuContext,
+    totals: &BatchTotals,
+    n: u64,
+    nbr_capacity: u32,
+    precision: Precision,
+    have: u64,
+    two_parts: bool,
+) -> Result<(), GpuError> {
+    let slots = totals.n.saturating_mul(nbr_capacity as u64);
+    let need = slots.max(2 * totals.nb + 1);
+    if need > u32::MAX as u64 {
+        return Err(GpuError::TooManyIndices {
+            what: if slots > 2 * totals.nb { "neighbour-list slots" } else { "incidence entries" },
+            need,
+            max_particles: (n as u128 * u32::MAX as u128 / need as u128) as u64,
+        });
+    }
+    let mut sizes = binding_sizes(totals, precision);
+    if two_parts {
+        // Checked by `two_part_limit`, in two parts.
+        sizes.retain(|s| s.0 != PARTICLE_ARRAYS);
+    }
+    if sizes.iter().any(|&(_, need)| need > have) {
+        // How many particles fit is set by the tightest buffer, not the first that fails.
+        let fits = |need: u64| (n as u128 * have as u128 / need as u128) as u64;
+        let (what, need) = sizes
+            .iter()
+            .copied()
+            .filter(|&(_, need)| need > 0)
+            .min_by_key(|&(_, need)| fits(need))
+            .unwrap_or(("particle arrays", 0));
+        return Err(GpuError::TooLarge {
+            adapter: ctx.adapter_name.clone(),
+            what,
+            need,
+            have,
+            max_particles: fits(need.max(1)),
+        });
+    }
+    Ok(())
+}
+
+/// The one-model interface: a one-replica engine (`new`, `with_options`). Methods that speak of
+/// one state need exactly one replica.
+impl Engine for GpuEngine {
+    fn info(&self) -> EngineInfo {
+        self.info_of()
+    }
+
+    fn n_particles(&self) -> usize {
+        self.state.n as usize
+    }
+
+    fn steps_done(&self) -> u64 {
+        self.reps.first().map_or(self.step, |r| r.step)
+    }
+
+    fn advance(&mut self, steps: u64) -> Result<(), EngineError> {
+        self.single("advance")?;
+        match self.run(steps)?.into_iter().next() {
+            Some((_, err)) => Err(err),
+            None => Ok(()),
+        }
+    }
+
+    fn diagnostics(&mut self) -> Result<Diagnostics, EngineError> {
+        self.ctx.check_lost()?;
+        self.single("diagnostics")?;
+        Ok(self.reps[0].diag)
+    }
+
+    fn snapshot(&mut self) -> Result<Vec<Kinematics>, EngineError> {
+        self.single("snapshot")?;
+        self.snapshot_of(0)
+    }
+
+    fn state_kind(&self) -> String {
+        self.state_kind_str()
+    }
+
+    fn save_state(&mut self) -> Result<EngineState, EngineError> {
+        self.single("save_state")?;
+        self.save_state_of(0)
+    }
+
+    /// Forgets the rollback point: the loaded state is the last one checked. Breaks not yet
+    /// taken that come after the loaded step never happened (as on the CPU).
+    fn load_state(&mut self, saved: &EngineState) -> Result<(), EngineError> {
+        self.load_state_of(saved)
+    }
+
+    fn rollback(&mut self) -> Result<(), EngineError> {
+        self.ctx.check_lost()?;
+        self.single("rollback")?;
+        if !self.restore_replica(0) {
+            return Ok(());
+        }
+        self.step = self.reps[0].step;
+        match self.evaluate_current()?.into_iter().next() {
+            Some((_, err)) => Err(err),
+            None => Ok(()),
+        }
+    }
+
+    fn largest_force(&mut self) -> Result<Option<(usize, f64)>, EngineError> {
+        self.single("largest_force")?;
+        self.largest_force_of(0)
+    }
+
+    fn guard_interval(&self) -> u64 {
+        GUARD_INTERVAL
+    }
+
+    fn warnings(&self) -> Vec<String> {
+        self.warnings_of()
+    }
+
+    fn order_check_interval(&self) -> Option<u64> {
+        (self.reps.len() == 1).then_some(ORDER_CHECK_INTERVAL)
+    }
+
+    /// Builds the engine again from `model` on the same device and loads the renumbered raw
+    /// state, as a resume does (`renumber_to`).
+    fn renumber(&mut self, model: &Model, perm: &crate::order::Order) -> Result<(), EngineError> {
+        self.renumber_to(model, perm)
+    }
+
+    /// Collected at the end of each batch (see `finish_batch`), already in step then bond order.
+    fn take_breaks(&mut self) -> Vec<BreakEvent> {
+        std::mem::take(&mut self.breaks).into_iter().map(|(_, e)| e).collect()
+    }
+}
+
+/// The batch interface: replica indices, particle and bond indices as in each replica's model.
+impl BatchEngine for GpuEngine {
+    fn info(&self) -> EngineInfo {
+        self.info_of()
+    }
+
+    fn replicas(&self) -> usize {
+        self.reps.len()
+    }
+
+    fn n_particles(&self, r: usize) -> usize {
+        self.state.layout.n_particles.get(r).map_or(0, |&n| n as usize)
+    }
+
+    fn steps_done(&self) -> u64 {
+        self.step
+    }
+
+    /// A replica that fails is rolled back to the start of this call (range copies), frozen and
+    /// its error kept; one evaluation of the batch then gives it the forces and diagnostics of
+    /// that state (the others' come out unchanged).
+    fn advance(&mut self, steps: u64) -> Result<(), EngineError> {
+        let failures = self.run(steps)?;
+        if failures.is_empty() {
+            return Ok(());
+        }
+        let mut thaw = Vec::new();
+        for (r, err) in failures {
+            self.restore_replica(r);
+            self.reps[r].failure = Some(err);
+            self.reps[r].held = true;
+            thaw.push(r);
+        }
+        self.evaluate_thawed(&thaw)
+    }
+
+    fn take_failure(&mut self, r: usize) -> Option<EngineError> {
+        self.reps.get_mut(r)?.failure.take()
+    }
+
+    fn diagnostics(&mut self) -> Result<Vec<Diagnostics>, EngineError> {
+        self.ctx.check_lost()?;
+        Ok(self.reps.iter().map(|r| r.diag).collect())
+    }
+
+    fn snapshot(&mut self, r: usize) -> Result<Vec<Kinematics>, EngineError> {
+        self.snapshot_of(r)
+    }
+
+    fn state_kind(&self) -> String {
+        self.state_kind_str()
+    }
+
+    fn save_state(&mut self, r: usize) -> Result<EngineState, EngineError> {
+        self.save_state_of(r)
+    }
+
+    fn rollback(&mut self, r: usize) -> Result<(), EngineError> {
+        self.ctx.check_lost()?;
+        self.check_replica(r)?;
+        if !self.restore_replica(r) {
+            return Ok(());
+        }
+        self.evaluate_thawed(&[r])
+    }
+
+    fn freeze(&mut self, r: usize) {
+        if let Some(rep) = self.reps.get_mut(r) {
+            rep.held = true;
+            self.write_reps();
+        }
+    }
+
+    fn largest_force(&mut self, r: usize) -> Result<Option<(usize, f64)>, EngineError> {
+        self.largest_force_of(r)
+    }
+
+    /// By replica, then step, then bond (each replica's in the order a one-replica engine of
+    /// its model gives).
+    fn take_breaks(&mut self) -> Vec<(usize, BreakEvent)> {
+        let mut b = std::mem::take(&mut self.breaks);
+        b.sort_by_key(|(r, e)| (*r, e.step, e.bond));
+        b
+    }
+
+    fn guard_interval(&self) -> u64 {
+        GUARD_INTERVAL
+    }
+
+    fn warnings(&self) -> Vec<String> {
+        self.warnings_of()
+    }
+
+    /// A batch's replicas share its buffers and chunk plans, so none is renumbered alone; and
+    /// a one-replica batch does not either, so that a study variant's results do not depend on
+    /// how its study was batched. (`rrpdem run` renumbers through the `Engine` interface.)
+    fn order_check_interval(&self, _r: usize) -> Option<u64> {
+        None
+    }
+}

@@ -1,0 +1,67 @@
+//! Backups and restores: at the start of each `advance` the state arrays are copied on the
+//! device (no host wait), and a replica is rolled back by copying its ranges of the copies back.
+//!
+//! **Replica ranges**: replica r's particles are `p_start[r] .. + n_particles[r]` of every
+//! per-particle array and its broken flags the words from `broken_word[r]` (each replica's flags
+//! start at a word boundary, so that restoring its words leaves the other replicas' bits alone):
+//! restoring those ranges restores replica r and nothing else. A backup has the layout of its
+//! array, page by page, so the pieces of a range in both pair up.
+
+use super::super::batch::broken_words;
+use super::super::frame::uses_blocks;
+use super::super::sizes::{CELL_BYTES, real_size};
+use super::{BROKEN, CELL, DemState, STATE_ARRAYS};
+
+/// The device-side copies of `STATE_ARRAYS` made at the start of each `advance`, in the same
+/// order.
+pub(super) const BACKUP_ARRAYS: [&str; 4] = ["pos_backup", "vel_backup", "quat_backup", "omega_backup"];
+
+impl DemState {
+    /// Records the device-side copy of the state arrays that `rollback` returns to (no host
+    /// wait: it runs in order before the steps recorded after it).
+    pub fn record_backup(&self, encoder: &mut wgpu::CommandEncoder) {
+        for (a, b) in self.backed_up() {
+            if let (Some(pa), Some(pb)) = (self.paged.get(a), self.paged.get(b)) {
+                // Same layout, page by page.
+                for (x, y) in pa.buffers.iter().zip(&pb.buffers) {
+                    encoder.copy_buffer_to_buffer(x, 0, y, 0, x.size());
+                }
+            } else {
+                encoder.copy_buffer_to_buffer(&self.buffers[a], 0, &self.buffers[b], 0, self.buffers[a].size());
+            }
+        }
+    }
+
+    /// Records the copy of replica r's ranges of the backup back into the state arrays (its
+    /// particles' four arrays and, with rupture, its bonds' broken flags): the other replicas
+    /// keep their state.
+    pub fn record_restore(&self, encoder: &mut wgpu::CommandEncoder, r: usize) {
+        let v4 = 4 * real_size(self.precision) as u64;
+        let (p0, np) = (self.layout.p_start[r] as u64, self.layout.n_particles[r] as u64);
+        let nb = self.layout.n_bonds[r] as u64;
+        let c = CELL_BYTES as u64;
+        for (a, b) in self.backed_up() {
+            let (at, len) = match a {
+                _ if a == BROKEN.0 => (4 * self.layout.broken_word[r] as u64, 4 * broken_words(nb)),
+                _ if a == CELL.0 => (c * p0, c * np),
+                _ => (v4 * p0, v4 * np),
+            };
+            if len > 0 {
+                // Backup and state share one layout, so their pieces pair up.
+                for ((src, from, bytes, _), (dst, to, _, _)) in
+                    self.locate(b, at, len).into_iter().zip(self.locate(a, at, len))
+                {
+                    encoder.copy_buffer_to_buffer(src, from, dst, to, bytes);
+                }
+            }
+        }
+    }
+
+    /// (state buffer, backup buffer) pairs: the state arrays, the blocks, and the broken flags
+    /// with rupture.
+    fn backed_up(&self) -> impl Iterator<Item = (&'static str, &'static str)> {
+        let broken = self.rupture.then_some(BROKEN);
+        let cell = uses_blocks(self.precision).then_some(CELL);
+        STATE_ARRAYS.into_iter().zip(BACKUP_ARRAYS).chain(cell).chain(broken)
+    }
+}

@@ -1,0 +1,184 @@
+//! Reading the state back to the host and writing parts of it from the host: status and
+//! diagnostics after a batch, a replica's per-particle arrays, blocks and broken flags (for
+//! snapshots, saved states and error reports), the neighbour counts and the break records.
+//! Every read of device memory waits on the device; writes are queued before the next submit.
+//! Indices are replica-relative: replica r's ranges start at `p_start[r]`, `broken_word[r]`.
+
+use super::super::batch::broken_words;
+use super::super::context::{create_buffer, map_read};
+use super::super::error::GpuError;
+use super::super::sizes::{CELL_BYTES, bytes_to_reals, real_size};
+use super::{BROKEN, CELL, DemState};
+
+/// Break records read back: (midpoint xyz, energy) in f64, and (bond, step within the batch,
+/// channel).
+pub type BreakRecords = (Vec<[f64; 4]>, Vec<[u32; 3]>);
+
+impl DemState {
+    /// Maps the readback buffer (after the submission that filled it): the status words
+    /// (batch-wide, then per replica) and one diagnostics record per replica (NQ reals each), in
+    /// f64.
+    pub fn read_status(&self, device: &wgpu::Device) -> Result<(Vec<u32>, Vec<f64>), GpuError> {
+        let bytes = map_read(device, &self.readback)?;
+        let (words, records) = bytes.split_at(self.status_bytes as usize);
+        let status = words.chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
+        Ok((status, bytes_to_reals(records, self.precision)))
+    }
+
+    /// Bytes of replica r's part of one per-particle vec4 array.
+    pub fn array_bytes(&self, r: usize) -> usize {
+        4 * real_size(self.precision) * self.layout.n_particles[r] as usize
+    }
+
+    /// Copies replica r's part of per-particle vec4 arrays back, raw (the device's reals,
+    /// little-endian).
+    pub fn read_arrays_raw(
+        &self,
+        device: &wgpu::Device,
+        queue: &wgpu::Queue,
+        names: &[&str],
+        r: usize,
+    ) -> Result<Vec<Vec<u8>>, GpuError> {
+        let len = self.array_bytes(r) as u64;
+        let at = 4 * real_size(self.precision) as u64 * self.layout.p_start[r] as u64;
+        let parts: Vec<(&str, u64, u64)> = names.iter().map(|&name| (name, at, len)).collect();
+        self.read_buffers_raw(device, queue, &parts)
+    }
+
+    /// The neighbour count of every particle at the last rebuild (also of lists that
+    /// overflowed: their full length).
+    pub fn read_nbr_counts(&self, device: &wgpu::Device, queue: &wgpu::Queue) -> Result<Vec<u32>, GpuError> {
+        let raw = self.read_buffers_raw(device, queue, &[("nbr_count", 0, 4 * self.n as u64)])?.swap_remove(0);
+        Ok(bytemuck::pod_collect_to_vec(&raw))
+    }
+
+    /// Replica r's blocks, raw (`CELL_BYTES` per particle: i32 x, y, z, 0, little-endian).
+    pub fn read_cells_raw(&self, device: &wgpu::Device, queue: &wgpu::Queue, r: usize) -> Result<Vec<u8>, GpuError> {
+        let c = CELL_BYTES as u64;
+        let (at, len) = (c * self.layout.p_start[r] as u64, c * self.layout.n_particles[r] as u64);
+        Ok(self.read_buffers_raw(device, queue, &[(CELL.0, at, len)])?.swap_remove(0))
+    }
+
+    /// Replica r's blocks (replica-relative indices).
+    pub fn read_cells(&self, device: &wgpu::Device, queue: &wgpu::Queue, r: usize) -> Result<Vec<[i32; 3]>, GpuError> {
+        let raw = self.read_cells_raw(device, queue, r)?;
+        Ok(bytemuck::pod_collect_to_vec::<u8, i32>(&raw).chunks_exact(4).map(|c| [c[0], c[1], c[2]]).collect())
+    }
+
+    /// Overwrites replica r's blocks with raw bytes of `CELL_BYTES · n_particles` length (queued
+    /// before the next submit).
+    pub fn write_cells_raw(&self, queue: &wgpu::Queue, bytes: &[u8], r: usize) {
+        debug_assert_eq!(bytes.len(), CELL_BYTES * self.layout.n_particles[r] as usize);
+        if !bytes.is_empty() {
+            queue.write_buffer(&self.buffers[CELL.0], CELL_BYTES as u64 * self.layout.p_start[r] as u64, bytes);
+        }
+    }
+
+    /// `read_arrays_raw` as f64 (for snapshots and error reports): replica-relative indices.
+    pub fn read_arrays(
+        &self,
+        device: &wgpu::Device,
+        queue: &wgpu::Queue,
+        names: &[&str],
+        r: usize,
+    ) -> Result<Vec<Vec<f64>>, GpuError> {
+        let raw = self.read_arrays_raw(device, queue, names, r)?;
+        Ok(raw.iter().map(|b| bytes_to_reals(b, self.precision)).collect())
+    }
+
+    /// Copies `len` bytes at `offset` of each named buffer back, raw, with one host wait.
+    pub(super) fn read_buffers_raw(
+        &self,
+        device: &wgpu::Device,
+        queue: &wgpu::Queue,
+        parts: &[(&str, u64, u64)],
+    ) -> Result<Vec<Vec<u8>>, GpuError> {
+        let size: u64 = parts.iter().map(|p| p.2).sum();
+        if size == 0 {
+            return Ok(parts.iter().map(|_| Vec::new()).collect());
+        }
+        let usage = wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST;
+        let staging = create_buffer(device, "readback", size, usage)
+            .map_err(|e| GpuError::Readback(format!("cannot allocate {size} bytes of staging memory: {e:?}")))?;
+        let mut encoder = device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("readback") });
+        let mut at = 0;
+        for &(name, offset, len) in parts {
+            if len > 0 {
+                for (buffer, from, bytes, rel) in self.locate(name, offset, len) {
+                    encoder.copy_buffer_to_buffer(buffer, from, &staging, at + rel, bytes);
+                }
+            }
+            at += len;
+        }
+        queue.submit([encoder.finish()]);
+        let bytes = map_read(device, &staging)?;
+        let mut out = Vec::with_capacity(parts.len());
+        let mut at = 0;
+        for &(_, _, len) in parts {
+            out.push(bytes[at..at + len as usize].to_vec());
+            at += len as usize;
+        }
+        Ok(out)
+    }
+
+    /// The first `count` break records of the batch just finished (a host wait, made only when
+    /// the status words say some bond broke): per record the midpoint (relative to the position
+    /// origin) and energy as f64, and (bond, step within the batch, channel).
+    pub fn read_breaks(
+        &self,
+        device: &wgpu::Device,
+        queue: &wgpu::Queue,
+        count: u32,
+    ) -> Result<BreakRecords, GpuError> {
+        let count = count.min(self.n_bonds) as u64;
+        let rs = real_size(self.precision) as u64;
+        let raw =
+            self.read_buffers_raw(device, queue, &[("break_at", 0, 4 * rs * count), ("break_id", 0, 16 * count)])?;
+        let at = bytes_to_reals(&raw[0], self.precision).chunks_exact(4).map(|c| [c[0], c[1], c[2], c[3]]).collect();
+        let ids =
+            bytemuck::pod_collect_to_vec::<u8, u32>(&raw[1]).chunks_exact(4).map(|c| [c[0], c[1], c[2]]).collect();
+        Ok((at, ids))
+    }
+
+    /// Replica r's broken flags, raw (one little-endian u32 per bond; empty when its bonds
+    /// cannot break).
+    pub fn read_broken_raw(&self, device: &wgpu::Device, queue: &wgpu::Queue, r: usize) -> Result<Vec<u8>, GpuError> {
+        if !self.layout.rupture[r] {
+            return Ok(Vec::new());
+        }
+        let nb = self.layout.n_bonds[r] as usize;
+        let (at, len) = (4 * self.layout.broken_word[r] as u64, 4 * broken_words(nb as u64));
+        let words: Vec<u32> =
+            bytemuck::pod_collect_to_vec(&self.read_buffers_raw(device, queue, &[(BROKEN.0, at, len)])?.swap_remove(0));
+        Ok((0..nb).flat_map(|k| ((words[k / 32] >> (k % 32)) & 1).to_le_bytes()).collect())
+    }
+
+    /// Overwrites replica r's broken flags with raw bytes of `4·n_bonds` length (queued before
+    /// the next submit).
+    pub fn write_broken_raw(&self, queue: &wgpu::Queue, bytes: &[u8], r: usize) {
+        debug_assert_eq!(bytes.len(), 4 * self.layout.n_bonds[r] as usize);
+        if self.layout.rupture[r] && !bytes.is_empty() {
+            let mut words = vec![0u32; broken_words(self.layout.n_bonds[r] as u64) as usize];
+            for (k, flag) in bytes.chunks_exact(4).enumerate() {
+                if flag.iter().any(|&b| b != 0) {
+                    words[k / 32] |= 1 << (k % 32);
+                }
+            }
+            queue.write_buffer(
+                &self.buffers[BROKEN.0],
+                4 * self.layout.broken_word[r] as u64,
+                bytemuck::cast_slice(&words),
+            );
+        }
+    }
+
+    /// Overwrites replica r's part of a per-particle vec4 array with raw bytes of
+    /// `array_bytes(r)` length (queued before the next submit).
+    pub fn write_array_raw(&self, queue: &wgpu::Queue, name: &str, bytes: &[u8], r: usize) {
+        debug_assert_eq!(bytes.len(), self.array_bytes(r));
+        if !bytes.is_empty() {
+            let at = 4 * real_size(self.precision) as u64 * self.layout.p_start[r] as u64;
+            queue.write_buffer(&self.buffers[name], at, bytes);
+        }
+    }
+}

@@ -1,0 +1,357 @@
+//! What a step records: the one list of a step's dispatches (`step_dispatches`: every kernel
+//! of a step, in order, with its bind groups and size), the stages it falls into (what
+//! `rrpdem bench --stages` times), and the recording of steps, of the initial force evaluation
+//! and of the diagnostics reduction at the end of a batch.
+//!
+//! **Indirect grid arguments**: the grid stage (contact grid and neighbour lists) runs only in
+//! steps where some particle has moved more than half the skin since the last rebuild, which
+//! the device decides (`integrate` raises the rebuild flag). So every dispatch of the grid stage
+//! but the first is indirect: `grid_args_set` writes their workgroup counts into `grid_args`,
+//! copied from `grid_full` (the counts at full size, planned with the list) in steps that
+//! rebuild and zeros otherwise, so that the other steps launch no grid work at all. Entry k of
+//! the arguments belongs to the k-th indirect dispatch of the list.
+
+use super::super::chunks::ChunkPlan;
+use super::super::pipeline::DemPipeline;
+use super::super::shader::{NQ, RSTATUS_LEN, SCAN_WG, STATUS_LEN, STATUS_NONE, STATUS_REBUILD, WG};
+use super::super::sizes::real_size;
+use super::DemState;
+use crate::integrator::Integrator;
+
+/// The stages of a step, in order: how `step_dispatches` groups a step's kernels, and what
+/// `rrpdem bench --stages` times.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stage {
+    /// (rrp-exact check), opening kick, drift, rotation, block moves, rebuild decision.
+    Integrate,
+    /// Contact grid and neighbour lists (no work in steps that do not rebuild).
+    Grid,
+    /// The per-bond kernel (with rupture, the break test) and the halo copies.
+    Bonds,
+    /// The per-particle kernel: bond gather, contacts, walls, fields, closing kick.
+    Particle,
+}
+
+impl Stage {
+    pub const ALL: [Stage; 4] = [Stage::Integrate, Stage::Grid, Stage::Bonds, Stage::Particle];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Stage::Integrate => "integrate",
+            Stage::Grid => "grid",
+            Stage::Bonds => "bonds",
+            Stage::Particle => "particle",
+        }
+    }
+}
+
+/// Timestamp queries for one step of `record_step`: stage k writes its start and end at
+/// `base + 2k` and `base + 2k + 1` of `set`.
+#[derive(Clone, Copy)]
+pub struct StageQueries<'a> {
+    pub set: &'a wgpu::QuerySet,
+    pub base: u32,
+}
+
+/// Which bind groups a dispatch uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Groups {
+    /// The kernel's groups over the main state buffers (`bind::main_groups`).
+    Main,
+    /// The kernel's groups of chunk c (`bind_chunks`: of its kind of chunks).
+    Chunk(usize),
+    /// `scan_blocks`, `scan_add` of scan level l.
+    ScanBlocks(usize),
+    ScanAdd(usize),
+}
+
+/// How a dispatch gets its workgroup count.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Launch {
+    /// From its size, on the host, in every step (none when it has no items).
+    Always,
+    /// As `Always`, only with the rrp-exact integrator.
+    RrpExact,
+    /// Entry k of the indirect arguments `grid_args` (see the module note).
+    Indirect(usize),
+}
+
+/// One dispatch of a step: its stage, kernel, bind groups, size (`items`, `per_group` items per
+/// workgroup: at full size for an indirect one) and launch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Dispatch {
+    pub stage: Stage,
+    pub kernel: &'static str,
+    pub groups: Groups,
+    pub items: u32,
+    pub per_group: u32,
+    pub launch: Launch,
+}
+
+/// Every dispatch of a step, in the order it is recorded, for `n` particles, a grid of
+/// `buckets` buckets scanned in levels of `scan_lens` and the chunks of `plan`: the one
+/// description of a step (`record_stage` records it, `bind_grid_args` sizes the indirect
+/// arguments from it). Made again whenever the chunks change (`replan`).
+pub(super) fn step_dispatches(n: u32, buckets: u32, scan_lens: &[u32], plan: &ChunkPlan) -> Vec<Dispatch> {
+    use {Groups::*, Launch::*, Stage::*};
+    let d =
+        |stage, kernel, groups, items, per_group, launch| Dispatch { stage, kernel, groups, items, per_group, launch };
+    let mut v = vec![
+        // The rrp-exact condition h²|Ω_h|² < 1, with the first step's opening kick.
+        d(Integrate, "integrate_check", Main, n, WG, RrpExact),
+        // Kick, drift, rotation, block moves; raises the rebuild flag where needed.
+        d(Integrate, "integrate", Main, n, WG, Always),
+    ];
+    // The grid stage, all indirect: clear the bucket table, count, scan the counts (each level,
+    // then, top down, add the scanned totals of the level above into every level but the top),
+    // scatter the particles into their buckets, order each bucket by index, then build the
+    // neighbour lists chunk by chunk.
+    let mut grid = vec![(Main, "grid_clear", buckets + 1, WG), (Main, "grid_count", n, WG)];
+    for (l, &len) in scan_lens.iter().enumerate() {
+        grid.push((ScanBlocks(l), "scan_blocks", len, 2 * SCAN_WG));
+    }
+    for (l, &len) in scan_lens.iter().enumerate().rev().skip(1) {
+        grid.push((ScanAdd(l), "scan_add", len, SCAN_WG));
+    }
+    grid.push((Main, "grid_scatter", n, WG));
+    grid.push((Main, "grid_order", n, WG));
+    for (c, ch) in plan.particles.iter().enumerate() {
+        grid.push((Chunk(c), "nbr_build", ch.gpu.p_end - ch.gpu.p_first, WG));
+    }
+    // This step's workgroup counts of the grid stage, three words per indirect dispatch.
+    v.push(d(Grid, "grid_args_set", Main, 3 * grid.len() as u32, WG, Always));
+    for (k, (groups, kernel, items, per_group)) in grid.into_iter().enumerate() {
+        v.push(d(Grid, kernel, groups, items, per_group, Indirect(k)));
+    }
+    // Per bond chunk: the bond kernel, then the copy of its far bonds' results into the halo.
+    for (c, ch) in plan.bonds.iter().enumerate() {
+        v.push(d(Bonds, "bonds", Chunk(c), ch.gpu.b_end - ch.gpu.b_first, WG, Always));
+        v.push(d(Bonds, "halo_copy", Chunk(c), ch.gpu.fill_end - ch.gpu.fill_first, WG, Always));
+    }
+    // Per particle chunk: bond gather, contacts, walls, fields, closing kick.
+    for (c, ch) in plan.particles.iter().enumerate() {
+        v.push(d(Particle, "particle", Chunk(c), ch.gpu.p_end - ch.gpu.p_first, WG, Always));
+    }
+    v
+}
+
+/// The full-size workgroup counts (x, y, 1) of the indirect dispatches of `steps`, in the order
+/// of their entries (`grid_full`).
+pub(super) fn grid_arguments(steps: &[Dispatch], pipe: &DemPipeline) -> Vec<u32> {
+    let mut full = Vec::new();
+    for s in steps {
+        if let Launch::Indirect(k) = s.launch {
+            debug_assert_eq!(3 * k, full.len());
+            let (x, y) = pipe.grid(s.items.div_ceil(s.per_group));
+            full.extend([x, y, 1]);
+        }
+    }
+    full
+}
+
+/// Status words at the start of a batch: step 0, rebuild flag as asked, no failure of any of
+/// the `replicas` yet.
+pub(super) fn initial_status(rebuild: bool, replicas: usize) -> Vec<u32> {
+    let mut status = vec![0u32; STATUS_LEN];
+    status.extend(std::iter::repeat_n(STATUS_NONE, replicas * RSTATUS_LEN));
+    status[STATUS_REBUILD] = rebuild as u32;
+    status
+}
+
+impl DemState {
+    /// Resets the status words and the step counter before a batch (queued before the next
+    /// submit); `rebuild` makes its first step rebuild the grid and the neighbour lists.
+    pub fn reset_status(&self, queue: &wgpu::Queue, rebuild: bool) {
+        let status = initial_status(rebuild, self.layout.replicas());
+        queue.write_buffer(&self.buffers["status"], 0, bytemuck::cast_slice(&status));
+        queue.write_buffer(&self.buffers["step_next"], 0, bytemuck::cast_slice(&[0u32; 4]));
+    }
+
+    /// Publishes the step counter and (except at the first step of a batch, whose flag the host
+    /// sets) clears the rebuild flag, which `integrate` then raises
+    /// where needed. Must be outside a compute pass.
+    fn record_step_prologue(&self, encoder: &mut wgpu::CommandEncoder, first: bool) {
+        encoder.copy_buffer_to_buffer(&self.buffers["step_next"], 0, &self.buffers["status"], 0, 4);
+        if !first {
+            let at = 4 * STATUS_REBUILD as u64;
+            encoder.copy_buffer_to_buffer(&self.buffers["zeros"], 0, &self.buffers["status"], at, 4);
+        }
+    }
+
+    /// Records one stage of a step: its dispatches of `step_dispatches`, in order.
+    fn record_stage(&self, pipe: &DemPipeline, pass: &mut wgpu::ComputePass<'_>, stage: Stage, integrator: Integrator) {
+        for s in self.steps.iter().filter(|s| s.stage == stage) {
+            let groups = match s.groups {
+                Groups::Main => &self.bind[s.kernel],
+                Groups::Chunk(c) => &self.chunk_bind[s.kernel][c],
+                Groups::ScanBlocks(l) => &self.scan[l].blocks,
+                Groups::ScanAdd(l) => match &self.scan[l].add {
+                    Some(add) => add,
+                    None => continue,
+                },
+            };
+            match s.launch {
+                Launch::Always => pipe.dispatch(pass, s.kernel, groups, s.items, s.per_group),
+                Launch::RrpExact if integrator == Integrator::RrpExact => {
+                    pipe.dispatch(pass, s.kernel, groups, s.items, s.per_group)
+                }
+                Launch::RrpExact => {}
+                Launch::Indirect(k) => {
+                    if let Some((_, grid_args)) = &self.grid_args {
+                        pipe.dispatch_indirect(pass, s.kernel, groups, grid_args, 12 * k as u64);
+                    }
+                }
+            }
+        }
+    }
+
+    /// The initial force evaluation (params.batch_len = 0: no kicks): the stages after
+    /// `Integrate`.
+    pub fn record_initial(&self, pipe: &DemPipeline, encoder: &mut wgpu::CommandEncoder) {
+        self.record_step_prologue(encoder, true);
+        let mut pass = encoder
+            .begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some("evaluate"), timestamp_writes: None });
+        for stage in &Stage::ALL[1..] {
+            self.record_stage(pipe, &mut pass, *stage, Integrator::RrpNewmark);
+        }
+    }
+
+    /// One full step, `Stage::ALL` in order: (rrp-exact check), opening kick + drift + rotation,
+    /// force evaluation and closing kick. One compute pass; with `queries`, one pass per stage,
+    /// each writing its start and end time (for `rrpdem bench --stages`).
+    pub fn record_step(
+        &self,
+        pipe: &DemPipeline,
+        encoder: &mut wgpu::CommandEncoder,
+        integrator: Integrator,
+        first: bool,
+        queries: Option<StageQueries<'_>>,
+    ) {
+        self.record_step_prologue(encoder, first);
+        let Some(q) = queries else {
+            let mut pass = encoder
+                .begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some("step"), timestamp_writes: None });
+            for stage in Stage::ALL {
+                self.record_stage(pipe, &mut pass, stage, integrator);
+            }
+            return;
+        };
+        for (k, stage) in Stage::ALL.into_iter().enumerate() {
+            let at = q.base + 2 * k as u32;
+            let writes = wgpu::ComputePassTimestampWrites {
+                query_set: q.set,
+                beginning_of_pass_write_index: Some(at),
+                end_of_pass_write_index: Some(at + 1),
+            };
+            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                label: Some(stage.name()),
+                timestamp_writes: Some(writes),
+            });
+            self.record_stage(pipe, &mut pass, stage, integrator);
+        }
+    }
+
+    /// The end of a batch: the segmented diagnostics reduction (level 0 chunk by chunk, then
+    /// every further level) and the copy of status + diagnostics into the readback buffer.
+    pub fn record_readback(&self, pipe: &DemPipeline, encoder: &mut wgpu::CommandEncoder) {
+        {
+            let mut pass = encoder
+                .begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some("reduce"), timestamp_writes: None });
+            debug_assert_eq!(self.chunks.reduce.iter().map(|c| c.groups).sum::<u32>(), self.reduce_first.n_groups);
+            for (c, groups) in self.chunks.reduce.iter().zip(&self.chunk_bind["reduce_state"]) {
+                pipe.dispatch(&mut pass, "reduce_state", groups, c.groups * WG, WG);
+            }
+            for level in &self.reduce {
+                pipe.dispatch(&mut pass, "reduce_partials", &level.groups, level.n_groups * WG, WG);
+            }
+        }
+        let rs = real_size(self.precision) as u64;
+        let records = (self.layout.replicas() * NQ) as u64 * rs;
+        encoder.copy_buffer_to_buffer(&self.buffers["status"], 0, &self.readback, 0, self.status_bytes);
+        encoder.copy_buffer_to_buffer(&self.buffers[self.reduce_result], 0, &self.readback, self.status_bytes, records);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gpu::chunks::{Chunk, ChunkGpu};
+
+    fn chunk(gpu: ChunkGpu) -> Chunk {
+        Chunk { gpu, bonds: 0..0, inc: 0..0, nbr: 0..0, groups: 0 }
+    }
+
+    #[test]
+    fn a_step_lists_every_kernel_once_per_chunk_in_order_with_its_grid_arguments() {
+        // Two particle chunks, two bond chunks (the second with halo entries to fill), three scan
+        // levels.
+        let p = |a, b| chunk(ChunkGpu { p_first: a, p_end: b, ..Default::default() });
+        let b =
+            |a, e, f0, f1| chunk(ChunkGpu { b_first: a, b_end: e, fill_first: f0, fill_end: f1, ..Default::default() });
+        let plan = ChunkPlan {
+            particles: vec![p(0, 700), p(700, 1000)],
+            bonds: vec![b(0, 640, 0, 0), b(640, 999, 0, 3)],
+            ..Default::default()
+        };
+        let steps = step_dispatches(1000, 2048, &[2049, 5, 1], &plan);
+        let names: Vec<(Stage, &str, u32)> = steps.iter().map(|s| (s.stage, s.kernel, s.items)).collect();
+        use Stage::*;
+        let want = vec![
+            (Integrate, "integrate_check", 1000),
+            (Integrate, "integrate", 1000),
+            (Grid, "grid_args_set", 3 * 11),
+            (Grid, "grid_clear", 2049),
+            (Grid, "grid_count", 1000),
+            (Grid, "scan_blocks", 2049),
+            (Grid, "scan_blocks", 5),
+            (Grid, "scan_blocks", 1),
+            (Grid, "scan_add", 5),
+            (Grid, "scan_add", 2049),
+            (Grid, "grid_scatter", 1000),
+            (Grid, "grid_order", 1000),
+            (Grid, "nbr_build", 700),
+            (Grid, "nbr_build", 300),
+            (Bonds, "bonds", 640),
+            (Bonds, "halo_copy", 0),
+            (Bonds, "bonds", 359),
+            (Bonds, "halo_copy", 3),
+            (Particle, "particle", 700),
+            (Particle, "particle", 300),
+        ];
+        assert_eq!(names, want);
+        // The stages come in the order of `Stage::ALL`, each in one run.
+        let order: Vec<Stage> = steps.iter().map(|s| s.stage).collect();
+        assert!(
+            order
+                .windows(2)
+                .all(|w| Stage::ALL.iter().position(|&s| s == w[0]) <= Stage::ALL.iter().position(|&s| s == w[1]))
+        );
+        // Every grid dispatch but `grid_args_set` is indirect, numbered in order; nothing else is.
+        let indirect: Vec<usize> = steps
+            .iter()
+            .filter_map(|s| match s.launch {
+                Launch::Indirect(k) => Some(k),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(indirect, (0..11).collect::<Vec<_>>());
+        assert!(
+            steps
+                .iter()
+                .all(|s| matches!(s.launch, Launch::Indirect(_)) == (s.stage == Grid && s.kernel != "grid_args_set"))
+        );
+        // Scan levels: blocks of two values per invocation; the additions top down, none at the top.
+        assert_eq!(steps[5].per_group, 2 * SCAN_WG);
+        assert_eq!((steps[8].groups, steps[9].groups), (Groups::ScanAdd(1), Groups::ScanAdd(0)));
+        assert_eq!((steps[12].groups, steps[13].groups), (Groups::Chunk(0), Groups::Chunk(1)));
+    }
+
+    #[test]
+    fn a_batch_starts_with_no_failure_and_the_rebuild_flag_as_asked() {
+        let s = initial_status(true, 2);
+        assert_eq!(s.len(), STATUS_LEN + 2 * RSTATUS_LEN);
+        assert_eq!(s[STATUS_REBUILD], 1);
+        assert!(s[STATUS_LEN..].iter().all(|&w| w == STATUS_NONE));
+        assert_eq!(initial_status(false, 1)[STATUS_REBUILD], 0);
+    }
+}
