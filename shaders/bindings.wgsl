@@ -58,6 +58,16 @@ struct BondOutGpu {
     m_j: vec4<real>,
 }
 @group(2) @binding(3) var<storage, read_write> bond_out: array<BondOutGpu>;
+
+/// The axial-energy lane of a bond that broke at this evaluation (no axial energy is negative):
+/// its loads are zero, its bending lane holds the energy it released (`U^m + U^a + U^s` at this
+/// state), so that the particle kernel can hand that energy to the watch (shaders/watch.wgsl).
+const BROKE_NOW: real = -1.0;
+
+/// Whether bond result `o` is that of a bond broken at this evaluation.
+fn broke_now(o: BondOutGpu) -> bool {
+    return o.m_i.w < 0.0;
+}
 /// Particle → bond incidence (CSR, `Model::incidence`): entries are 2·bond + end.
 @group(2) @binding(4) var<storage, read_write> inc_offsets: array<u32>;
 @group(2) @binding(5) var<storage, read_write> inc_entries: array<u32>;
@@ -199,14 +209,15 @@ fn held(r: u32) -> bool {
     return (reps[r].flags & FLAG_HELD) != 0u;
 }
 
-/// A failure of replica r at an earlier step than `step`. Every kernel that reports failures
+/// A failure of replica r at an earlier step than `step` (the energy guard's, from `watch_update`,
+/// counts too). Every kernel that reports failures
 /// stops on it, but not on a report of its own kind at the current step (which may come from
 /// another workgroup of the running dispatch): so all reports of a kind come from one step, the
 /// first failing one, and the lowest particle of that step wins the `atomicMin`, whatever the
 /// workgroup schedule. Replicas fail independently: the others go on.
 fn failed_before(r: u32, step: u32) -> bool {
     let first = min(min(rstatus(r, RSTATUS_EXACT_STEP), rstatus(r, RSTATUS_BAD_STEP)), rstatus(r, RSTATUS_GRID_STEP));
-    return first < step;
+    return min(first, rstatus(r, RSTATUS_GUARD_STEP)) < step;
 }
 
 /// Nothing of replica r may change any more: the host froze it, an earlier step failed, or this
@@ -216,7 +227,16 @@ fn failed_before(r: u32, step: u32) -> bool {
 /// report and the final state depend on the schedule; the state freezes from the next step on.
 fn frozen(r: u32, step: u32) -> bool {
     return held(r) || rstatus(r, RSTATUS_EXACT_STEP) != STATUS_NONE || rstatus(r, RSTATUS_GRID_STEP) != STATUS_NONE
-        || rstatus(r, RSTATUS_BAD_STEP) < step;
+        || rstatus(r, RSTATUS_BAD_STEP) < step || rstatus(r, RSTATUS_GUARD_STEP) < step;
+}
+
+/// Normal of the wall replica r first touched (`watch_update` names it), or zero before.
+fn contact_normal(r: u32) -> vec3<real> {
+    let w = rstatus(r, RSTATUS_CONTACT_WALL);
+    if w == STATUS_NONE {
+        return vec3<real>(0.0);
+    }
+    return walls[w].normal.xyz;
 }
 
 /// True in a step that rebuilds the grid and the neighbour lists (a batch-wide decision: the

@@ -67,15 +67,18 @@ fn bonds(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: ve
                                reps[rep].rupture_sum != 0u, RUPTURE_SLACK);
         if mode >= 0 {
             // Broken from this evaluation on: it exerts nothing from F_k on (MODEL §6). Its
-            // energy at this state is released; the host books it (in step, then bond order).
+            // energy at this state is released; the host books it (in step, then bond order),
+            // the watch sums it for the energy guard of this step.
             atomicOr(&bond_broken[flag.x], flag.y);
-            bond_out[kw] = BondOutGpu(zero, zero, zero);
+            // No loads; the energy it releases, for the watch (`broke_now`).
+            let released = bend.energy + ax.energy + sh.energy;
+            bond_out[kw] = BondOutGpu(vec4<real>(vec3<real>(0.0), released), vec4<real>(vec3<real>(0.0), BROKE_NOW), zero);
             // The host sizes the records for every bond, or for what one binding holds, and
             // fails the batch with a clear error if more broke than that.
             let slot = atomicAdd(&status[STATUS_BREAKS], 1u);
             if slot < arrayLength(&break_id) {
                 let mid = 0.5 * (position_from_origin(e.x, edge) + position_from_origin(e.y, edge));
-                break_at[slot] = vec4<real>(mid, bend.energy + ax.energy + sh.energy);
+                break_at[slot] = vec4<real>(mid, released);
                 break_id[slot] = vec4<u32>(k, step, u32(mode), 0u);
             }
             return;

@@ -2,7 +2,7 @@
 // gathered through the CSR incidence in bond order, contacts from the Verlet list or, for an
 // overflowed list, the grid, both in particle-index order as on the CPU, walls, gravity,
 // pendulum), the particle's potential energies, then the closing kick of maps 23/25, fused with
-// the next step's opening kick inside a batch.
+// the next step's opening kick inside a batch; and the particle's share of the watch's sums.
 
 /// Kicks after the force evaluation, in units of ½h: 0 for campello and for the initial
 /// evaluation, 1 (closing half kick) at the last step of a batch, 2 (closing + next opening
@@ -61,6 +61,10 @@ fn particle(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg:
     let edge = reps[r].cell_edge;
     var fi = vec3<real>(0.0);
     var mi = vec3<real>(0.0);
+    // The bonds' energies, each counted at its end i, and what bonds that broke at this
+    // evaluation released (for the watch, shaders/watch.wgsl).
+    var u_bond: real = 0.0;
+    var released: real = 0.0;
     // Bonds below this chunk's window of bond_out come from the halo, in incidence order.
     var far = halo_off[i];
     for (var p = inc_offsets[i]; p < inc_offsets[i + 1u]; p++) {
@@ -75,6 +79,11 @@ fn particle(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg:
         if (e & 1u) == 0u {
             fi = fi + o.f_i.xyz;
             mi = mi + o.m_i.xyz;
+            if broke_now(o) {
+                released = released + o.f_i.w;
+            } else {
+                u_bond = u_bond + o.f_i.w + o.m_i.w + o.m_j.w;
+            }
         } else {
             fi = fi - o.f_i.xyz;
             mi = mi + o.m_j.xyz;
@@ -157,22 +166,33 @@ fn particle(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg:
         mi = mi + g.moment;
         u_grav = u_grav + g.energy;
     }
-    force[o] = vec4<real>(fi, 0.0);
-    moment[o] = vec4<real>(mi, 0.0);
-    pot[o] = vec4<real>(u_contact, u_wall, u_grav, 0.0);
     var v = vel[o].xyz;
     var w = omega[o].xyz;
     let kicks = half_kicks_post(step);
+    // The velocities of the state just evaluated (after its closing half kick), for the watch.
+    var v_now = v;
+    var w_now = w;
     if !is_fixed(i) && kicks != 0u {
         let a = fi * (0.5 * params.h * inv.z);
         let b = mi * (0.5 * params.h * inv.w);
         for (var k = 0u; k < kicks; k++) {
             v = v + a;
             w = w + b;
+            if k == 0u {
+                v_now = v;
+                w_now = w;
+            }
         }
         vel[o] = vec4<real>(v, 0.0);
         omega[o] = vec4<real>(w, 0.0);
     }
+    // What the watch sums (shaders/watch.wgsl): the particle's mechanical energy (kinetic,
+    // contacts, walls, its bonds), the energy its bonds released, and m v·n along the replica's
+    // first contacted wall, in the lanes these arrays leave free.
+    let mechanical = 0.5 * inv.x * dot3(v_now, v_now) + 0.5 * inv.y * dot3(w_now, w_now) + u_contact + u_wall + u_bond;
+    force[o] = vec4<real>(fi, released);
+    moment[o] = vec4<real>(mi, inv.x * dot3(v_now, contact_normal(r)));
+    pot[o] = vec4<real>(u_contact, u_wall, u_grav, mechanical);
     // What the CPU's check_finite checks: x, v, q, Ω, F, M (on their bits, see finite_f32.wgsl).
     if !(finite3(xi) && finite3(v) && finite4(quat[o]) && finite3(w) && finite3(fi) && finite3(mi)) {
         report_bad(r, step, i);

@@ -19,22 +19,15 @@
 @group(3) @binding(2) var<storage, read_write> red_out: array<real>;
 @group(3) @binding(3) var<storage, read> red_table: array<vec4<u32>>;
 
-var<workgroup> red_sh: array<real, NQ * WG>;
+/// Records of NQ reals (`tree_sum`, shaders/tree.wgsl).
+const RQ: u32 = NQ;
 
-/// Tree sum over the workgroup of red_sh[q·WG + lid]; lane 0 writes the record of `group`.
+/// Tree sum over the workgroup of tree_sh[q·WG + lid]; lane 0 writes the record of `group`.
 fn reduce_workgroup(lid: u32, group: u32, n_groups: u32) {
-    workgroupBarrier();
-    for (var stride = WG / 2u; stride > 0u; stride = stride / 2u) {
-        if lid < stride {
-            for (var q = 0u; q < NQ; q++) {
-                red_sh[q * WG + lid] = red_sh[q * WG + lid] + red_sh[q * WG + lid + stride];
-            }
-        }
-        workgroupBarrier();
-    }
+    tree_sum(lid);
     if lid == 0u && group < n_groups {
         for (var q = 0u; q < NQ; q++) {
-            red_out[group * NQ + q] = red_sh[q * WG];
+            red_out[group * NQ + q] = tree_sh[q * WG];
         }
     }
 }
@@ -67,7 +60,7 @@ fn reduce_state(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) 
         b0 = rp.b_start;
     }
     for (var q = 0u; q < NQ; q++) {
-        red_sh[q * WG + lid] = 0.0;
+        tree_sh[q * WG + lid] = 0.0;
     }
     if t < rp_n {
         let i = p0 + t;
@@ -83,11 +76,11 @@ fn reduce_state(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) 
         let p = m * v;
         let s = jm * w;
         let l = cross3(x, p) + s;
-        red_sh[REC_E_TRANS * WG + lid] = 0.5 * m * dot3(v, v);
-        red_sh[REC_E_ROT * WG + lid] = 0.5 * jm * dot3(w, w);
-        red_sh[REC_U_CONTACT * WG + lid] = u.x;
-        red_sh[REC_U_WALL * WG + lid] = u.y;
-        red_sh[REC_U_GRAVITY * WG + lid] = u.z;
+        tree_sh[REC_E_TRANS * WG + lid] = 0.5 * m * dot3(v, v);
+        tree_sh[REC_E_ROT * WG + lid] = 0.5 * jm * dot3(w, w);
+        tree_sh[REC_U_CONTACT * WG + lid] = u.x;
+        tree_sh[REC_U_WALL * WG + lid] = u.y;
+        tree_sh[REC_U_GRAVITY * WG + lid] = u.z;
         // The wall force is recomputed here from the state rather than stored by the particle
         // kernel every step: the same pure function of the same inputs, needed only at records,
         // so it costs no per-particle buffer and no per-step write.
@@ -101,18 +94,22 @@ fn reduce_state(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) 
         }
         let mx = m * x;
         for (var c = 0u; c < 3u; c++) {
-            red_sh[(REC_P + c) * WG + lid] = p[c];
-            red_sh[(REC_S + c) * WG + lid] = s[c];
-            red_sh[(REC_L + c) * WG + lid] = l[c];
-            red_sh[(REC_F_WALL + c) * WG + lid] = f_wall[c];
-            red_sh[(REC_MASS_X + c) * WG + lid] = mx[c];
+            tree_sh[(REC_P + c) * WG + lid] = p[c];
+            tree_sh[(REC_S + c) * WG + lid] = s[c];
+            tree_sh[(REC_L + c) * WG + lid] = l[c];
+            tree_sh[(REC_F_WALL + c) * WG + lid] = f_wall[c];
+            tree_sh[(REC_MASS_X + c) * WG + lid] = mx[c];
         }
     }
     if t < rb_n {
         let o = bond_out[b0 + t - chunk.bond_win];
-        red_sh[REC_U_BEND * WG + lid] = o.f_i.w;
-        red_sh[REC_U_AXIAL * WG + lid] = o.m_i.w;
-        red_sh[REC_U_SHEAR * WG + lid] = o.m_j.w;
+        // A bond broken at this evaluation holds its released energy (`broke_now`): it has no
+        // energy of its own any more.
+        if !broke_now(o) {
+            tree_sh[REC_U_BEND * WG + lid] = o.f_i.w;
+            tree_sh[REC_U_AXIAL * WG + lid] = o.m_i.w;
+            tree_sh[REC_U_SHEAR * WG + lid] = o.m_j.w;
+        }
     }
     reduce_workgroup(lid, group, red_len.x);
 }
@@ -127,7 +124,7 @@ fn reduce_partials(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroup
         if lid < entry.y {
             v = red_in[(entry.x + lid) * NQ + q];
         }
-        red_sh[q * WG + lid] = v;
+        tree_sh[q * WG + lid] = v;
     }
     reduce_workgroup(lid, group, red_len.x);
     // A replica already down to one record: its record unchanged (a sum with zeros could turn a

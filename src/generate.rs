@@ -260,7 +260,7 @@ struct Layout {
 
 /// The figures of `memory_estimate` from the counts (see there for each term).
 fn memory_of(l: &Layout) -> MemoryEstimate {
-    use crate::gpu::shader::{NQ, SCAN_WG, WG};
+    use crate::gpu::shader::{NQ, NW, SCAN_WG, WG};
     use crate::integrator::Kinematics;
     use crate::model::Bond;
     use glam::{DQuat, DVec3};
@@ -279,6 +279,7 @@ fn memory_of(l: &Layout) -> MemoryEstimate {
         + if l.parallel { 52 * l.stored_ends + 24 * b.div_ceil(1024) } else { 0 };
     let gpu = |rs: u64| {
         let records = n.max(b).max(1).div_ceil(WG as u64);
+        let watch = n.max(1).div_ceil(WG as u64);
         let mut scan = 0;
         let mut len = buckets;
         while len > 2 * SCAN_WG as u64 {
@@ -291,6 +292,8 @@ fn memory_of(l: &Layout) -> MemoryEstimate {
             + 4 * (buckets + 1)
             + scan
             + (NQ as u64 * rs + 16) * (records + records.div_ceil(WG as u64))
+            // The energy watch's partial sums and chunk table, over the particles only.
+            + (NW as u64 * rs + 16) * (watch + watch.div_ceil(WG as u64))
             + b * (8 + 12 * rs + 8)
     };
     // DemState::new keeps the incidence (4 B per particle, 8 per bond) and the bonds' ends

@@ -161,6 +161,25 @@ fn every_struct_field_has_the_offset_of_its_rust_mirror() {
             [("f_i", 0), ("m_i", v4), ("m_j", 2 * v4)].map(|(n, o)| (n.to_string(), o)).into();
         assert_eq!(struct_offsets(&c.module, "BondOutGpu").unwrap(), bond, "{p:?}: BondOutGpu");
     }
+    // The watch of each replica (shaders/watch.wgsl), in both precisions.
+    let watch = |p| {
+        let file = KERNEL_FILES.iter().find(|f| f.name == "watch").unwrap();
+        compose_and_validate(file, p).unwrap()
+    };
+    use rrpdem::gpu::watch::{WatchGpu32, WatchGpu64};
+    macro_rules! watch_offsets {
+        ($ty:ty) => {
+            rust_offsets!($ty, f32;
+                e0, limit, scale, max_dev, released, peak, vn_sep, mass, normal, max_step, first, last, peak_step,
+                sep_step, trip_step, episodes, observed;)
+        };
+    }
+    let c = watch(Precision::F32);
+    assert_eq!(struct_offsets(&c.module, "WatchGpu").unwrap(), watch_offsets!(WatchGpu32), "f32: WatchGpu");
+    assert_eq!(struct_size(&c.module, "WatchGpu"), Some(size_of::<WatchGpu32>() as u32));
+    let c = watch(Precision::F64);
+    assert_eq!(struct_offsets(&c.module, "WatchGpu").unwrap(), watch_offsets!(WatchGpu64), "f64: WatchGpu");
+    assert_eq!(struct_size(&c.module, "WatchGpu"), Some(size_of::<WatchGpu64>() as u32));
 }
 
 /// The bytes per element the host writes, reads and binds (by byte offset) each bound variable
@@ -209,6 +228,7 @@ fn host_elem_sizes(p: Precision) -> Vec<(String, u32)> {
         "scan_sums",
         "hash_out",
         "finite_out",
+        "watch_flags",
     ] {
         v.push((name.to_string(), 4));
     }
@@ -231,6 +251,13 @@ fn host_elem_sizes(p: Precision) -> Vec<(String, u32)> {
             ("red_out", rs),
             ("red_table", 16),
             ("red_len", 16),
+            // The watch: records of NW reals, table entries and a uniform of four u32, one
+            // `WatchGpu` and one flags word per replica.
+            ("watch_in", rs),
+            ("watch_out", rs),
+            ("watch_table", 16),
+            ("watch_len", 16),
+            ("watch", rrpdem::gpu::watch::watch_gpu_size(p) as u32),
             ("scan_len", 16),
             ("params", params),
             ("reps", replica_gpu_size(p) as u32),
@@ -287,7 +314,7 @@ fn every_bound_variable_has_the_element_size_the_host_gives_it() {
 fn every_wgsl_struct_is_mirrored_and_checked_or_internal() {
     // A struct added to the shaders must either get a Rust mirror checked above, or be one
     // that lives only inside the kernels (the interaction functions' return values).
-    let checked = ["SimParams", "ReplicaGpu", "WallGpu", "ChunkGpu", "BondOutGpu"];
+    let checked = ["SimParams", "ReplicaGpu", "WallGpu", "ChunkGpu", "BondOutGpu", "WatchGpu"];
     let internal = ["ForceOut", "MomentOut", "ShearOut"];
     for p in [Precision::F32, Precision::F64] {
         for file in KERNEL_FILES {

@@ -106,7 +106,7 @@ fn timing_the_stages_of_a_step_changes_no_result() {
         assert_eq!(b.steps_done(), 300);
         assert!(bits(&mut a) == bits(&mut b), "{p:?}: timed steps differ from untimed ones");
         let names: Vec<&str> = t.iter().map(|x| x.0).collect();
-        assert_eq!(names, ["integrate", "grid", "bonds", "particle"]);
+        assert_eq!(names, ["integrate", "grid", "bonds", "particle", "watch"]);
         // Every stage dispatches work each step: some device time, and not absurdly much
         // (a tick period misread by 10⁶ would give seconds per step for 80 particles).
         assert!(t.iter().all(|x| x.1 > 0.0 && x.1 < 0.1), "{p:?}: {t:?}");

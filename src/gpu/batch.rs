@@ -6,8 +6,9 @@
 //! the incidence are offset on upload), its bonds `b_start[r] ..`, its walls `wall_start[r] ..`.
 //! Each particle carries its replica in bits 1.. of its `fixed` word (bit 0: fixed).
 
-use super::shader::{NQ, RSTATUS_LEN, SCAN_WG, STATUS_LEN, WG};
+use super::shader::{NQ, NW, RSTATUS_LEN, SCAN_WG, STATUS_LEN, WG};
 use super::sizes::{INITIAL_NBR_CAPACITY, MAX_BREAK_RECORDS, MIN_BUFFER, bond_out_elem, particle_elem, real_size};
+use super::watch::watch_gpu_size;
 use crate::engine::Precision;
 use crate::model::Model;
 
@@ -73,32 +74,43 @@ impl BatchLayout {
     /// record r is replica r's. A replica's own entries depend only on its own sizes: its sums
     /// run in the same order in any batch.
     pub fn reduce_tables(&self) -> (Vec<[u32; 4]>, Vec<Vec<[u32; 4]>>) {
-        let mut level0 = Vec::new();
-        let mut counts = Vec::with_capacity(self.replicas());
-        for r in 0..self.replicas() {
-            let c = self.chunks(r);
-            level0.extend((0..c).map(|k| [r as u32, k * WG, 0, 0]));
-            counts.push(c);
-        }
-        let mut levels = Vec::new();
-        while counts.iter().any(|&c| c > 1) {
-            let mut table = Vec::new();
-            let mut at = 0u32;
-            for c in counts.iter_mut() {
-                if *c > 1 {
-                    let out = c.div_ceil(WG);
-                    table.extend((0..out).map(|k| [at + k * WG, WG.min(*c - k * WG), 0, 0]));
-                    at += *c;
-                    *c = out;
-                } else {
-                    table.push([at, 1, 1, 0]);
-                    at += 1;
-                }
-            }
-            levels.push(table);
-        }
-        (level0, levels)
+        tree_tables((0..self.replicas()).map(|r| self.chunks(r)).collect())
     }
+
+    /// The chunk tables of the watch's segmented sums (shaders/watch.wgsl), as `reduce_tables`
+    /// but over the particles only (the particles carry their bonds' shares).
+    pub fn watch_tables(&self) -> (Vec<[u32; 4]>, Vec<Vec<[u32; 4]>>) {
+        tree_tables(self.n_particles.iter().map(|&n| n.max(1).div_ceil(WG)).collect())
+    }
+}
+
+/// Chunk tables of a segmented tree sum whose replica r has `counts[r]` level-0 workgroups of
+/// WG items (`reduce_tables`, `watch_tables`): level 0, one entry (replica, first
+/// replica-relative item) per workgroup; then per further level one entry (first input record,
+/// count, copy) per workgroup, until every replica has one record.
+fn tree_tables(mut counts: Vec<u32>) -> (Vec<[u32; 4]>, Vec<Vec<[u32; 4]>>) {
+    let mut level0 = Vec::new();
+    for (r, &c) in counts.iter().enumerate() {
+        level0.extend((0..c).map(|k| [r as u32, k * WG, 0, 0]));
+    }
+    let mut levels = Vec::new();
+    while counts.iter().any(|&c| c > 1) {
+        let mut table = Vec::new();
+        let mut at = 0u32;
+        for c in counts.iter_mut() {
+            if *c > 1 {
+                let out = c.div_ceil(WG);
+                table.extend((0..out).map(|k| [at + k * WG, WG.min(*c - k * WG), 0, 0]));
+                at += *c;
+                *c = out;
+            } else {
+                table.push([at, 1, 1, 0]);
+                at += 1;
+            }
+        }
+        levels.push(table);
+    }
+    (level0, levels)
 }
 
 /// Words of broken flags for `nb` bonds (one bit each).
@@ -130,6 +142,8 @@ pub struct BatchTotals {
     pub broken_words: u64,
     /// Records out of each reduction level (level 0 first), over all replicas.
     pub level_records: Vec<u64>,
+    /// The same for the watch's sums (`BatchLayout::watch_tables`).
+    pub watch_records: Vec<u64>,
 }
 
 impl BatchTotals {
@@ -149,20 +163,10 @@ impl BatchTotals {
     /// `reference_positions`: passes over every bond) the caller has made: whether its bonds
     /// need per-bond attitudes and per-bond directions and lengths.
     pub fn add_with(&mut self, m: &Model, bond_attitudes: bool, bond_refs: bool) {
-        let mut c = chunks(m.particles.len() as u32, m.bonds.len() as u32) as u64;
-        let mut seq = vec![c];
-        while c > 1 {
-            c = c.div_ceil(WG as u64);
-            seq.push(c);
-        }
-        // Replicas already there pass one record through levels they did not need.
-        while self.level_records.len() < seq.len() {
-            let k = self.level_records.len();
-            self.level_records.push(if k == 0 { 0 } else { self.replicas });
-        }
-        for (k, v) in self.level_records.iter_mut().enumerate() {
-            *v += seq.get(k).copied().unwrap_or(1);
-        }
+        let c = chunks(m.particles.len() as u32, m.bonds.len() as u32) as u64;
+        add_levels(&mut self.level_records, c, self.replicas);
+        let c = (m.particles.len() as u64).max(1).div_ceil(WG as u64);
+        add_levels(&mut self.watch_records, c, self.replicas);
         self.n += m.particles.len() as u64;
         self.nb += m.bonds.len() as u64;
         self.replicas += 1;
@@ -178,6 +182,24 @@ impl BatchTotals {
     /// upper bound of `bucket_count` for memory estimates.
     pub fn buckets(&self) -> u64 {
         crate::grid::bucket_count(self.n as usize) as u64
+    }
+}
+
+/// Adds a replica of `c` level-0 records (`replicas` before it) to the records of each level of
+/// a tree sum (`tree_tables`).
+fn add_levels(records: &mut Vec<u64>, mut c: u64, replicas: u64) {
+    let mut seq = vec![c];
+    while c > 1 {
+        c = c.div_ceil(WG as u64);
+        seq.push(c);
+    }
+    // Replicas already there pass one record through levels they did not need.
+    while records.len() < seq.len() {
+        let k = records.len();
+        records.push(if k == 0 { 0 } else { replicas });
+    }
+    for (k, v) in records.iter_mut().enumerate() {
+        *v += seq.get(k).copied().unwrap_or(1);
     }
 }
 
@@ -261,12 +283,17 @@ pub fn planned_sizes(t: &BatchTotals, precision: Precision, nbr_capacity: u32) -
         4 * (n + 1), // halo offsets
         4 * (buckets + 1),
         status,
-        v4,                                  // x_ref
-        if t.weibull { rs * nb } else { 0 }, // bond_scale
-        16 * table,                          // red_table
+        v4,                                       // x_ref
+        if t.weibull { rs * nb } else { 0 },      // bond_scale
+        16 * table,                               // red_table
+        16 * t.watch_records.iter().sum::<u64>(), // watch_table
     ];
     v.extend([v4, v4, v4, 12 * rs * nb, 16 * n, 4 * n, 4 * n, 4 * n, 16 * n, v4, 16, 16]);
     v.extend([4 * nbr_capacity as u64 * n, 4 * n, NQ as u64 * rs * rec0, NQ as u64 * rs * rec1]);
+    let wrec0 = t.watch_records.first().copied().unwrap_or(1);
+    let wrec1 = t.watch_records.get(1).copied().unwrap_or(1);
+    let watch = watch_gpu_size(precision) as u64 * r;
+    v.extend([NW as u64 * rs * wrec0, NW as u64 * rs * wrec1, watch, 4 * r]); // watch_a, watch_b, watch, flags
     let cell_backup = if super::frame::uses_blocks(precision) { 16 * n } else { 0 };
     let nw = if t.rupture { t.broken_words } else { 0 };
     let rec = nr.min(MAX_BREAK_RECORDS);
@@ -283,7 +310,8 @@ pub fn planned_sizes(t: &BatchTotals, precision: Precision, nbr_capacity: u32) -
     v.extend(lens.iter().map(|_| 16));
     // Reduction uniforms (level 0 and every further level) and the readback buffer.
     v.extend(t.level_records.iter().map(|_| 16));
-    v.push(status + NQ as u64 * rs * r);
+    v.extend(t.watch_records.iter().map(|_| 16));
+    v.push(status + NQ as u64 * rs * r + watch + 4 * r);
     v.into_iter().map(pad).collect()
 }
 

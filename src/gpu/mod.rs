@@ -40,6 +40,7 @@ pub mod probes;
 pub mod shader;
 pub mod sizes;
 pub mod state;
+pub mod watch;
 
 pub use batch::{batch_bytes, split_batches};
 pub use context::{AdapterChoice, AdapterReport, hardware_adapter_available, list_adapters};

@@ -30,6 +30,22 @@ pub const REC_F_WALL: usize = 17;
 pub const REC_MASS_X: usize = 20;
 /// Reals per diagnostics record.
 pub const NQ: usize = 23;
+/// Slots of a watch record (`shaders/watch.wgsl`), given to WGSL by the header: the mechanical
+/// energy (kinetic + elastic: the guard's scale), gravity's energy, the energy released at this
+/// step, Σ m v·n along the first contacted wall, and the total wall force (three).
+pub const W_MECH: usize = 0;
+pub const W_GRAV: usize = 1;
+pub const W_REL: usize = 2;
+pub const W_PN: usize = 3;
+pub const W_F: usize = 4;
+/// Reals per watch record.
+pub const NW: usize = 7;
+/// Bits of a replica's watch flags (`watch_flags`): watched at all; touched a wall; touching
+/// one at the last observed step; separated after its last contact.
+pub const WATCH_ON: u32 = 1;
+pub const WATCH_CONTACTED: u32 = 2;
+pub const WATCH_IN_CONTACT: u32 = 4;
+pub const WATCH_SEPARATED: u32 = 8;
 
 /// Slots of the u32 status buffer (`status` in shaders/bindings.wgsl), given to WGSL by the
 /// header: first the batch-wide words, then `RSTATUS_LEN` words per replica.
@@ -59,8 +75,13 @@ pub const RSTATUS_BAD_PARTICLE: usize = 3;
 /// position the grid refuses is reported before any force of that step is looked at.
 pub const RSTATUS_GRID_STEP: usize = 4;
 pub const RSTATUS_GRID_PARTICLE: usize = 5;
+/// The step whose energy the guard refused (`watch_update`, shaders/watch.wgsl).
+pub const RSTATUS_GUARD_STEP: usize = 6;
+/// The batch index of the wall the replica touched first (STATUS_NONE before): the particle
+/// kernel reads its normal for the watch's m v·n. Set by the host at the start of a batch.
+pub const RSTATUS_CONTACT_WALL: usize = 7;
 /// Status words per replica.
-pub const RSTATUS_LEN: usize = 6;
+pub const RSTATUS_LEN: usize = 8;
 /// Odd multiplier mixing the replica into the cell hash (`cell_hash_replica`).
 pub const REPLICA_HASH_PRIME: u32 = 2_654_435_761;
 /// Value of an unset failure slot.
@@ -77,6 +98,8 @@ const FINITE_F64: &str = include_str!("../../shaders/finite_f64.wgsl");
 const INTERACTIONS: &str = include_str!("../../shaders/interactions.wgsl");
 const GRID: &str = include_str!("../../shaders/grid.wgsl");
 const BINDINGS: &str = include_str!("../../shaders/bindings.wgsl");
+/// Tree sums over a workgroup (composed by the files that reduce: they set its `RQ`).
+const TREE: &str = include_str!("../../shaders/tree.wgsl");
 
 /// A kernel file of `shaders/` and its entry points.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -84,6 +107,8 @@ pub struct KernelFile {
     pub name: &'static str,
     pub source: &'static str,
     pub entry_points: &'static [&'static str],
+    /// Library files this one composes beyond the common ones (before it).
+    pub libraries: &'static [&'static str],
 }
 
 /// Every kernel file; the engine builds a pipeline for each entry point.
@@ -92,32 +117,49 @@ pub const KERNEL_FILES: &[KernelFile] = &[
         name: "integrate",
         source: include_str!("../../shaders/integrate.wgsl"),
         entry_points: &["integrate_check", "integrate"],
+        libraries: &[],
     },
     KernelFile {
         name: "grid_build",
         source: include_str!("../../shaders/grid_build.wgsl"),
         entry_points: &["grid_args_set", "grid_clear", "grid_count", "grid_scatter", "grid_order", "nbr_build"],
+        libraries: &[],
     },
     KernelFile {
         name: "scan",
         source: include_str!("../../shaders/scan.wgsl"),
         entry_points: &["scan_blocks", "scan_add"],
+        libraries: &[],
     },
     KernelFile {
         name: "bonds",
         source: include_str!("../../shaders/bonds.wgsl"),
         entry_points: &["bonds", "halo_copy"],
+        libraries: &[],
     },
-    KernelFile { name: "particle", source: include_str!("../../shaders/particle.wgsl"), entry_points: &["particle"] },
+    KernelFile {
+        name: "particle",
+        source: include_str!("../../shaders/particle.wgsl"),
+        entry_points: &["particle"],
+        libraries: &[],
+    },
     KernelFile {
         name: "reduce",
         source: include_str!("../../shaders/reduce.wgsl"),
         entry_points: &["reduce_state", "reduce_partials"],
+        libraries: &[TREE],
+    },
+    KernelFile {
+        name: "watch",
+        source: include_str!("../../shaders/watch.wgsl"),
+        entry_points: &["watch_state", "watch_partials", "watch_update"],
+        libraries: &[TREE],
     },
     KernelFile {
         name: "probe",
         source: include_str!("../../shaders/probe.wgsl"),
         entry_points: &["atan2_probe", "cell_hash_probe", "finite_probe", "rupture_probe", "arith_probe"],
+        libraries: &[],
     },
 ];
 
@@ -142,6 +184,15 @@ pub fn header(precision: Precision) -> String {
         ("REC_L", REC_L),
         ("REC_F_WALL", REC_F_WALL),
         ("REC_MASS_X", REC_MASS_X),
+        ("W_MECH", W_MECH),
+        ("W_GRAV", W_GRAV),
+        ("W_REL", W_REL),
+        ("W_PN", W_PN),
+        ("W_F", W_F),
+        ("WATCH_ON", WATCH_ON as usize),
+        ("WATCH_CONTACTED", WATCH_CONTACTED as usize),
+        ("WATCH_IN_CONTACT", WATCH_IN_CONTACT as usize),
+        ("WATCH_SEPARATED", WATCH_SEPARATED as usize),
         ("STATUS_BREAKS", STATUS_BREAKS),
         ("FLAG_GRAVITY", FLAG_GRAVITY as usize),
         ("FLAG_PENDULUM", FLAG_PENDULUM as usize),
@@ -157,6 +208,7 @@ pub fn header(precision: Precision) -> String {
          const WG: u32 = {WG}u;\n\
          const SCAN_WG: u32 = {SCAN_WG}u;\n\
          const NQ: u32 = {NQ}u;\n\
+         const NW: u32 = {NW}u;\n\
          const MAX_REAL = {max};\n\
          const MAX_CELL_COORD = {MAX_CELL_COORD:?};\n\
          const BLOCKS: bool = {blocks};\n\
@@ -172,6 +224,8 @@ pub fn header(precision: Precision) -> String {
          const RSTATUS_BAD_PARTICLE: u32 = {RSTATUS_BAD_PARTICLE}u;\n\
          const RSTATUS_GRID_STEP: u32 = {RSTATUS_GRID_STEP}u;\n\
          const RSTATUS_GRID_PARTICLE: u32 = {RSTATUS_GRID_PARTICLE}u;\n\
+         const RSTATUS_GUARD_STEP: u32 = {RSTATUS_GUARD_STEP}u;\n\
+         const RSTATUS_CONTACT_WALL: u32 = {RSTATUS_CONTACT_WALL}u;\n\
          const RSTATUS_LEN: u32 = {RSTATUS_LEN}u;\n\
          const REPLICA_HASH_PRIME: u32 = {REPLICA_HASH_PRIME}u;\n\
          const STATUS_NONE: u32 = {STATUS_NONE}u;\n\
@@ -271,10 +325,14 @@ pub fn compose_parts(file: &KernelFile, precision: Precision, parts: Parts) -> S
     };
     let mut s = header(precision);
     let acc = accessors(parts);
-    for part in [COMMON, atan2, finite, INTERACTIONS, GRID, BINDINGS, &acc, file.source] {
+    for part in
+        [COMMON, atan2, finite, INTERACTIONS, GRID, BINDINGS, &acc].into_iter().chain(file.libraries.iter().copied())
+    {
         s.push('\n');
         s.push_str(part);
     }
+    s.push('\n');
+    s.push_str(file.source);
     s
 }
 

@@ -44,7 +44,7 @@ mod upload;
 pub use run::{MAX_TIMED_STEPS, plan_nbr_offsets};
 
 use crate::diagnostics::Diagnostics;
-use crate::engine::{BatchEngine, Engine, EngineInfo, EngineState, Precision};
+use crate::engine::{BatchEngine, Engine, EngineInfo, EngineState, Precision, Watch};
 use crate::error::EngineError;
 use crate::gpu::batch::{BatchLayout, BatchTotals, PARTICLE_ARRAYS, binding_sizes, bucket_count};
 use crate::gpu::cache::{self, CacheKey, Lease};
@@ -70,10 +70,10 @@ use upload::{bounding_box_centre, params_bytes, reps_bytes, walls_bytes};
 /// not measured on a GPU.
 const ORDER_CHECK_INTERVAL: u64 = 20_000;
 
-/// Steps between the run driver's guard checks. Each check reads the diagnostics back: a host
-/// wait that drains the device's queue, whereas the steps between checks are recorded and
-/// submitted without waiting. 100 steps spread that wait over ~1000 dispatches, while a
-/// rollback after a tripped guard throws away at most 100 steps.
+/// Steps between the run driver's stops where nothing else asks for one. Each stop reads the
+/// diagnostics back: a host wait that drains the device's queue, whereas the steps between
+/// stops are recorded and submitted without waiting. The energy guard and the impact measures
+/// are watched on the device at every step whatever this is (shaders/watch.wgsl).
 const GUARD_INTERVAL: u64 = 100;
 /// Tuning options of `GpuEngine::with_options` and `GpuEngine::new_batch`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -135,6 +135,10 @@ struct Replica {
     failure: Option<EngineError>,
     /// Frozen: the kernels leave it alone (FLAG_HELD).
     held: bool,
+    /// The run's watch (`Engine::set_watch`), kept up to date on the device at every step
+    /// (shaders/watch.wgsl), and as it was at the backup point (for `rollback`).
+    watch: Option<Watch>,
+    backup_watch: Option<Watch>,
 }
 
 impl Replica {
@@ -176,6 +180,8 @@ impl Replica {
             backup_rupture: (0.0, 0),
             failure: None,
             held: false,
+            watch: None,
+            backup_watch: None,
         }
     }
 }
@@ -649,6 +655,15 @@ impl Engine for GpuEngine {
         GUARD_INTERVAL
     }
 
+    /// Watched on the device at every step (shaders/watch.wgsl).
+    fn set_watch(&mut self, watch: Watch) -> bool {
+        self.reps.len() == 1 && BatchEngine::set_watch(self, 0, watch)
+    }
+
+    fn watch(&self) -> Option<&Watch> {
+        self.reps.first().and_then(|r| r.watch.as_ref())
+    }
+
     fn warnings(&self) -> Vec<String> {
         self.warnings_of()
     }
@@ -756,6 +771,21 @@ impl BatchEngine for GpuEngine {
 
     fn guard_interval(&self) -> u64 {
         GUARD_INTERVAL
+    }
+
+    fn set_watch(&mut self, r: usize, watch: Watch) -> bool {
+        match self.reps.get_mut(r) {
+            Some(rep) => {
+                rep.backup_watch = Some(watch.clone());
+                rep.watch = Some(watch);
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn watch(&self, r: usize) -> Option<Watch> {
+        self.reps.get(r).and_then(|rep| rep.watch.clone())
     }
 
     fn warnings(&self) -> Vec<String> {

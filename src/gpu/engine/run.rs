@@ -10,9 +10,9 @@ use crate::error::EngineError;
 use crate::gpu::context::map_read;
 use crate::gpu::shader::{
     NQ, REC_E_ROT, REC_E_TRANS, REC_F_WALL, REC_L, REC_MASS_X, REC_P, REC_S, REC_U_AXIAL, REC_U_BEND, REC_U_CONTACT,
-    REC_U_GRAVITY, REC_U_SHEAR, REC_U_WALL, RSTATUS_BAD_PARTICLE, RSTATUS_BAD_STEP, RSTATUS_EXACT_PARTICLE,
-    RSTATUS_EXACT_STEP, RSTATUS_GRID_PARTICLE, RSTATUS_GRID_STEP, RSTATUS_LEN, STATUS_BREAKS, STATUS_LEN,
-    STATUS_MAX_NBR, STATUS_NONE, STATUS_OVERFLOW,
+    REC_U_GRAVITY, REC_U_SHEAR, REC_U_WALL, RSTATUS_BAD_PARTICLE, RSTATUS_BAD_STEP, RSTATUS_CONTACT_WALL,
+    RSTATUS_EXACT_PARTICLE, RSTATUS_EXACT_STEP, RSTATUS_GRID_PARTICLE, RSTATUS_GRID_STEP, RSTATUS_LEN, STATUS_BREAKS,
+    STATUS_LEN, STATUS_MAX_NBR, STATUS_NONE, STATUS_OVERFLOW,
 };
 use crate::gpu::state::{Stage, StageQueries};
 use crate::interactions::BreakEvent;
@@ -21,8 +21,8 @@ use glam::DVec3;
 /// Steps recorded per command buffer (bounds encoder memory; submits are not waited on).
 const STEPS_PER_SUBMIT: u64 = 256;
 
-/// Most steps `time_stages` times at once (wgpu's 4096 queries per set, 8 per step).
-pub const MAX_TIMED_STEPS: u32 = 4096 / 8;
+/// Most steps `time_stages` times at once (wgpu's 4096 queries per set, two per stage).
+pub const MAX_TIMED_STEPS: u32 = 4096 / (2 * Stage::ALL.len() as u32);
 /// Room a list of `c` entries is given beyond them when the lists are laid out after an
 /// overflow, for the entries it gains until they are laid out again: a quarter more, plus 8.
 /// The constant matters for short lists (a small sphere among large ones, a sphere in a void):
@@ -143,6 +143,8 @@ impl GpuEngine {
         if status[STATUS_BREAKS] != 0 {
             self.collect_breaks(steps, status[STATUS_BREAKS])?;
         }
+        let watches =
+            if self.state.watching() && steps > 0 { Some(self.state.read_watch(&self.ctx.device)?) } else { None };
         let mut failures = Vec::new();
         for r in 0..self.reps.len() {
             if self.reps[r].held {
@@ -152,6 +154,32 @@ impl GpuEngine {
             if let Some(err) = self.replica_failure(r, steps, &w)? {
                 failures.push((r, err));
                 continue;
+            }
+            // The watch of this batch's steps; a refused step is a failure (`run` then takes the
+            // replica back to the step before it).
+            let wall0 = self.state.layout.wall_start[r] as usize;
+            let rep = &mut self.reps[r];
+            if let (Some(all), Some(watch)) = (&watches, rep.watch.as_mut()) {
+                let (read, flags) = &all[r];
+                let start = rep.step;
+                let first_here = read.first.map(|s| start + s as u64 + 1);
+                let trip = read.merge(watch, *flags, start);
+                // The wall it touched first in this batch, by the device's choice: its normal
+                // as the model gives it (the device's is in its precision).
+                if first_here.is_some() && watch.impact.first_contact_step == first_here {
+                    let k = (w(RSTATUS_CONTACT_WALL) as usize).saturating_sub(wall0);
+                    if let Some(wall) = rep.params.walls.get(k) {
+                        watch.impact.normal = Some(wall.normal);
+                    }
+                }
+                if let Some((step, error)) = trip {
+                    let limit = watch.energy.limit;
+                    rep.step = step;
+                    let t = step as f64 * self.dt;
+                    failures
+                        .push((r, EngineError::EnergyGuard { step, t, error, limit, particle: None, force: f64::NAN }));
+                    continue;
+                }
             }
             let rep = &self.reps[r];
             let step = rep.step + steps;
@@ -290,6 +318,7 @@ impl GpuEngine {
     fn advance_batch(&mut self, steps: u32, backup: bool) -> Result<Vec<(usize, EngineError)>, EngineError> {
         self.ctx.queue.write_buffer(self.state.buffer("params"), 0, &self.params_bytes(steps));
         self.state.reset_status(&self.ctx.queue, self.rebuild_next);
+        self.start_watch();
         let mut done = 0u64;
         while done < steps as u64 {
             let chunk = STEPS_PER_SUBMIT.min(steps as u64 - done);
@@ -319,6 +348,63 @@ impl GpuEngine {
         for rep in self.reps.iter_mut() {
             rep.backup_step = Some(rep.step);
             rep.backup_rupture = (rep.e_released, rep.n_broken);
+            rep.backup_watch.clone_from(&rep.watch);
+        }
+    }
+
+    /// Takes replica r back to the run's step `to`, the step before the one its energy guard
+    /// refused: to the start of the advance, then forward again alone, the others held (the
+    /// same bits: results do not depend on where batches end). `to` becomes its rollback point.
+    fn rewind(&mut self, r: usize, to: u64) -> Result<(), EngineError> {
+        let start = self.reps[r].backup_step.unwrap_or(self.reps[r].step);
+        let held: Vec<bool> = self.reps.iter().map(|p| p.held).collect();
+        for (k, rep) in self.reps.iter_mut().enumerate() {
+            rep.held = k != r;
+        }
+        self.restore_replica(r);
+        self.evaluate_thawed(&[r])?;
+        let steps = self.step;
+        let again = if to > start { self.advance_batch((to - start) as u32, false)? } else { Vec::new() };
+        self.step = steps;
+        for (rep, h) in self.reps.iter_mut().zip(held) {
+            rep.held = h;
+        }
+        self.write_reps();
+        if let Some((_, e)) = again.into_iter().next() {
+            // It passed these steps before; the same steps cannot fail now.
+            return Err(EngineError::NoRollback {
+                error: Box::new(EngineError::Unsupported("the energy guard refused a step".into())),
+                rollback: Box::new(e),
+            });
+        }
+        let mut encoder = self.ctx.device.create_command_encoder(&Default::default());
+        self.state.record_backup_replica(&mut encoder, r);
+        self.ctx.queue.submit([encoder.finish()]);
+        let rep = &mut self.reps[r];
+        rep.backup_step = Some(rep.step);
+        rep.backup_rupture = (rep.e_released, rep.n_broken);
+        rep.backup_watch.clone_from(&rep.watch);
+        Ok(())
+    }
+
+    /// Hands every running, watched replica's watch to the device for the next batch, with the
+    /// wall it touched first (`reset_status` has just cleared that slot).
+    fn start_watch(&mut self) {
+        use crate::gpu::watch::WatchStart;
+        let starts: Vec<Option<WatchStart<'_>>> = self
+            .reps
+            .iter()
+            .map(|rep| {
+                let w = rep.watch.as_ref().filter(|_| !rep.held)?;
+                Some(WatchStart { watch: w, released: rep.e_released, mass: rep.total_mass })
+            })
+            .collect();
+        self.state.start_watch(&self.ctx.queue, &starts);
+        for (r, rep) in self.reps.iter().enumerate() {
+            let normal = rep.watch.as_ref().and_then(|w| w.impact.normal);
+            if let Some(k) = normal.and_then(|n| rep.params.walls.iter().position(|w| w.normal == n)) {
+                self.state.set_contact_wall(&self.ctx.queue, r, self.state.layout.wall_start[r] + k as u32);
+            }
         }
     }
 
@@ -334,6 +420,7 @@ impl GpuEngine {
         let rep = &mut self.reps[r];
         rep.step = step;
         (rep.e_released, rep.n_broken) = rep.backup_rupture;
+        rep.watch.clone_from(&rep.backup_watch);
         // Breaks after the restored step never happened.
         self.breaks.retain(|(q, e)| *q != r || e.step <= step);
         // Its lists were built for the state it leaves.
@@ -408,6 +495,12 @@ impl GpuEngine {
                 self.reps[*r].held = false;
             }
             if !self.break_overflow {
+                // A step the guard refused: the replica goes back to the step before it.
+                for (r, e) in &failures {
+                    if let EngineError::EnergyGuard { step, .. } = e {
+                        self.rewind(*r, step.saturating_sub(1))?;
+                    }
+                }
                 return Ok(failures);
             }
             self.break_overflow = false;

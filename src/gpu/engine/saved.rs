@@ -258,6 +258,10 @@ impl GpuEngine {
         fresh.nbr_layouts += self.nbr_layouts;
         fresh.longest_list = fresh.longest_list.max(self.longest_list);
         fresh.lists_stuck |= self.lists_stuck;
+        // The run's watch goes on.
+        let watch = self.reps[0].watch.take();
+        fresh.reps[0].backup_watch.clone_from(&watch);
+        fresh.reps[0].watch = watch;
         std::mem::swap(&mut fresh._lease, &mut self._lease);
         *self = fresh;
         Ok(())

@@ -36,6 +36,17 @@ impl DemState {
     /// particles' four arrays and, with rupture, its bonds' broken flags): the other replicas
     /// keep their state.
     pub fn record_restore(&self, encoder: &mut wgpu::CommandEncoder, r: usize) {
+        self.record_replica_copy(encoder, r, true);
+    }
+
+    /// Records the copy of replica r's ranges of the state arrays into the backup: its rollback
+    /// point becomes its current state, the other replicas' stay where they were.
+    pub fn record_backup_replica(&self, encoder: &mut wgpu::CommandEncoder, r: usize) {
+        self.record_replica_copy(encoder, r, false);
+    }
+
+    /// Replica r's ranges copied from the backup to the state (`restore`) or the other way.
+    fn record_replica_copy(&self, encoder: &mut wgpu::CommandEncoder, r: usize, restore: bool) {
         let v4 = 4 * real_size(self.precision) as u64;
         let (p0, np) = (self.layout.p_start[r] as u64, self.layout.n_particles[r] as u64);
         let nb = self.layout.n_bonds[r] as u64;
@@ -48,8 +59,9 @@ impl DemState {
             };
             if len > 0 {
                 // Backup and state share one layout, so their pieces pair up.
+                let (source, target) = if restore { (b, a) } else { (a, b) };
                 for ((src, from, bytes, _), (dst, to, _, _)) in
-                    self.locate(b, at, len).into_iter().zip(self.locate(a, at, len))
+                    self.locate(source, at, len).into_iter().zip(self.locate(target, at, len))
                 {
                     encoder.copy_buffer_to_buffer(src, from, dst, to, bytes);
                 }

@@ -193,7 +193,9 @@ impl DemState {
             queue.write_buffer(&self.buffers["halo_fill"], 0, bytemuck::cast_slice(&plan.halo_fill));
         }
         let chunk_bind = self.bind_chunks(device, queue, pipe, &plan)?;
-        let steps = super::record::step_dispatches(self.n, self.buckets, &self.scan_lens, &plan);
+        let replicas = self.layout.replicas() as u32;
+        let steps =
+            super::record::step_dispatches(self.n, replicas, self.buckets, &self.scan_lens, &plan, &self.watch.groups);
         let (grid_full, grid_args, set) = self.bind_grid_args(device, queue, pipe, &steps)?;
         self.bind.insert("grid_args_set", set);
         self.steps = steps;

@@ -17,6 +17,7 @@ mod chunked;
 mod plan;
 mod readback;
 mod record;
+mod watch;
 
 pub use plan::{StateInputs, buffer_sizes};
 pub use readback::BreakRecords;
@@ -26,6 +27,7 @@ use super::batch::BatchLayout;
 use super::chunks::ChunkPlan;
 use super::error::GpuError;
 use super::pipeline::DemPipeline;
+use super::sizes::real_size;
 use crate::engine::Precision;
 use bind::{ReduceFirst, ReduceLevel, ScanLevel};
 use chunked::{ChunkHost, PAGED, Paged};
@@ -95,8 +97,13 @@ pub struct DemState {
     reduce: Vec<ReduceLevel>,
     /// Buffer holding the final diagnostics record.
     reduce_result: &'static str,
-    /// MAP_READ buffer: status words, then one diagnostics record per replica.
+    /// MAP_READ buffer: status words, one diagnostics record per replica, then every replica's
+    /// watch and its flags (from `watch_offset`).
     readback: wgpu::Buffer,
+    watch_offset: u64,
+    /// The watch's bind groups (`watch::WatchLevels`), and whether this batch watches.
+    watch: watch::WatchLevels,
+    watching: bool,
     /// Bytes of the status words (batch-wide, then per replica).
     status_bytes: u64,
 }
@@ -119,6 +126,7 @@ impl DemState {
         let scan = bind::scan_levels(device, pipe, &a.buffers, &a.scan_aux, &a.scan_top, &a.scan_len)?;
         let bind = bind::main_groups(device, pipe, &a.buffers, precision, shape.parts)?;
         let (reduce_first, reduce, reduce_result) = bind::reduce_levels(device, pipe, &a.buffers, a.red_len)?;
+        let watch = watch::WatchLevels::new(device, pipe, &a.buffers, precision, shape.parts, a.watch_len)?;
         let Shape {
             layout,
             buckets,
@@ -135,6 +143,7 @@ impl DemState {
         // What the chunk plan needs (`gpu::chunks`): each particle's lowest and highest bond,
         // and each level-0 reduction workgroup's bonds.
         let chunk_host = ChunkHost::new(inputs.models, &layout, inc_offsets, &table0);
+        let layout_replicas = layout.replicas();
         let mut state = DemState {
             precision,
             n,
@@ -165,6 +174,9 @@ impl DemState {
             reduce,
             reduce_result,
             readback: a.readback,
+            watch_offset: 4 * status.len() as u64 + (layout_replicas * super::shader::NQ * real_size(precision)) as u64,
+            watch,
+            watching: false,
             status_bytes: 4 * status.len() as u64,
         };
         let plan = state.plan_for(device, queue, &state.nbr_offsets_in_use(), nbr_pages, Some(&inc_entries))?;

@@ -17,8 +17,9 @@ use super::super::chunks::{ALIGN, Pages};
 use super::super::context::{BufferFailure, create_buffer};
 use super::super::error::GpuError;
 use super::super::frame::{Frame, uses_blocks};
-use super::super::shader::{NQ, Parts, SCAN_WG};
+use super::super::shader::{NQ, NW, Parts, SCAN_WG};
 use super::super::sizes::{CELL_BYTES, MIN_BUFFER, bond_out_elem, particle_part_len, push_reals, real_size};
+use super::super::watch::watch_gpu_size;
 use super::chunked::{Paged, incidence, nbr_overlap};
 use super::record::initial_status;
 use super::{BROKEN, CELL};
@@ -80,6 +81,9 @@ pub(super) struct Shape {
     /// The segmented reduction's chunk tables (`BatchLayout::reduce_tables`).
     pub table0: Vec<[u32; 4]>,
     pub table_levels: Vec<Vec<[u32; 4]>>,
+    /// The watch's (`BatchLayout::watch_tables`).
+    pub watch0: Vec<[u32; 4]>,
+    pub watch_levels: Vec<Vec<[u32; 4]>>,
     /// Lengths of the scan levels: M = buckets + 1, ⌈M/B⌉, … down to one block (B = 2·SCAN_WG
     /// values per block).
     pub scan_lens: Vec<usize>,
@@ -108,6 +112,7 @@ impl Shape {
         let (inc_offsets, inc_entries) = incidence(s.models, &layout);
         let status = initial_status(true, layout.replicas());
         let (table0, table_levels) = layout.reduce_tables();
+        let (watch0, watch_levels) = layout.watch_tables();
         let block = 2 * SCAN_WG as usize;
         let mut scan_lens = vec![buckets + 1];
         while *scan_lens.last().unwrap_or(&1) > block {
@@ -139,6 +144,8 @@ impl Shape {
             status,
             table0,
             table_levels,
+            watch0,
+            watch_levels,
             scan_lens,
             bond_pages,
             inc_pages,
@@ -186,8 +193,9 @@ pub(super) struct Planned<'a> {
     scan_aux: Vec<usize>,
     scan_top: usize,
     scan_len: Vec<usize>,
-    /// Per reduction level: its workgroups and its uniform.
+    /// Per reduction level: its workgroups and its uniform; the same for the watch's sums.
     red_len: Vec<(usize, usize)>,
+    watch_len: Vec<(usize, usize)>,
     readback: usize,
 }
 
@@ -199,6 +207,7 @@ pub(super) struct Allocated {
     pub scan_top: wgpu::Buffer,
     pub scan_len: Vec<wgpu::Buffer>,
     pub red_len: Vec<(usize, wgpu::Buffer)>,
+    pub watch_len: Vec<(usize, wgpu::Buffer)>,
     pub readback: wgpu::Buffer,
     /// Bytes of all of them.
     pub bytes: u64,
@@ -395,8 +404,16 @@ impl<'a> Planned<'a> {
             table.extend(t.iter().flatten());
         }
         self.add_whole("red_table", 4 * table.len(), Fill::Bytes(words(&table)), STORAGE);
+        let mut table: Vec<u32> = shape.watch0.iter().flatten().copied().collect();
+        for t in &shape.watch_levels {
+            table.extend(t.iter().flatten());
+        }
+        self.add_whole("watch_table", 4 * table.len(), Fill::Bytes(words(&table)), STORAGE);
         let records = shape.table0.len();
         let records1 = shape.table_levels.first().map_or(1, |t| t.len());
+        let watch_records = shape.watch0.len();
+        let watch_records1 = shape.watch_levels.first().map_or(1, |t| t.len());
+        let replicas = shape.layout.replicas();
         let nr_records = shape.break_capacity as usize;
         let blocks = if uses_blocks(precision) { CELL_BYTES * n } else { 0 };
         for (name, len) in [
@@ -413,6 +430,10 @@ impl<'a> Planned<'a> {
             ("nbr_count", 4 * n),
             ("red_a", NQ * rs * records),
             ("red_b", NQ * rs * records1),
+            ("watch_a", NW * rs * watch_records),
+            ("watch_b", NW * rs * watch_records1),
+            ("watch", watch_gpu_size(precision) * replicas),
+            ("watch_flags", 4 * replicas),
             ("pos_backup", v4),
             ("vel_backup", v4),
             ("quat_backup", v4),
@@ -454,10 +475,20 @@ impl<'a> Planned<'a> {
             self.red_len.push((len, k));
             offset += len;
         }
+        let mut offset = 0usize;
+        for len in std::iter::once(shape.watch0.len()).chain(shape.watch_levels.iter().map(|t| t.len())) {
+            let bytes = words(&[len as u32, offset as u32, 0, 0]);
+            let k = self.add("watch_len", bytes.len(), Fill::Bytes(bytes), UNIFORM);
+            self.watch_len.push((len, k));
+            offset += len;
+        }
         let rs = real_size(precision);
         let status = 4 * shape.status.len();
         let usage = wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST;
-        self.readback = self.add("readback", status + shape.layout.replicas() * NQ * rs, Fill::Zeros, usage);
+        // Status words, one diagnostics record and one watch (with its flags) per replica.
+        let r = shape.layout.replicas();
+        let len = status + r * (NQ * rs + watch_gpu_size(precision) + 4);
+        self.readback = self.add("readback", len, Fill::Zeros, usage);
     }
 
     /// Bytes of every planned buffer.
@@ -492,8 +523,9 @@ impl<'a> Planned<'a> {
         let scan_top = take(self.scan_top)?;
         let scan_len = self.scan_len.into_iter().map(&mut take).collect::<Result<_, _>>()?;
         let red_len = self.red_len.into_iter().map(|(c, k)| Ok((c, take(k)?))).collect::<Result<_, GpuError>>()?;
+        let watch_len = self.watch_len.into_iter().map(|(c, k)| Ok((c, take(k)?))).collect::<Result<_, GpuError>>()?;
         let readback = take(self.readback)?;
-        Ok(Allocated { buffers, paged, scan_aux, scan_top, scan_len, red_len, readback, bytes })
+        Ok(Allocated { buffers, paged, scan_aux, scan_top, scan_len, red_len, watch_len, readback, bytes })
     }
 }
 

@@ -15,6 +15,7 @@ use super::super::chunks::ChunkPlan;
 use super::super::pipeline::DemPipeline;
 use super::super::shader::{NQ, RSTATUS_LEN, SCAN_WG, STATUS_LEN, STATUS_NONE, STATUS_REBUILD, WG};
 use super::super::sizes::real_size;
+use super::super::watch::watch_gpu_size;
 use super::DemState;
 use crate::integrator::Integrator;
 
@@ -30,10 +31,13 @@ pub enum Stage {
     Bonds,
     /// The per-particle kernel: bond gather, contacts, walls, fields, closing kick.
     Particle,
+    /// The watch (energy guard, impact measures), when some replica is watched: its sums per
+    /// replica, level after level, and the update of each replica's watch.
+    Watch,
 }
 
 impl Stage {
-    pub const ALL: [Stage; 4] = [Stage::Integrate, Stage::Grid, Stage::Bonds, Stage::Particle];
+    pub const ALL: [Stage; 5] = [Stage::Integrate, Stage::Grid, Stage::Bonds, Stage::Particle, Stage::Watch];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -41,6 +45,7 @@ impl Stage {
             Stage::Grid => "grid",
             Stage::Bonds => "bonds",
             Stage::Particle => "particle",
+            Stage::Watch => "watch",
         }
     }
 }
@@ -63,6 +68,9 @@ pub(super) enum Groups {
     /// `scan_blocks`, `scan_add` of scan level l.
     ScanBlocks(usize),
     ScanAdd(usize),
+    /// The watch's level l (0: `watch_state`, then `watch_partials`), and `watch_update`.
+    WatchLevel(usize),
+    WatchUpdate,
 }
 
 /// How a dispatch gets its workgroup count.
@@ -74,6 +82,8 @@ pub(super) enum Launch {
     RrpExact,
     /// Entry k of the indirect arguments `grid_args` (see the module note).
     Indirect(usize),
+    /// As `Always`, only in batches that watch some replica (`DemState::start_watch`).
+    Watching,
 }
 
 /// One dispatch of a step: its stage, kernel, bind groups, size (`items`, `per_group` items per
@@ -88,11 +98,19 @@ pub(super) struct Dispatch {
     pub launch: Launch,
 }
 
-/// Every dispatch of a step, in the order it is recorded, for `n` particles, a grid of
-/// `buckets` buckets scanned in levels of `scan_lens` and the chunks of `plan`: the one
-/// description of a step (`record_stage` records it, `bind_grid_args` sizes the indirect
-/// arguments from it). Made again whenever the chunks change (`replan`).
-pub(super) fn step_dispatches(n: u32, buckets: u32, scan_lens: &[u32], plan: &ChunkPlan) -> Vec<Dispatch> {
+/// Every dispatch of a step, in the order it is recorded, for `n` particles of `replicas`
+/// replicas, a grid of `buckets` buckets scanned in levels of `scan_lens`, the chunks of `plan`
+/// and the watch's levels of `watch_groups` workgroups: the one description of a step
+/// (`record_stage` records it, `bind_grid_args` sizes the indirect arguments from it). Made again
+/// whenever the chunks change (`replan`).
+pub(super) fn step_dispatches(
+    n: u32,
+    replicas: u32,
+    buckets: u32,
+    scan_lens: &[u32],
+    plan: &ChunkPlan,
+    watch_groups: &[u32],
+) -> Vec<Dispatch> {
     use {Groups::*, Launch::*, Stage::*};
     let d =
         |stage, kernel, groups, items, per_group, launch| Dispatch { stage, kernel, groups, items, per_group, launch };
@@ -132,6 +150,13 @@ pub(super) fn step_dispatches(n: u32, buckets: u32, scan_lens: &[u32], plan: &Ch
     for (c, ch) in plan.particles.iter().enumerate() {
         v.push(d(Particle, "particle", Chunk(c), ch.gpu.p_end - ch.gpu.p_first, WG, Always));
     }
+    // The watch: the particles' shares summed per replica, level after level, then each
+    // replica's watch updated.
+    for (l, &groups) in watch_groups.iter().enumerate() {
+        let kernel = if l == 0 { "watch_state" } else { "watch_partials" };
+        v.push(d(Watch, kernel, WatchLevel(l), groups * WG, WG, Watching));
+    }
+    v.push(d(Watch, "watch_update", WatchUpdate, replicas, WG, Watching));
     v
 }
 
@@ -189,6 +214,9 @@ impl DemState {
                     Some(add) => add,
                     None => continue,
                 },
+                Groups::WatchLevel(0) => &self.watch.state,
+                Groups::WatchLevel(l) => &self.watch.partials[l - 1],
+                Groups::WatchUpdate => &self.watch.update,
             };
             match s.launch {
                 Launch::Always => pipe.dispatch(pass, s.kernel, groups, s.items, s.per_group),
@@ -196,6 +224,8 @@ impl DemState {
                     pipe.dispatch(pass, s.kernel, groups, s.items, s.per_group)
                 }
                 Launch::RrpExact => {}
+                Launch::Watching if self.watching => pipe.dispatch(pass, s.kernel, groups, s.items, s.per_group),
+                Launch::Watching => {}
                 Launch::Indirect(k) => {
                     if let Some((_, grid_args)) = &self.grid_args {
                         pipe.dispatch_indirect(pass, s.kernel, groups, grid_args, 12 * k as u64);
@@ -206,13 +236,13 @@ impl DemState {
     }
 
     /// The initial force evaluation (params.batch_len = 0: no kicks): the stages after
-    /// `Integrate`.
+    /// `Integrate` up to the forces (the state evaluated is one the watch has already seen).
     pub fn record_initial(&self, pipe: &DemPipeline, encoder: &mut wgpu::CommandEncoder) {
         self.record_step_prologue(encoder, true);
         let mut pass = encoder
             .begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some("evaluate"), timestamp_writes: None });
-        for stage in &Stage::ALL[1..] {
-            self.record_stage(pipe, &mut pass, *stage, Integrator::RrpNewmark);
+        for stage in [Stage::Grid, Stage::Bonds, Stage::Particle] {
+            self.record_stage(pipe, &mut pass, stage, Integrator::RrpNewmark);
         }
     }
 
@@ -266,9 +296,15 @@ impl DemState {
             }
         }
         let rs = real_size(self.precision) as u64;
-        let records = (self.layout.replicas() * NQ) as u64 * rs;
+        let replicas = self.layout.replicas() as u64;
+        let records = replicas * NQ as u64 * rs;
         encoder.copy_buffer_to_buffer(&self.buffers["status"], 0, &self.readback, 0, self.status_bytes);
         encoder.copy_buffer_to_buffer(&self.buffers[self.reduce_result], 0, &self.readback, self.status_bytes, records);
+        // Every replica's watch and its flags word.
+        let watch = replicas * watch_gpu_size(self.precision) as u64;
+        encoder.copy_buffer_to_buffer(&self.buffers["watch"], 0, &self.readback, self.watch_offset, watch);
+        let flags_at = self.watch_offset + watch;
+        encoder.copy_buffer_to_buffer(&self.buffers["watch_flags"], 0, &self.readback, flags_at, 4 * replicas);
     }
 }
 
@@ -293,7 +329,7 @@ mod tests {
             bonds: vec![b(0, 640, 0, 0), b(640, 999, 0, 3)],
             ..Default::default()
         };
-        let steps = step_dispatches(1000, 2048, &[2049, 5, 1], &plan);
+        let steps = step_dispatches(1000, 2, 2048, &[2049, 5, 1], &plan, &[16, 1]);
         let names: Vec<(Stage, &str, u32)> = steps.iter().map(|s| (s.stage, s.kernel, s.items)).collect();
         use Stage::*;
         let want = vec![
@@ -317,6 +353,9 @@ mod tests {
             (Bonds, "halo_copy", 3),
             (Particle, "particle", 700),
             (Particle, "particle", 300),
+            (Watch, "watch_state", 16 * WG),
+            (Watch, "watch_partials", WG),
+            (Watch, "watch_update", 2),
         ];
         assert_eq!(names, want);
         // The stages come in the order of `Stage::ALL`, each in one run.
