@@ -78,6 +78,7 @@ pub(super) struct Replica<'scope> {
 
 impl<'scope> Replica<'scope> {
     /// Opens (or, on a resume, reopens) the replica's outputs and records its starting state.
+    /// Why over 120 lines: one linear sequence over the outputs; to be split per output.
     pub(super) fn start(
         scope: &'scope std::thread::Scope<'scope, '_>,
         job: Job<'scope>,
