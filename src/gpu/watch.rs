@@ -38,7 +38,7 @@ macro_rules! watch_gpu {
                 let (e, i) = (&s.watch.energy, &s.watch.impact);
                 let n = i.normal.unwrap_or(DVec3::ZERO);
                 $name {
-                    e0: e.e0 as $real,
+                    e0: (e.e0 + s.gravity_shift) as $real,
                     // An infinite limit stays infinite in f32 (a limit above f32::MAX too).
                     limit: e.limit as $real,
                     scale: e.scale as $real,
@@ -101,6 +101,11 @@ pub struct WatchStart<'a> {
     pub watch: &'a Watch,
     pub released: f64,
     pub mass: f64,
+    /// What the device's gravity energy exceeds the model's by: `M g·o` for a frame whose
+    /// origin `o` is not zero (f32 far from the origin, src/gpu/frame.rs), as `read_diagnostics`
+    /// corrects the other way. The device compares its sums with `e0 + shift` (computed here in
+    /// f64, so that an f32 watch holds a small number, not two large ones that cancel).
+    pub gravity_shift: f64,
 }
 
 impl WatchStart<'_> {

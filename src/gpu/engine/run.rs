@@ -396,7 +396,8 @@ impl GpuEngine {
             .iter()
             .map(|rep| {
                 let w = rep.watch.as_ref().filter(|_| !rep.held)?;
-                Some(WatchStart { watch: w, released: rep.e_released, mass: rep.total_mass })
+                let gravity_shift = rep.total_mass * rep.params.gravity.dot(rep.frame.origin);
+                Some(WatchStart { watch: w, released: rep.e_released, mass: rep.total_mass, gravity_shift })
             })
             .collect();
         self.state.start_watch(&self.ctx.queue, &starts);
