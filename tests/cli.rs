@@ -188,7 +188,7 @@ fn gpu_run_writes_the_same_files_and_compare_reports_parity() {
         assert_eq!(a.lines().count(), b.lines().count(), "{f}");
         assert_eq!(a.lines().next(), b.lines().next(), "{f}");
         for (la, lb) in a.lines().zip(b.lines()).skip(1) {
-            for (c, (x, y)) in la.split(',').zip(lb.split(',')).enumerate() {
+            for (x, y) in la.split(',').zip(lb.split(',')) {
                 let (x, y): (f64, f64) = (x.parse().unwrap(), y.parse().unwrap());
                 // f64 on both, different summation orders: ~1e-13 after 200 steps (V7 bound 1e-10).
                 assert!((x - y).abs() <= 1e-10 * (1.0 + x.abs()), "{f}: {x} vs {y}");
