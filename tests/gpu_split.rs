@@ -341,3 +341,32 @@ fn more_breaks_than_records_take_the_advance_again_in_shorter_batches() {
         rollback_alike(&mut whole, &mut few, &format!("{p:?}"));
     }
 }
+
+/// Issue 22, item 7: bonds that break at the first evaluation of a model (here a solid torus
+/// stretched by 1 %, every bond beyond its tension threshold of 0.4 %) are the CPU's breaks, at
+/// step 0, when the records hold them; when they do not, the engine refuses to start with a
+/// message instead of starting from zero diagnostics and no breaks (before: it did so silently).
+#[test]
+fn breaks_at_the_first_evaluation_are_kept_or_refused() {
+    let (s, mut m) = small_solid_torus();
+    for x in m.particles.x.iter_mut() {
+        *x *= 1.01;
+    }
+    let mut cpu = rrpdem::engine::CpuEngine::new(&m, Integrator::RrpNewmark, s.dt).unwrap();
+    let key = |b: Vec<rrpdem::interactions::BreakEvent>| {
+        let mut k: Vec<(u64, u32, u32, u32)> = b.iter().map(|e| (e.step, e.bond, e.i, e.j)).collect();
+        k.sort_unstable();
+        k
+    };
+    let at_start = key(cpu.take_breaks());
+    assert!(at_start.len() > 100 && at_start.iter().all(|e| e.0 == 0), "{} breaks", at_start.len());
+    for p in [Precision::F32, Precision::F64] {
+        let mut whole = open(&m, s.dt, p, GpuOptions::default());
+        assert_eq!(key(whole.take_breaks()), at_start, "{p:?}");
+        let few = GpuOptions { max_break_records: Some(10), ..Default::default() };
+        match GpuEngine::with_options(&m, Integrator::RrpNewmark, s.dt, p, AdapterChoice::Any, few) {
+            Ok(_) => panic!("{p:?}: started with {} breaks and records for 10", at_start.len()),
+            Err(e) => assert!(e.to_string().contains("more than 10 bonds broke in one step (at step 0)"), "{p:?}: {e}"),
+        }
+    }
+}

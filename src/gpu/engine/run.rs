@@ -51,10 +51,23 @@ impl GpuEngine {
             self.state.record_readback(&self.pipe, &mut encoder);
             self.ctx.queue.submit([encoder.finish()]);
             let failures = self.finish_batch(0)?;
+            if self.break_overflow {
+                // One evaluation is one step: no shorter batch can hold its breaks.
+                self.break_overflow = false;
+                return Err(self.too_many_breaks());
+            }
             if !self.rebuild_next || self.nbr_layouts == layout || !failures.is_empty() {
                 return Ok(failures);
             }
         }
+    }
+
+    /// The error of a step that broke more bonds than one batch's break records hold.
+    fn too_many_breaks(&self) -> EngineError {
+        EngineError::Unsupported(format!(
+            "more than {} bonds broke in one step (at step {}), more than the break records hold on this adapter",
+            self.state.break_capacity, self.step
+        ))
     }
 
     /// Runs `steps` steps (at most `MAX_TIMED_STEPS`) of a one-replica engine with a timestamp
@@ -506,10 +519,7 @@ impl GpuEngine {
             }
             self.break_overflow = false;
             if batch == 1 {
-                return Err(EngineError::Unsupported(format!(
-                    "more than {} bonds broke in one step, more than the break records hold on this adapter",
-                    self.state.break_capacity
-                )));
+                return Err(self.too_many_breaks());
             }
             for r in 0..self.reps.len() {
                 self.restore_replica(r);
