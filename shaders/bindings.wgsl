@@ -104,6 +104,10 @@ fn broke_now(o: BondOutGpu) -> bool {
 @group(2) @binding(22) var<storage, read_write> nbr_offsets: array<u32>;
 /// Positions at the last rebuild (xyz).
 @group(2) @binding(17) var<storage, read_write> x_ref: array<vec4<real>>;
+/// Per replica: the displacement its anchor (first particle) will have since the last rebuild
+/// after this step's drift (`drift_anchor`); the skin rule measures every particle's
+/// displacement relative to it, so a body in flight does not rebuild for its flight.
+@group(2) @binding(33) var<storage, read_write> drift: array<vec4<real>>;
 /// Rupture (bound only with FLAG_RUPTURE; placeholders otherwise). Per bond: the scale s_b of
 /// its thresholds (only with FLAG_WEIBULL; otherwise 1 and a placeholder), and a bit set once
 /// it is broken: bond k of replica r is bit (k − b_start) mod 32 of word broken_word +
@@ -242,7 +246,7 @@ fn contact_normal(r: u32) -> vec3<real> {
 /// True in a step that rebuilds the grid and the neighbour lists (a batch-wide decision: the
 /// forces do not depend on when the lists were rebuilt).
 fn rebuilding() -> bool {
-    return atomicLoad(&status[STATUS_REBUILD]) != 0u;
+    return atomicLoad(&status[STATUS_REBUILD]) == REBUILD_ALL;
 }
 
 /// Records a non-finite particle i of replica r found by the force evaluation of `step`. Only

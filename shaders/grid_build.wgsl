@@ -62,6 +62,9 @@ fn grid_args_set(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups)
     if k < arrayLength(&grid_full) {
         grid_args[k] = select(0u, grid_full[k], rebuilding());
     }
+    if k == 0u && rebuilding() {
+        atomicAdd(&status[STATUS_REBUILDS], 1u);
+    }
 }
 
 /// `bucket_start` seen as atomic counters while counting.

@@ -3,7 +3,9 @@
 // update q ← q(Δα) ⊗ q. `integrate_check` runs first for rrp-exact so that nothing moves in a
 // step whose condition h²|Ω_h|² < 1 fails. A particle whose offset leaves its block moves into
 // the block that holds it (src/gpu/frame.rs). A particle that has moved more than half the
-// Verlet skin since the last rebuild (or an overflowed neighbour list) makes this step rebuild.
+// Verlet skin since the last rebuild, both absolutely and relative to its replica's anchor
+// (`drift_anchor`), or an overflowed neighbour list makes this step rebuild (the rule:
+// src/grid.rs, `NeighbourList`).
 
 /// Kick factor of the opening kick: h for campello (full kick), ½h for maps 23/25 at the first
 /// step of a batch, 0 afterwards (the previous step's particle kernel already applied it).
@@ -41,6 +43,36 @@ fn integrate_check(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroup
     }
 }
 
+/// One thread per replica: its anchor's (first particle's) displacement since the last rebuild
+/// once this step has drifted it, computed as `integrate` will compute it (twin of
+/// `NeighbourList::set_drift`'s caller in src/engine/cpu/step.rs). Any common vector would keep
+/// the rule valid (|Δx_i − Δx_j| ≤ |Δx_i − d| + |Δx_j − d|); this one makes a body in rigid
+/// flight rebuild only for its deformation. Read by `integrate` in its own dispatch, so no
+/// thread reads a position another one is writing.
+@compute @workgroup_size(WG)
+fn drift_anchor(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                @builtin(local_invocation_index) lid: u32) {
+    let r = linear_id(wid, nwg, lid, WG);
+    if r >= params.n_replicas {
+        return;
+    }
+    let a = reps[r].p_start;
+    var d = vec3<real>(0.0);
+    if reps[r].n_particles > 0u && !is_fixed(a) {
+        var v = vel_at(a).xyz;
+        let kick = kick_pre(current_step());
+        if kick != 0.0 {
+            v = v + force_at(a).xyz * (kick * inertial_at(a).z);
+        }
+        d = (pos_at(a).xyz + v * params.h) - x_ref_at(a).xyz;
+        if !finite3(d) {
+            // A non-finite anchor must not hide the others' displacements.
+            d = vec3<real>(0.0);
+        }
+    }
+    drift[r] = vec4<real>(d, 0.0);
+}
+
 @compute @workgroup_size(WG)
 fn integrate(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
              @builtin(local_invocation_index) lid: u32) {
@@ -48,7 +80,7 @@ fn integrate(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg
     // While a list is too long for its capacity, the grid must be fresh every step (fallback),
     // whichever replica is frozen.
     if i == 0u && atomicLoad(&status[STATUS_OVERFLOW]) != 0u {
-        atomicMax(&status[STATUS_REBUILD], 1u);
+        atomicOr(&status[STATUS_REBUILD], REBUILD_ALL);
     }
     if i >= params.n_particles || is_fixed(i) {
         return;
@@ -89,10 +121,21 @@ fn integrate(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg
     }
     pos_put(i, vec4<real>(x, xr.w));
     quat_put(i, apply_increment(quat_at(i), dalpha));
+    // The two tests of the skin rule (src/grid.rs, `NeighbourList::moved`): the lists stay
+    // valid while either passes for every particle, so the step rebuilds only when both have
+    // failed somewhere. Non-finite positions fail both (the grid then reports them).
     let moved = x - x0;
-    // Non-finite positions rebuild too (the grid then reports them).
     let moved2 = dot3(moved, moved);
+    let rel = moved - drift[r].xyz;
+    let rel2 = dot3(rel, rel);
+    var bits = 0u;
     if !finite_real(moved2) || moved2 > reps[r].half_skin_sq {
-        atomicMax(&status[STATUS_REBUILD], 1u);
+        bits = bits | REBUILD_ABS;
+    }
+    if !finite_real(rel2) || rel2 > reps[r].half_skin_sq {
+        bits = bits | REBUILD_REL;
+    }
+    if bits != 0u {
+        atomicOr(&status[STATUS_REBUILD], bits);
     }
 }

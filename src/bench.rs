@@ -248,6 +248,13 @@ pub struct Measurement {
     /// timestamp queries; each stage is its own compute pass while timed); empty where the
     /// adapter has no timestamp queries; `None` when not asked for or not a one-model GPU case.
     pub stage_seconds: Option<Vec<(String, f64)>>,
+    /// Contact-list rebuilds per 1000 timed steps, and list entries per particle at the end
+    /// (`Engine::list_figures`; one-model cases): what the contact search costs, the same on
+    /// any device.
+    #[serde(default)]
+    pub rebuilds_per_1000_steps: Option<f64>,
+    #[serde(default)]
+    pub list_entries_per_particle: Option<f64>,
 }
 
 /// Peak resident set size of this process so far (Linux: `VmHWM` in `/proc/self/status`).
@@ -375,13 +382,25 @@ pub fn measure(
         e.set_watch(Watch::new(&d0, f64::INFINITY, &model.params.walls));
         let stride = e.guard_interval().max(1);
         drop(model);
+        // `timed` calls `advance` once for the warm-up, then for the timed steps: the rebuilds
+        // are counted from the first timed call on.
+        let (mut calls, mut rebuilds_from) = (0u32, 0u64);
         let m = timed(case, engine, threads, steps, min_seconds, bandwidth_gbs, built, |k| {
+            calls += 1;
+            if calls == 2 {
+                rebuilds_from = e.list_figures().map_or(0, |f| f.0);
+            }
             for s in strides(k, stride) {
                 e.advance(s).and_then(|()| e.diagnostics()).map_err(|e| e.to_string())?;
             }
             Ok(())
         })?;
-        Ok(Measurement { stage_seconds, ..m })
+        let (mut rebuilds_per_1000_steps, mut list_entries_per_particle) = (None, None);
+        if let Some((rebuilds, entries)) = e.list_figures() {
+            rebuilds_per_1000_steps = Some(1000.0 * rebuilds.saturating_sub(rebuilds_from) as f64 / m.steps as f64);
+            list_entries_per_particle = Some(entries as f64 / n.max(1) as f64);
+        }
+        Ok(Measurement { stage_seconds, rebuilds_per_1000_steps, list_entries_per_particle, ..m })
     })
 }
 
@@ -442,6 +461,8 @@ fn timed(
         engine_parts,
         peak_rss: peak_rss(),
         stage_seconds: None,
+        rebuilds_per_1000_steps: None,
+        list_entries_per_particle: None,
     })
 }
 

@@ -136,10 +136,24 @@ impl CellGrid {
     }
 }
 
+/// `NeighbourList::moved`: some particle has moved half a skin since the last rebuild.
+pub const MOVED_ABS: u8 = 1;
+/// `NeighbourList::moved`: some particle has moved half a skin relative to the anchor.
+pub const MOVED_REL: u8 = 2;
+/// Both: the list must be rebuilt.
+pub const MOVED_ALL: u8 = MOVED_ABS | MOVED_REL;
+
 /// Verlet neighbour list on top of the grid: for each particle, the partners `j` within
 /// `r_i + r_j + skin` at the last rebuild, sorted by index. It stays valid (contains every
-/// overlapping pair) until some particle has moved more than `skin/2` since the rebuild, which is
-/// checked every step. Rebuilds are linear (through the grid) and deterministic.
+/// overlapping pair) while every particle's displacement since the rebuild, less a common vector
+/// `d`, is below `skin/2`: a pair's distance then changed by at most
+/// `|Δx_i − Δx_j| ≤ |Δx_i − d| + |Δx_j − d| < skin`. Every step tests two such vectors, `d = 0`
+/// (the textbook rule) and `d` = the displacement of particle 0 (the anchor, `drift`), and
+/// rebuilds only when both tests fail: a body in rigid flight then rebuilds only for its
+/// deformation, and no body rebuilds more often than under the textbook rule. Walls are not in
+/// the list. Rebuilds are linear (through the grid) and deterministic,
+/// and the list's content in sorted order does not change a force, so when they happen does not
+/// change a result.
 #[derive(Clone, Debug, Default)]
 pub struct NeighbourList {
     skin: f64,
@@ -148,6 +162,8 @@ pub struct NeighbourList {
     offsets: Vec<u32>,
     list: Vec<u32>,
     x_at_build: Vec<DVec3>,
+    /// The anchor's displacement, the second vector the skin rule tests (see above).
+    drift: DVec3,
     built: bool,
     rebuilds: u64,
 }
@@ -161,6 +177,7 @@ impl NeighbourList {
             offsets: vec![0; n + 1],
             list: Vec::new(),
             x_at_build: vec![DVec3::ZERO; n],
+            drift: DVec3::ZERO,
             built: false,
             rebuilds: 0,
         }
@@ -189,18 +206,42 @@ impl NeighbourList {
         radius: impl Fn(usize) -> f64 + Sync,
     ) -> Result<(), usize> {
         let n = self.x_at_build.len();
+        if self.built && n > 0 {
+            self.set_drift(self.displacement(0, x(0)));
+        }
         let moved = |i: usize| self.moved(i, x(i));
-        let stale = self.built && if n < PAR_MIN { (0..n).any(moved) } else { (0..n).into_par_iter().any(moved) };
-        self.update_moved(stale, x, radius)
+        let bits = if !self.built {
+            0
+        } else if n < PAR_MIN {
+            (0..n).map(moved).fold(0, |a, b| a | b)
+        } else {
+            (0..n).into_par_iter().map(moved).reduce(|| 0, |a, b| a | b)
+        };
+        self.update_moved(bits == MOVED_ALL, x, radius)
     }
 
-    /// Whether particle `i`, now at `x`, has moved more than `skin/2` since the last rebuild
-    /// (true for a non-finite `x`: NaN distances compare false). Engines that visit every
-    /// particle anyway test it there and pass the answer to `update_moved`, saving a pass.
+    /// The skin rule's two tests for particle `i` now at `x`: `MOVED_ABS` if it has moved at
+    /// least `skin/2` since the last rebuild, `MOVED_REL` if it has relative to the anchor's
+    /// displacement (both for a non-finite `x`: NaN distances compare false). The list must be
+    /// rebuilt when the bits of all particles, or-ed, are `MOVED_ALL`. Engines that visit every
+    /// particle anyway test it there and pass the verdict to `update_moved`, saving a pass.
     #[inline(always)]
-    pub fn moved(&self, i: usize, x: DVec3) -> bool {
-        let half = 0.5 * self.skin;
-        (x - self.x_at_build[i]).length_squared().partial_cmp(&(half * half)) != Some(std::cmp::Ordering::Less)
+    pub fn moved(&self, i: usize, x: DVec3) -> u8 {
+        let half2 = 0.25 * self.skin * self.skin;
+        let far = |d: DVec3| d.length_squared().partial_cmp(&half2) != Some(std::cmp::Ordering::Less);
+        let d = x - self.x_at_build[i];
+        (far(d) as u8 * MOVED_ABS) | (far(d - self.drift) as u8 * MOVED_REL)
+    }
+
+    /// Particle `i`'s displacement since the last rebuild, were it at `x`.
+    pub fn displacement(&self, i: usize, x: DVec3) -> DVec3 {
+        x - self.x_at_build[i]
+    }
+
+    /// Sets the common displacement that `moved` subtracts until the next rebuild or call (a
+    /// non-finite one counts as zero, so that it cannot hide the others' displacements).
+    pub fn set_drift(&mut self, d: DVec3) {
+        self.drift = if d.is_finite() { d } else { DVec3::ZERO };
     }
 
     /// `update_with` when the caller already knows whether some particle `moved`.
@@ -290,6 +331,7 @@ impl NeighbourList {
         for (i, x0) in self.x_at_build.iter_mut().enumerate() {
             *x0 = x(i);
         }
+        self.drift = DVec3::ZERO;
         self.built = true;
         self.rebuilds += 1;
         Ok(())

@@ -258,6 +258,8 @@ fn host_elem_sizes(p: Precision) -> Vec<(String, u32)> {
             ("watch_table", 16),
             ("watch_len", 16),
             ("watch", rrpdem::gpu::watch::watch_gpu_size(p) as u32),
+            // The skin rule's anchor displacement, a vec4 per replica (plan.rs allocates 4 reals).
+            ("drift", 4 * rs),
             ("scan_len", 16),
             ("params", params),
             ("reps", replica_gpu_size(p) as u32),

@@ -117,6 +117,9 @@ pub(super) fn cmd_bench(
                     m.engine_setup_s,
                     m.peak_rss.unwrap_or(0) as f64 / 1e6
                 );
+                if let (Some(r), Some(l)) = (m.rebuilds_per_1000_steps, m.list_entries_per_particle) {
+                    eprintln!("  contact lists: {r:.1} rebuilds per 1000 steps, {l:.2} entries per particle");
+                }
                 if let Some(b) = m.engine_bytes {
                     let parts: Vec<String> =
                         m.engine_parts.iter().map(|(k, v)| format!("{k} {:.1}", *v as f64 / 1e6)).collect();

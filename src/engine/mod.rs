@@ -131,6 +131,12 @@ pub trait Engine {
     /// momenta are read there, and an interrupt is noticed): each stop costs the GPU a host
     /// wait, the CPU a sum over the particles and a copy of the state for `rollback`.
     fn guard_interval(&self) -> u64;
+    /// Steps that rebuilt the contact lists so far, and the lists' entries now (each pair
+    /// counted from both ends), where the engine keeps lists: the cost figures of the contact
+    /// search that `rrpdem bench` reports and any machine reproduces.
+    fn list_figures(&mut self) -> Option<(u64, u64)> {
+        None
+    }
     /// Things a user should know about how the run went that are not errors (e.g. a slow path
     /// the engine had to keep taking); `summary.json` lists them and the CLI prints them.
     fn warnings(&self) -> Vec<String> {

@@ -294,6 +294,7 @@ pub fn planned_sizes(t: &BatchTotals, precision: Precision, nbr_capacity: u32) -
     let wrec1 = t.watch_records.get(1).copied().unwrap_or(1);
     let watch = watch_gpu_size(precision) as u64 * r;
     v.extend([NW as u64 * rs * wrec0, NW as u64 * rs * wrec1, watch, 4 * r]); // watch_a, watch_b, watch, flags
+    v.push(4 * rs * r); // drift
     let cell_backup = if super::frame::uses_blocks(precision) { 16 * n } else { 0 };
     let nw = if t.rupture { t.broken_words } else { 0 };
     let rec = nr.min(MAX_BREAK_RECORDS);

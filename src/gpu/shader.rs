@@ -50,8 +50,15 @@ pub const WATCH_SEPARATED: u32 = 8;
 /// Slots of the u32 status buffer (`status` in shaders/bindings.wgsl), given to WGSL by the
 /// header: first the batch-wide words, then `RSTATUS_LEN` words per replica.
 pub const STATUS_STEP: usize = 0;
-/// Non-zero while the current step rebuilds the contact grid and neighbour lists.
+/// The skin rule's verdicts of the current step (`REBUILD_ABS | REBUILD_REL` bits, set by
+/// `integrate`): the step rebuilds the contact grid and neighbour lists when both are set
+/// (`REBUILD_ALL`, which the host and an overflow set directly).
 pub const STATUS_REBUILD: usize = 1;
+/// Some particle moved more than half a skin since the last rebuild.
+pub const REBUILD_ABS: u32 = 1;
+/// Some particle moved more than half a skin relative to its replica's anchor.
+pub const REBUILD_REL: u32 = 2;
+pub const REBUILD_ALL: u32 = REBUILD_ABS | REBUILD_REL;
 /// Non-zero once a neighbour list overflowed its capacity in this batch (sticky).
 pub const STATUS_OVERFLOW: usize = 2;
 /// Largest neighbour count seen by an overflowing rebuild.
@@ -60,8 +67,11 @@ pub const STATUS_MAX_NBR: usize = 3;
 /// `break_id` in shaders/bindings.wgsl). An integer `atomicAdd` picks a bond's entry, so the
 /// entries' order depends on the schedule; their content does not, and the host sorts them.
 pub const STATUS_BREAKS: usize = 4;
+/// Steps of this batch that rebuilt the grid and the neighbour lists (counted by
+/// `grid_args_set`; `GpuEngine::neighbour_rebuilds`).
+pub const STATUS_REBUILDS: usize = 5;
 /// Batch-wide words; replica r's words start at `STATUS_LEN + r·RSTATUS_LEN`.
-pub const STATUS_LEN: usize = 5;
+pub const STATUS_LEN: usize = 6;
 /// Per-replica slots: first step whose rrp-exact condition failed, and the lowest failing
 /// particle (batch index) of that step.
 pub const RSTATUS_EXACT_STEP: usize = 0;
@@ -116,7 +126,7 @@ pub const KERNEL_FILES: &[KernelFile] = &[
     KernelFile {
         name: "integrate",
         source: include_str!("../../shaders/integrate.wgsl"),
-        entry_points: &["integrate_check", "integrate"],
+        entry_points: &["integrate_check", "drift_anchor", "integrate"],
         libraries: &[],
     },
     KernelFile {
@@ -194,6 +204,10 @@ pub fn header(precision: Precision) -> String {
         ("WATCH_IN_CONTACT", WATCH_IN_CONTACT as usize),
         ("WATCH_SEPARATED", WATCH_SEPARATED as usize),
         ("STATUS_BREAKS", STATUS_BREAKS),
+        ("STATUS_REBUILDS", STATUS_REBUILDS),
+        ("REBUILD_ABS", REBUILD_ABS as usize),
+        ("REBUILD_REL", REBUILD_REL as usize),
+        ("REBUILD_ALL", REBUILD_ALL as usize),
         ("FLAG_GRAVITY", FLAG_GRAVITY as usize),
         ("FLAG_PENDULUM", FLAG_PENDULUM as usize),
         ("FLAG_RUPTURE", FLAG_RUPTURE as usize),

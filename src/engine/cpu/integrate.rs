@@ -35,10 +35,27 @@ impl KinSums {
 impl CpuEngine {
     /// One pass over the particles: with `post`, the closing half kick of the previous step;
     /// with `pre`, the first part of the next one (then `acc` is zeroed behind it, and the
-    /// result says whether some particle moved far enough to rebuild the neighbour list). With
+    /// result says whether the skin rule asks for a rebuild, `grid::NeighbourList::moved`). With
     /// `post` and a watch, also the kinetic sums of the step it closes (`KinSums`).
     pub(super) fn integrate(&mut self, post: bool, pre: bool) -> (bool, Option<KinSums>) {
         let (h, integ) = (self.dt, self.integrator);
+        if pre && !self.kin.is_empty() {
+            // The anchor's (particle 0's) position after this pass, computed as the pass will
+            // compute it: the skin rule is relative to its displacement (src/grid.rs; the GPU's
+            // twin is `drift_anchor` in shaders/integrate.wgsl).
+            let mut k = self.kin[0];
+            let d = if self.fixed.get(0) {
+                DVec3::ZERO
+            } else {
+                let (inv_m, inv_j, a) = (self.inv_mass.get(0), self.inv_inertia.get(0), &self.acc[0]);
+                if post {
+                    integrator::post_force(integ, h, inv_m, inv_j, &mut k, a.force, a.moment);
+                }
+                let _ = integrator::pre_force_kick_drift(integ, h, inv_m, inv_j, &mut k, a.force, a.moment);
+                self.neighbours.displacement(0, k.x)
+            };
+            self.neighbours.set_drift(d);
+        }
         let (inv_mass, inv_inertia, fixed, nbr) = (&self.inv_mass, &self.inv_inertia, &self.fixed, &self.neighbours);
         let (mass, inertia) = (&self.mass, &self.inertia);
         let sum = post && self.watch.is_some();
@@ -46,7 +63,7 @@ impl CpuEngine {
         // square roots and reciprocals are then independent loops that pipeline (and pair up
         // in SIMD lanes) instead of one long latency chain per particle. Every particle gets
         // the operations of `pre_force`/`post_force`, in their order.
-        let block = |base: usize, kin: &mut [Kinematics], acc: &mut [ParticleAcc]| -> (bool, KinSums) {
+        let block = |base: usize, kin: &mut [Kinematics], acc: &mut [ParticleAcc]| -> (u8, KinSums) {
             let n = kin.len();
             let mut dalpha = [DVec3::ZERO; INTEGRATE_BLOCK];
             let mut turn = [false; INTEGRATE_BLOCK];
@@ -79,7 +96,7 @@ impl CpuEngine {
                 }
             }
             if !pre {
-                return (false, ks);
+                return (0, ks);
             }
             // `rrp::apply_increment`, stage by stage.
             for j in 0..n {
@@ -96,7 +113,7 @@ impl CpuEngine {
             for x in &mut r[..n] {
                 *x = 1.0 / x.sqrt();
             }
-            let mut moved = false;
+            let mut moved = 0u8;
             for (j, (k, a)) in kin.iter_mut().zip(acc.iter_mut()).enumerate() {
                 if turn[j] {
                     k.q = p[j] * r[j];
@@ -110,7 +127,7 @@ impl CpuEngine {
         // Every block is visited (no short circuit), so `acc` is zeroed throughout; the blocks'
         // sums are folded in block order.
         let mut total = KinSums::default();
-        let mut moved = false;
+        let mut moved = 0u8;
         if serial(kin.len()) {
             for (b, (k, a)) in kin.chunks_mut(INTEGRATE_BLOCK).zip(acc.chunks_mut(INTEGRATE_BLOCK)).enumerate() {
                 let (m, ks) = block(b * INTEGRATE_BLOCK, k, a);
@@ -130,6 +147,6 @@ impl CpuEngine {
             }
         }
         self.acc_zeroed = pre;
-        (moved, sum.then_some(total))
+        (moved == crate::grid::MOVED_ALL, sum.then_some(total))
     }
 }

@@ -106,7 +106,7 @@ pub struct CpuEngine {
     /// The run's watch (`Engine::set_watch`), updated at every step once set.
     watch: Option<Watch>,
     /// Per-block kinetic sums of the integration pass (reused buffer).
-    kin_blocks: Vec<(bool, KinSums)>,
+    kin_blocks: Vec<(u8, KinSums)>,
 }
 
 /// `1/m` for a free particle, 0 for a fixed one.
@@ -316,6 +316,10 @@ impl Engine for CpuEngine {
     /// every step all the same (`set_watch`).
     fn guard_interval(&self) -> u64 {
         GUARD_PARTICLE_STEPS.div_ceil(self.kin.len().max(1) as u64).max(10)
+    }
+
+    fn list_figures(&mut self) -> Option<(u64, u64)> {
+        Some((self.neighbours.rebuilds(), self.neighbours.entries() as u64))
     }
 
     fn set_watch(&mut self, watch: Watch) -> bool {

@@ -214,6 +214,8 @@ pub struct GpuEngine {
     /// The last batch broke more bonds than the break records hold: `run` goes back to the
     /// advance's start and takes shorter batches.
     break_overflow: bool,
+    /// Steps that rebuilt the grid and the neighbour lists (`neighbour_rebuilds`).
+    rebuilds: u64,
     /// What it was built with (`renumber` builds it again).
     adapter: AdapterChoice,
     options: GpuOptions,
@@ -358,6 +360,7 @@ impl GpuEngine {
             breaks: Vec::new(),
             fallback_steps: 0,
             break_overflow: false,
+            rebuilds: 0,
             adapter,
             options,
             _lease: lease,
@@ -407,6 +410,13 @@ impl GpuEngine {
     /// device memory). Steps later undone by `rollback` stay counted: they were run.
     pub fn fallback_steps(&self) -> u64 {
         self.fallback_steps
+    }
+
+    /// Steps that rebuilt the grid and the neighbour lists since the engine was made (the
+    /// initial evaluation and steps rolled back included), batch-wide: the figure that the skin
+    /// rule and a body's flight decide (docs/GPU.md, "Rebuilds").
+    pub fn neighbour_rebuilds(&self) -> u64 {
+        self.rebuilds
     }
 
     /// The largest capacity of one neighbour list (all equal until some list overflowed; then
@@ -653,6 +663,10 @@ impl Engine for GpuEngine {
 
     fn guard_interval(&self) -> u64 {
         GUARD_INTERVAL
+    }
+
+    fn list_figures(&mut self) -> Option<(u64, u64)> {
+        Some((self.rebuilds, self.neighbour_entries_in_use().ok()?))
     }
 
     /// Watched on the device at every step (shaders/watch.wgsl).

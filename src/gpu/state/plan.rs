@@ -434,6 +434,7 @@ impl<'a> Planned<'a> {
             ("watch_b", NW * rs * watch_records1),
             ("watch", watch_gpu_size(precision) * replicas),
             ("watch_flags", 4 * replicas),
+            ("drift", 4 * rs * replicas),
             ("pos_backup", v4),
             ("vel_backup", v4),
             ("quat_backup", v4),

@@ -13,7 +13,7 @@
 
 use super::super::chunks::ChunkPlan;
 use super::super::pipeline::DemPipeline;
-use super::super::shader::{NQ, RSTATUS_LEN, SCAN_WG, STATUS_LEN, STATUS_NONE, STATUS_REBUILD, WG};
+use super::super::shader::{NQ, REBUILD_ALL, RSTATUS_LEN, SCAN_WG, STATUS_LEN, STATUS_NONE, STATUS_REBUILD, WG};
 use super::super::sizes::real_size;
 use super::super::watch::watch_gpu_size;
 use super::DemState;
@@ -117,6 +117,8 @@ pub(super) fn step_dispatches(
     let mut v = vec![
         // The rrp-exact condition h²|Ω_h|² < 1, with the first step's opening kick.
         d(Integrate, "integrate_check", Main, n, WG, RrpExact),
+        // Each replica's anchor displacement, which the skin rule is relative to.
+        d(Integrate, "drift_anchor", Main, replicas, WG, Always),
         // Kick, drift, rotation, block moves; raises the rebuild flag where needed.
         d(Integrate, "integrate", Main, n, WG, Always),
     ];
@@ -179,7 +181,7 @@ pub(super) fn grid_arguments(steps: &[Dispatch], pipe: &DemPipeline) -> Vec<u32>
 pub(super) fn initial_status(rebuild: bool, replicas: usize) -> Vec<u32> {
     let mut status = vec![0u32; STATUS_LEN];
     status.extend(std::iter::repeat_n(STATUS_NONE, replicas * RSTATUS_LEN));
-    status[STATUS_REBUILD] = rebuild as u32;
+    status[STATUS_REBUILD] = if rebuild { REBUILD_ALL } else { 0 };
     status
 }
 
@@ -334,6 +336,7 @@ mod tests {
         use Stage::*;
         let want = vec![
             (Integrate, "integrate_check", 1000),
+            (Integrate, "drift_anchor", 2),
             (Integrate, "integrate", 1000),
             (Grid, "grid_args_set", 3 * 11),
             (Grid, "grid_clear", 2049),
@@ -389,7 +392,7 @@ mod tests {
     fn a_batch_starts_with_no_failure_and_the_rebuild_flag_as_asked() {
         let s = initial_status(true, 2);
         assert_eq!(s.len(), STATUS_LEN + 2 * RSTATUS_LEN);
-        assert_eq!(s[STATUS_REBUILD], 1);
+        assert_eq!(s[STATUS_REBUILD], REBUILD_ALL);
         assert!(s[STATUS_LEN..].iter().all(|&w| w == STATUS_NONE));
         assert_eq!(initial_status(false, 1)[STATUS_REBUILD], 0);
     }
