@@ -75,6 +75,16 @@ const ORDER_CHECK_INTERVAL: u64 = 20_000;
 /// stops are recorded and submitted without waiting. The energy guard and the impact measures
 /// are watched on the device at every step whatever this is (shaders/watch.wgsl).
 const GUARD_INTERVAL: u64 = 100;
+
+/// Particle-steps between stops beyond `GUARD_INTERVAL` steps: a small model stops at most every
+/// 1000 steps, so that its host waits cost little against its steps, a large one every 100
+/// (about 0.5 s of a 10⁷-particle run on an H100: an interrupt is still noticed quickly).
+const GUARD_PARTICLE_STEPS: u64 = 200_000_000;
+
+/// The driver's stride for `particles` in the batch (`Engine::guard_interval`).
+fn guard_interval(particles: u64) -> u64 {
+    GUARD_PARTICLE_STEPS.div_ceil(particles.max(1)).clamp(GUARD_INTERVAL, 10 * GUARD_INTERVAL)
+}
 /// Tuning options of `GpuEngine::with_options` and `GpuEngine::new_batch`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct GpuOptions {
@@ -403,7 +413,7 @@ impl GpuEngine {
     }
 
     /// Steps run in batches in which some neighbour list overflowed its capacity, so that from
-    /// the overflowing step to the end of the batch (at most 100 steps under the run driver) the
+    /// the overflowing step to the end of the batch (at most `guard_interval` steps under the run driver) the
     /// overflowing lists fell back to the grid: same results, more work. After an overflow the
     /// lists grow, so this stays 0 for a run whose lists could grow in time (an overflow in `new`
     /// counts no steps); it keeps rising while they cannot (binding limit, memory budget, out of
@@ -662,7 +672,7 @@ impl Engine for GpuEngine {
     }
 
     fn guard_interval(&self) -> u64 {
-        GUARD_INTERVAL
+        guard_interval(self.state.layout.n_particles.iter().map(|&n| n as u64).sum())
     }
 
     fn list_figures(&mut self) -> Option<(u64, u64)> {
@@ -784,7 +794,7 @@ impl BatchEngine for GpuEngine {
     }
 
     fn guard_interval(&self) -> u64 {
-        GUARD_INTERVAL
+        guard_interval(self.state.layout.n_particles.iter().map(|&n| n as u64).sum())
     }
 
     fn set_watch(&mut self, r: usize, watch: Watch) -> bool {

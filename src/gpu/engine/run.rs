@@ -331,7 +331,6 @@ impl GpuEngine {
     /// by copying the state arrays for `rollback`. Returns the replicas that failed in it.
     fn advance_batch(&mut self, steps: u32, backup: bool) -> Result<Vec<(usize, EngineError)>, EngineError> {
         self.ctx.queue.write_buffer(self.state.buffer("params"), 0, &self.params_bytes(steps));
-        self.state.reset_status(&self.ctx.queue, self.rebuild_next);
         self.start_watch();
         let mut done = 0u64;
         while done < steps as u64 {
@@ -401,8 +400,8 @@ impl GpuEngine {
         Ok(())
     }
 
-    /// Hands every running, watched replica's watch to the device for the next batch, with the
-    /// wall it touched first (`reset_status` has just cleared that slot).
+    /// Resets the status words and hands every running, watched replica's watch to the device
+    /// for the next batch, with the wall it touched first.
     fn start_watch(&mut self) {
         use crate::gpu::watch::WatchStart;
         let starts: Vec<Option<WatchStart<'_>>> = self
@@ -415,12 +414,14 @@ impl GpuEngine {
             })
             .collect();
         self.state.start_watch(&self.ctx.queue, &starts);
+        let mut walls = Vec::new();
         for (r, rep) in self.reps.iter().enumerate() {
             let normal = rep.watch.as_ref().and_then(|w| w.impact.normal);
             if let Some(k) = normal.and_then(|n| rep.params.walls.iter().position(|w| w.normal == n)) {
-                self.state.set_contact_wall(&self.ctx.queue, r, self.state.layout.wall_start[r] + k as u32);
+                walls.push((r, self.state.layout.wall_start[r] + k as u32));
             }
         }
+        self.state.reset_status_with_walls(&self.ctx.queue, self.rebuild_next, &walls);
     }
 
     /// Copies replica r's backup ranges back (queued) and resets its host side to the backup

@@ -383,9 +383,9 @@ mod tests {
                 .all(|s| matches!(s.launch, Launch::Indirect(_)) == (s.stage == Grid && s.kernel != "grid_args_set"))
         );
         // Scan levels: blocks of two values per invocation; the additions top down, none at the top.
-        assert_eq!(steps[5].per_group, 2 * SCAN_WG);
-        assert_eq!((steps[8].groups, steps[9].groups), (Groups::ScanAdd(1), Groups::ScanAdd(0)));
-        assert_eq!((steps[12].groups, steps[13].groups), (Groups::Chunk(0), Groups::Chunk(1)));
+        assert_eq!(steps[6].per_group, 2 * SCAN_WG);
+        assert_eq!((steps[9].groups, steps[10].groups), (Groups::ScanAdd(1), Groups::ScanAdd(0)));
+        assert_eq!((steps[13].groups, steps[14].groups), (Groups::Chunk(0), Groups::Chunk(1)));
     }
 
     #[test]
