@@ -70,8 +70,26 @@ fn watch_record(lid: u32, group: u32) {
     }
 }
 
-/// Level 0: WG particles of one replica per workgroup (entry: replica, first replica-relative
-/// particle), their shares summed in a tree.
+/// The wall force on particle i of replica r, recomputed from the state as the particle kernel
+/// computed it (as reduce_state does): the watch's W_F share.
+fn watch_wall_force(r: u32, i: u32) -> vec3<real> {
+    var f = vec3<real>(0.0);
+    let w0 = reps[r].wall_start;
+    if reps[r].n_walls > 0u {
+        let edge = reps[r].cell_edge;
+        let xi = pos_at(i);
+        let ci = cell_at(i).xyz;
+        for (var k = w0; k < w0 + reps[r].n_walls; k++) {
+            let xw = block_vector(ci, xi.xyz, walls[k].block.xyz, edge);
+            f = f + wall(xw, xi.w, walls[k].point.xyz, walls[k].normal.xyz, reps[r].k_wall).force;
+        }
+    }
+    return f;
+}
+
+/// Level 0: WG·WATCH_PER_LANE particles of one replica per workgroup (entry: replica, first
+/// replica-relative particle); lane l adds particles l, l + WG, … in order (reads coalesced
+/// across lanes), then the lanes' sums are summed in a tree.
 @compute @workgroup_size(WG)
 fn watch_state(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                @builtin(local_invocation_index) lid: u32) {
@@ -81,28 +99,33 @@ fn watch_state(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) n
         tree_sh[q * WG + lid] = 0.0;
     }
     let r = entry.x;
-    let t = entry.y + lid;
-    if group < watch_len.x && t < reps[r].n_particles {
-        let i = reps[r].p_start + t;
-        let u = pot_at(i);
-        tree_sh[W_MECH * WG + lid] = u.w;
-        tree_sh[W_GRAV * WG + lid] = u.z;
-        tree_sh[W_REL * WG + lid] = force_at(i).w;
-        tree_sh[W_PN * WG + lid] = moment_at(i).w;
-        let w0 = reps[r].wall_start;
-        if reps[r].n_walls > 0u {
-            // The wall force, recomputed from the state as the particle kernel computed it.
-            let edge = reps[r].cell_edge;
-            let xi = pos_at(i);
-            let ci = cell_at(i).xyz;
-            var f = vec3<real>(0.0);
-            for (var k = w0; k < w0 + reps[r].n_walls; k++) {
-                let xw = block_vector(ci, xi.xyz, walls[k].block.xyz, edge);
-                f = f + wall(xw, xi.w, walls[k].point.xyz, walls[k].normal.xyz, reps[r].k_wall).force;
+    if group < watch_len.x {
+        // The shares the particle kernel left in the free lanes of its results (pot.w:
+        // mechanical, pot.z: gravity, force.w: released, moment.w: m v·n) and the wall force.
+        var mech: real = 0.0;
+        var grav: real = 0.0;
+        var rel: real = 0.0;
+        var pn: real = 0.0;
+        var f = vec3<real>(0.0);
+        for (var j = 0u; j < WATCH_PER_LANE; j++) {
+            let t = entry.y + j * WG + lid;
+            if t >= reps[r].n_particles {
+                break;
             }
-            for (var c = 0u; c < 3u; c++) {
-                tree_sh[(W_F + c) * WG + lid] = f[c];
-            }
+            let i = reps[r].p_start + t;
+            let u = pot_at(i);
+            mech = mech + u.w;
+            grav = grav + u.z;
+            rel = rel + force_at(i).w;
+            pn = pn + moment_at(i).w;
+            f = f + watch_wall_force(r, i);
+        }
+        tree_sh[W_MECH * WG + lid] = mech;
+        tree_sh[W_GRAV * WG + lid] = grav;
+        tree_sh[W_REL * WG + lid] = rel;
+        tree_sh[W_PN * WG + lid] = pn;
+        for (var c = 0u; c < 3u; c++) {
+            tree_sh[(W_F + c) * WG + lid] = f[c];
         }
     }
     watch_record(lid, group);

@@ -355,6 +355,9 @@ pub fn measure(
                 let mut e = GpuEngine::new(&model, Integrator::RrpNewmark, 1e-3, p, AdapterChoice::Any)
                     .map_err(|e| e.to_string())?;
                 if stages {
+                    // Watched as `run` watches it, so that the watch stage is timed too.
+                    let d0 = e.diagnostics().map_err(|e| e.to_string())?;
+                    Engine::set_watch(&mut e, Watch::new(&d0, f64::INFINITY, &model.params.walls));
                     e.advance((steps / 10).max(1)).map_err(|e| e.to_string())?;
                     let t = e.time_stages(steps.min(u32::MAX as u64) as u32).map_err(|e| e.to_string())?;
                     stage_seconds =

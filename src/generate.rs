@@ -279,7 +279,7 @@ fn memory_of(l: &Layout) -> MemoryEstimate {
         + if l.parallel { 52 * l.stored_ends + 24 * b.div_ceil(1024) } else { 0 };
     let gpu = |rs: u64| {
         let records = n.max(b).max(1).div_ceil(WG as u64);
-        let watch = n.max(1).div_ceil(WG as u64);
+        let watch = n.max(1).div_ceil((WG * crate::gpu::shader::WATCH_PER_LANE) as u64);
         let mut scan = 0;
         let mut len = buckets;
         while len > 2 * SCAN_WG as u64 {

@@ -6,7 +6,7 @@
 //! the incidence are offset on upload), its bonds `b_start[r] ..`, its walls `wall_start[r] ..`.
 //! Each particle carries its replica in bits 1.. of its `fixed` word (bit 0: fixed).
 
-use super::shader::{NQ, NW, RSTATUS_LEN, SCAN_WG, STATUS_LEN, WG};
+use super::shader::{NQ, NW, RSTATUS_LEN, SCAN_WG, STATUS_LEN, WATCH_PER_LANE, WG};
 use super::sizes::{INITIAL_NBR_CAPACITY, MAX_BREAK_RECORDS, MIN_BUFFER, bond_out_elem, particle_elem, real_size};
 use super::watch::watch_gpu_size;
 use crate::engine::Precision;
@@ -78,9 +78,16 @@ impl BatchLayout {
     }
 
     /// The chunk tables of the watch's segmented sums (shaders/watch.wgsl), as `reduce_tables`
-    /// but over the particles only (the particles carry their bonds' shares).
+    /// but over the particles only (the particles carry their bonds' shares), `WATCH_PER_LANE`
+    /// particles per lane at level 0 (entry: replica, first replica-relative particle).
     pub fn watch_tables(&self) -> (Vec<[u32; 4]>, Vec<Vec<[u32; 4]>>) {
-        tree_tables(self.n_particles.iter().map(|&n| n.max(1).div_ceil(WG)).collect())
+        let per_group = WG * WATCH_PER_LANE;
+        let (mut level0, levels) =
+            tree_tables(self.n_particles.iter().map(|&n| n.max(1).div_ceil(per_group)).collect());
+        for e in &mut level0 {
+            e[1] = e[1] / WG * per_group;
+        }
+        (level0, levels)
     }
 }
 
@@ -165,7 +172,7 @@ impl BatchTotals {
     pub fn add_with(&mut self, m: &Model, bond_attitudes: bool, bond_refs: bool) {
         let c = chunks(m.particles.len() as u32, m.bonds.len() as u32) as u64;
         add_levels(&mut self.level_records, c, self.replicas);
-        let c = (m.particles.len() as u64).max(1).div_ceil(WG as u64);
+        let c = (m.particles.len() as u64).max(1).div_ceil((WG * WATCH_PER_LANE) as u64);
         add_levels(&mut self.watch_records, c, self.replicas);
         self.n += m.particles.len() as u64;
         self.nb += m.bonds.len() as u64;

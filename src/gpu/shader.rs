@@ -40,6 +40,10 @@ pub const W_PN: usize = 3;
 pub const W_F: usize = 4;
 /// Reals per watch record.
 pub const NW: usize = 7;
+/// Particles each lane of the watch's first level adds up in order before the workgroup's tree
+/// sum (`watch_state`): a tree sum per WG particles cost more than the particle kernel on
+/// lavapipe (its barriers), one per WG·WATCH_PER_LANE costs little anywhere.
+pub const WATCH_PER_LANE: u32 = 16;
 /// Bits of a replica's watch flags (`watch_flags`): watched at all; touched a wall; touching
 /// one at the last observed step; separated after its last contact.
 pub const WATCH_ON: u32 = 1;
@@ -223,6 +227,7 @@ pub fn header(precision: Precision) -> String {
          const SCAN_WG: u32 = {SCAN_WG}u;\n\
          const NQ: u32 = {NQ}u;\n\
          const NW: u32 = {NW}u;\n\
+         const WATCH_PER_LANE: u32 = {WATCH_PER_LANE}u;\n\
          const MAX_REAL = {max};\n\
          const MAX_CELL_COORD = {MAX_CELL_COORD:?};\n\
          const BLOCKS: bool = {blocks};\n\
