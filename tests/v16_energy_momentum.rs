@@ -397,3 +397,24 @@ fn a_run_with_rest_lengths_resumes_from_its_checkpoint() {
     let fb = std::fs::read(b.join("final_state.csv")).unwrap();
     assert_eq!(fa, fb);
 }
+
+/// `converge` sets `em` and `sm` beside the RRP maps on the 4-mass system: second order for
+/// all (trajectory norm), `em`'s largest energy error at rounding while the others' fall as h².
+#[test]
+fn converge_compares_em_sm_and_the_rrp_maps() {
+    let (_, m) = load("four_mass.json");
+    let integ = [Integrator::RrpNewmark, Integrator::Em, Integrator::Sm];
+    let rows = rrpdem::converge::converge(&m, &integ, &[0.25, 0.125, 0.0625], 10.0, 16).unwrap();
+    assert_eq!(rows.len(), 9);
+    for r in &rows {
+        if let Some(o) = r.traj_order_norm {
+            assert!((o - 2.0).abs() < 0.1, "{} dt {}: order {o}", r.integrator, r.dt);
+        }
+        match r.integrator {
+            Integrator::Em => assert!(r.e_max <= 1e-13, "em: {:e}", r.e_max),
+            _ => assert!(r.e_max > 1e-5, "{}: {:e}", r.integrator, r.e_max),
+        }
+    }
+    assert!(rrpdem::converge::CONVERGE_HEADER.ends_with(",E_max"));
+    assert!(rows[3].csv_row().split(',').count() == rrpdem::converge::CONVERGE_HEADER.split(',').count());
+}

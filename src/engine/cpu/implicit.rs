@@ -71,8 +71,8 @@ impl ImplicitSolver {
 
 /// The refusal of a model the translation-only schemes cannot run: every interaction that
 /// couples rotations, by the field that sets it, and spinning particles (their attitude would
-/// stay frozen while their Ω says it turns).
-pub(super) fn check_model(model: &Model, integrator: Integrator) -> Result<(), EngineError> {
+/// stay frozen while their Ω says it turns). `Ok` for a model `em` and `sm` run.
+pub fn check_translation_only(model: &Model, integrator: Integrator) -> Result<(), EngineError> {
     let p = &model.params;
     let refuse = |what: String| {
         Err(EngineError::Unsupported(format!(

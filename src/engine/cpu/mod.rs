@@ -31,7 +31,7 @@ mod pass;
 mod state;
 mod step;
 
-pub use implicit::{ImplicitSolver, NEWTON_MAX_UNKNOWNS, TOLERANCE as IMPLICIT_TOLERANCE};
+pub use implicit::{ImplicitSolver, NEWTON_MAX_UNKNOWNS, TOLERANCE as IMPLICIT_TOLERANCE, check_translation_only};
 pub(crate) use pass::parallel_bonds;
 
 use super::scatter::BondRanges;
@@ -126,7 +126,7 @@ impl CpuEngine {
     /// Builds the engine and evaluates the forces and diagnostics of the initial state.
     pub fn new(model: &Model, integrator: Integrator, dt: f64) -> Result<CpuEngine, EngineError> {
         if integrator.is_implicit() {
-            implicit::check_model(model, integrator)?;
+            implicit::check_translation_only(model, integrator)?;
         }
         let p = &model.particles;
         let n = p.len();
