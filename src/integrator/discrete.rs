@@ -85,7 +85,8 @@ mod tests {
     /// quotient it replaces to the bound of `DEGENERATE`'s note.
     #[test]
     fn em_gradient_gives_the_energy_difference() {
-        let laws: [(&str, Box<dyn Fn(f64) -> (f64, f64)>); 2] = [
+        type Law = Box<dyn Fn(f64) -> (f64, f64)>;
+        let laws: [(&str, Law); 2] = [
             ("axial", Box::new(|l| along(|d| axial(d, 0.9, 7.0), l))),
             ("contact", Box::new(|l| along(|d| contact(d, 1.3, 50.0), l))),
         ];
