@@ -43,7 +43,8 @@ pub struct ConvergenceRow {
     pub traj_order_norm: Option<f64>,
     /// Largest drift of P, S, L along the directions the model conserves.
     pub invariant_drift: f64,
-    /// Largest `|E_k − E0| / |E0|` over the run's steps.
+    /// Largest `|E_k − E0| / |E0|` over the run's steps (printed; `converge.csv` keeps the
+    /// columns the figure reads).
     pub e_max: f64,
     /// Wall-clock seconds per step of the run (printed, not written: it is not reproducible).
     #[serde(skip)]
@@ -51,13 +52,13 @@ pub struct ConvergenceRow {
 }
 
 /// CSV header of `converge.csv`.
-pub const CONVERGE_HEADER: &str = "integrator,dt,steps,E_error,E_order,traj_error_paper,traj_order_paper,traj_error_norm,traj_order_norm,invariant_drift,E_max";
+pub const CONVERGE_HEADER: &str = "integrator,dt,steps,E_error,E_order,traj_error_paper,traj_order_paper,traj_error_norm,traj_order_norm,invariant_drift";
 
 impl ConvergenceRow {
     pub fn csv_row(&self) -> String {
         let o = |v: Option<f64>| v.map(|v| format!("{v:.6}")).unwrap_or_default();
         format!(
-            "{},{:e},{},{:.16e},{},{:.16e},{},{:.16e},{},{:.3e},{:.3e}",
+            "{},{:e},{},{:.16e},{},{:.16e},{},{:.16e},{},{:.3e}",
             self.integrator,
             self.dt,
             self.steps,
@@ -67,8 +68,7 @@ impl ConvergenceRow {
             o(self.traj_order_paper),
             self.traj_error_norm,
             o(self.traj_order_norm),
-            self.invariant_drift,
-            self.e_max
+            self.invariant_drift
         )
     }
 }
