@@ -559,6 +559,7 @@ impl Checkpoint {
                 return Some(format!("bond {k} joins particles {} and {}, its scenario's joins {i} and {j}", b.i, b.j));
             }
             let (dhat0, l0) = crate::model::bond_reference(q.x[i as usize] - q.x[j as usize]);
+            let l0 = g.rest_length(k).unwrap_or(l0);
             let made_here = same3(b.dhat0, dhat0)
                 && same(b.l0, l0)
                 && same4(b.q_i0, q.q[i as usize])

@@ -1,5 +1,7 @@
 //! Convergence study (paper §2.5, MODEL §4): energy error (38), the paper's trajectory error
-//! (37) and the norm of the trajectory difference, with observed orders between step sizes.
+//! (37) and the norm of the trajectory difference, with observed orders between step sizes; the
+//! largest energy error and the cost per step, to set the implicit schemes of MODEL §13 (`em`,
+//! `sm`) beside the RRP maps.
 
 use crate::diagnostics::Conserved;
 use crate::engine::{CpuEngine, Engine};
@@ -41,6 +43,12 @@ pub struct ConvergenceRow {
     pub traj_order_norm: Option<f64>,
     /// Largest drift of P, S, L along the directions the model conserves.
     pub invariant_drift: f64,
+    /// Largest `|E_k − E0| / |E0|` over the run's steps (printed; `converge.csv` keeps the
+    /// columns the figure reads).
+    pub e_max: f64,
+    /// Wall-clock seconds per step of the run (printed, not written: it is not reproducible).
+    #[serde(skip)]
+    pub step_seconds: f64,
 }
 
 /// CSV header of `converge.csv`.
@@ -72,6 +80,8 @@ struct Sampled {
     /// State at each sample time (every `sample_dt`).
     samples: Vec<Vec<Kinematics>>,
     invariant_drift: f64,
+    /// Wall-clock seconds per step.
+    step_seconds: f64,
 }
 
 fn sampled_run(
@@ -87,6 +97,7 @@ fn sampled_run(
     let mut budget = Budget::new(&d0, Conserved::for_model(model));
     let mut energy = vec![d0.total()];
     let mut samples = vec![e.snapshot().map_err(wrap)?];
+    let started = std::time::Instant::now();
     for _ in 0..n_samples {
         for _ in 0..per_sample {
             e.advance(1).map_err(wrap)?;
@@ -97,7 +108,8 @@ fn sampled_run(
         samples.push(e.snapshot().map_err(wrap)?);
     }
     let drift = budget.conserved_drift_p.max(budget.conserved_drift_s).max(budget.conserved_drift_l);
-    Ok(Sampled { energy, samples, invariant_drift: drift })
+    let step_seconds = started.elapsed().as_secs_f64() / (n_samples * per_sample).max(1) as f64;
+    Ok(Sampled { energy, samples, invariant_drift: drift, step_seconds })
 }
 
 /// Trapezoid rule of equally spaced values.
@@ -180,6 +192,8 @@ pub fn converge(
                 traj_error_norm: diff2.sqrt() / ref_norm2.sqrt(),
                 traj_order_norm: None,
                 invariant_drift: run.invariant_drift,
+                e_max: run.energy.iter().map(|e| (e - e0).abs()).fold(0.0, f64::max) / scale,
+                step_seconds: run.step_seconds,
             };
             if let Some(p) = &prev {
                 let lr = (p.dt / dt).ln();

@@ -29,6 +29,22 @@ pub enum EngineError {
          reduce the time step or use rrp-newmark"
     )]
     RrpExactCondition { particle: usize, step: u64, t: f64, value: f64 },
+    /// The implicit step of `em`/`sm` (MODEL §13) did not converge: nothing of the step was
+    /// taken (the state is that of step `step`).
+    #[error(
+        "{integrator} cannot take step {step} (t = {t}): its {solver} solve did not converge in {iterations} \
+         iterations (last correction {correction:.3e} of the positions' scale, tolerance {tolerance:.0e}); reduce the \
+         time step"
+    )]
+    ImplicitSolve {
+        integrator: crate::integrator::Integrator,
+        solver: &'static str,
+        step: u64,
+        t: f64,
+        iterations: u32,
+        correction: f64,
+        tolerance: f64,
+    },
     #[error(
         "non-finite state at step {step} (t = {t}): particle {particle} has {what}; the time step is probably unstable"
     )]

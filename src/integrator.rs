@@ -1,7 +1,11 @@
-//! The three one-force-evaluation time integrators of MODEL §2 and their per-particle updates.
+//! The time integrators: the three one-force-evaluation RRP maps of MODEL §2 and their
+//! per-particle updates, and the names of the implicit energy–momentum schemes of MODEL §13
+//! (`em`, `sm`; their step is `engine::cpu::implicit`, on the CPU engine only).
 //!
-//! A step is split around the force evaluation: `pre_force` (kick, drift, rotation update) and
-//! `post_force` (the closing half kick of maps 23/25). Both engines call exactly these.
+//! An RRP step is split around the force evaluation: `pre_force` (kick, drift, rotation update)
+//! and `post_force` (the closing half kick of maps 23/25). Both engines call exactly these.
+
+pub mod discrete;
 
 use crate::rrp;
 use glam::{DQuat, DVec3};
@@ -22,17 +26,39 @@ pub enum Integrator {
     /// Map (27): first order, symplectic-Euler-like.
     #[serde(rename = "campello")]
     Campello,
+    /// Energy–momentum scheme (seed 004 §6.2, MODEL §13): implicit, second order, translation
+    /// only; energy exact to the solver's tolerance, `P` and `L` exact. CPU engine only.
+    #[serde(rename = "em")]
+    Em,
+    /// Symplectic–momentum midpoint scheme (seed 004 §6.1, MODEL §13): implicit, second order,
+    /// translation only; `P` and `L` exact, energy bounded. CPU engine only.
+    #[serde(rename = "sm")]
+    Sm,
 }
 
 impl Integrator {
+    /// The three RRP maps (MODEL §2), which every model and both engines run.
     pub const ALL: [Integrator; 3] = [Integrator::RrpNewmark, Integrator::RrpExact, Integrator::Campello];
+
+    /// Every integrator: the RRP maps and the implicit schemes of MODEL §13.
+    pub const EVERY: [Integrator; 5] =
+        [Integrator::RrpNewmark, Integrator::RrpExact, Integrator::Campello, Integrator::Em, Integrator::Sm];
 
     pub fn as_str(self) -> &'static str {
         match self {
             Integrator::RrpNewmark => "rrp-newmark",
             Integrator::RrpExact => "rrp-exact",
             Integrator::Campello => "campello",
+            Integrator::Em => "em",
+            Integrator::Sm => "sm",
         }
+    }
+
+    /// The implicit translation-only schemes of MODEL §13 (`em`, `sm`): CPU engine only, no
+    /// interaction that couples rotations, no explicit stability limit on the step (the solve
+    /// of each step has its own, an error when it does not converge).
+    pub fn is_implicit(self) -> bool {
+        matches!(self, Integrator::Em | Integrator::Sm)
     }
 
     /// Order of accuracy (2 for maps 23/25, 1 for map 27).
@@ -43,12 +69,15 @@ impl Integrator {
         }
     }
 
-    /// Integer code shared with the WGSL kernels.
+    /// Integer code shared with the WGSL kernels (the GPU engine refuses `em` and `sm` before it
+    /// uploads one; their codes exist only to keep the mapping total).
     pub fn code(self) -> u32 {
         match self {
             Integrator::RrpNewmark => 0,
             Integrator::RrpExact => 1,
             Integrator::Campello => 2,
+            Integrator::Em => 3,
+            Integrator::Sm => 4,
         }
     }
 }
@@ -62,10 +91,10 @@ impl fmt::Display for Integrator {
 impl FromStr for Integrator {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Integrator::ALL
+        Integrator::EVERY
             .into_iter()
             .find(|i| i.as_str() == s)
-            .ok_or_else(|| format!("unknown integrator `{s}` (expected rrp-newmark, rrp-exact or campello)"))
+            .ok_or_else(|| format!("unknown integrator `{s}` (expected rrp-newmark, rrp-exact, campello, em or sm)"))
     }
 }
 

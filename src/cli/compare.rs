@@ -1,10 +1,12 @@
 //! `rrpdem compare`: the CPU reference and a GPU engine side by side, with a verdict against a
-//! tolerance (exit status 1 when they differ by more), so that agreement can be checked in CI.
+//! tolerance (exit status 1 when they differ by more), so that agreement can be checked in CI;
+//! with `--against`, two integrators on the CPU engine (MODEL §13: `em`, `sm` and the RRP maps
+//! on the same system).
 
 use super::check_step;
 use anyhow::{Result, bail};
 use rrpdem::compare::{compare, default_tolerance, exceeding};
-use rrpdem::engine::{self, CpuEngine, Precision};
+use rrpdem::engine::{self, CpuEngine, Engine, Precision};
 use rrpdem::integrator::Integrator;
 use rrpdem::scenario::{Backend, MAX_STEPS, Scenario};
 use rrpdem::stability;
@@ -48,4 +50,61 @@ pub(super) fn cmd_compare(
     let names: Vec<String> = over.iter().map(|d| format!("{} ({:.3e})", d.quantity, d.max_rel)).collect();
     println!("verdict           DIFFER beyond {tolerance:e}: {}", names.join(", "));
     bail!("the engines differ beyond the tolerance {tolerance:e}: {}", names.join(", "))
+}
+
+/// `rrpdem compare --against B`: the scenario's integrator (or `integrator`) and `b` on the CPU
+/// engine, their differences after `steps` steps and each one's energy error over them (largest
+/// `|E − E0|/|E0|` at the steps); a verdict only when `tolerance` is given.
+pub(super) fn cmd_compare_integrators(
+    path: &Path,
+    steps: u64,
+    integrator: Option<Integrator>,
+    b: Integrator,
+    tolerance: Option<f64>,
+) -> Result<()> {
+    if steps == 0 || steps > MAX_STEPS {
+        bail!("--steps {steps}: use 1 to {MAX_STEPS:.0e}");
+    }
+    let mut scenario = Scenario::load(path)?;
+    if let Some(i) = integrator {
+        scenario.integrator = i;
+    }
+    let a = scenario.integrator;
+    let model = scenario.build_model()?;
+    check_step(&scenario, &stability::estimate(&model))?;
+    eprintln!("rrpdem compare: {} — {steps} steps of {} with {a} against {b}", scenario.name, scenario.dt);
+    let mut ea = CpuEngine::new(&model, a, scenario.dt)?;
+    let mut eb = CpuEngine::new(&model, b, scenario.dt)?;
+    // Energy errors step by step (each engine alone), then the differences of the end states.
+    let mut errors = Vec::new();
+    for e in [&mut ea, &mut eb] {
+        let e0 = e.diagnostics()?.total();
+        let started = std::time::Instant::now();
+        let mut worst = 0.0f64;
+        for _ in 0..steps {
+            e.advance(1)?;
+            worst = worst.max((e.diagnostics()?.total() - e0).abs());
+        }
+        errors.push((worst / e0.abs(), started.elapsed().as_secs_f64() / steps as f64));
+    }
+    let mut ea = CpuEngine::new(&model, a, scenario.dt)?;
+    let mut eb = CpuEngine::new(&model, b, scenario.dt)?;
+    let diffs = compare(&mut ea, &mut eb, steps)?;
+    println!("{a} vs {b} on the CPU engine, dt = {}", scenario.dt);
+    for (name, (err, cost)) in [a, b].iter().zip(&errors) {
+        println!("{:<18} energy error {:>10.3e}  {:>10.3e} s/step", name.as_str(), err, cost);
+    }
+    println!("{:<18} {:>12} {:>12} {:>12}  where", "quantity", "max |diff|", "scale", "relative");
+    for d in &diffs {
+        println!("{:<18} {:>12.3e} {:>12.4e} {:>12.3e}  {}", d.quantity, d.max_abs, d.scale, d.max_rel, d.at);
+    }
+    let Some(tolerance) = tolerance else { return Ok(()) };
+    let over = exceeding(&diffs, tolerance);
+    if over.is_empty() {
+        println!("verdict           agree within {tolerance:e} (relative)");
+        return Ok(());
+    }
+    let names: Vec<String> = over.iter().map(|d| format!("{} ({:.3e})", d.quantity, d.max_rel)).collect();
+    println!("verdict           DIFFER beyond {tolerance:e}: {}", names.join(", "));
+    bail!("the integrators differ beyond the tolerance {tolerance:e}: {}", names.join(", "))
 }

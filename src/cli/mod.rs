@@ -114,11 +114,16 @@ enum Command {
         /// GPU precision.
         #[arg(long, value_enum, default_value = "f64")]
         precision: PrecisionArg,
-        /// rrp-newmark | rrp-exact | campello [default: the scenario's].
+        /// rrp-newmark | rrp-exact | campello | em | sm [default: the scenario's].
         #[arg(long)]
         integrator: Option<Integrator>,
+        /// Compare two integrators on the CPU engine instead of the CPU and GPU engines: the
+        /// scenario's (or `--integrator`) against this one, with each one's energy error.
+        #[arg(long)]
+        against: Option<Integrator>,
         /// Largest relative difference accepted (every quantity; exit status 1 above it)
-        /// [default: 1e-10 in f64, 1e-3 in f32, VALIDATION V7's bounds for the paper torus].
+        /// [default: 1e-10 in f64, 1e-3 in f32, VALIDATION V7's bounds for the paper torus;
+        /// none with `--against`].
         #[arg(long)]
         tolerance: Option<f64>,
     },
@@ -305,7 +310,10 @@ pub(crate) fn real_main() -> Result<()> {
             run::cmd_run(&scenario, out, overwrite, &over, &ctl)
         }
         Command::Resume { dir, t_end, scenario, ctl } => resume::cmd_resume(&dir, t_end, scenario.as_deref(), &ctl),
-        Command::Compare { scenario, steps, precision, integrator, tolerance } => {
+        Command::Compare { scenario, steps, precision: _, integrator, against: Some(b), tolerance } => {
+            compare::cmd_compare_integrators(&scenario, steps, integrator, b, tolerance)
+        }
+        Command::Compare { scenario, steps, precision, integrator, against: None, tolerance } => {
             compare::cmd_compare(&scenario, steps, precision.into(), integrator, tolerance)
         }
         Command::Info => info::cmd_info(),

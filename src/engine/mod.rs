@@ -192,7 +192,8 @@ pub fn create(
             _ => Ok(Box::new(CpuEngine::new(model, integrator, dt)?)),
         },
         Backend::Gpu => gpu(AdapterChoice::Any),
-        Backend::Auto if hardware_adapter_available() => gpu(AdapterChoice::HardwareOnly),
+        // `em` and `sm` run on the CPU engine only (MODEL §13).
+        Backend::Auto if !integrator.is_implicit() && hardware_adapter_available() => gpu(AdapterChoice::HardwareOnly),
         Backend::Auto => Ok(Box::new(CpuEngine::new(model, integrator, dt)?)),
     }
 }

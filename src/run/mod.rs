@@ -226,7 +226,8 @@ impl EngineChoice {
     pub fn resolve(&self, s: &Scenario) -> (crate::scenario::Backend, Option<crate::engine::Precision>) {
         use crate::scenario::Backend;
         let backend = match self.backend.unwrap_or(s.backend) {
-            Backend::Auto if crate::gpu::hardware_adapter_available() => Backend::Gpu,
+            // `em` and `sm` run on the CPU engine only (MODEL §13).
+            Backend::Auto if !s.integrator.is_implicit() && crate::gpu::hardware_adapter_available() => Backend::Gpu,
             Backend::Auto => Backend::Cpu,
             b => b,
         };

@@ -163,33 +163,52 @@ pub(crate) fn read_particles(path: &Path, d: &ParticleDefaults) -> Result<(Vec<R
     Ok((out, table.digest))
 }
 
-/// Reads bonds: header `i,j`, one bond per row (particle indices from 0), and the digest of the
-/// file's bytes.
-pub(crate) fn read_bonds(path: &Path) -> Result<(Vec<(u32, u32)>, Digest), ScenarioError> {
+/// Reads bonds: header `i,j` or `i,j,rest_length`, one bond per row (particle indices from 0;
+/// with the third column, every bond's rest length, a finite number > 0). Returns the pairs,
+/// the rest lengths by bond index, and the digest of the file's bytes.
+#[allow(clippy::type_complexity)]
+pub(crate) fn read_bonds(path: &Path) -> Result<(Vec<(u32, u32)>, Vec<(u32, f64)>, Digest), ScenarioError> {
     let table = Table::read(path)?;
-    if table.header != ["i", "j"] {
-        return Err(ScenarioError::Csv {
-            path: path.to_owned(),
-            line: table.header_line,
-            message: format!("expected header `i,j`, got `{}`", table.header.join(",")),
-        });
-    }
-    let bonds = table
-        .rows()
-        .map(|(line, text)| {
-            let mut cells = text.split(',').map(str::trim);
-            let parse = |c: Option<&str>| c.and_then(|s| s.parse::<u32>().ok());
-            match (parse(cells.next()), parse(cells.next()), cells.next()) {
-                (Some(i), Some(j), None) => Ok((i, j)),
-                _ => Err(ScenarioError::Csv {
-                    path: path.to_owned(),
-                    line,
-                    message: format!("expected two particle indices `i,j`, got `{text}`"),
-                }),
+    let with_rest = match table.header.iter().map(String::as_str).collect::<Vec<_>>()[..] {
+        ["i", "j"] => false,
+        ["i", "j", "rest_length"] => true,
+        _ => {
+            return Err(ScenarioError::Csv {
+                path: path.to_owned(),
+                line: table.header_line,
+                message: format!("expected header `i,j` or `i,j,rest_length`, got `{}`", table.header.join(",")),
+            });
+        }
+    };
+    let mut bonds = Vec::new();
+    let mut rest = Vec::new();
+    for (line, text) in table.rows() {
+        let err = |message: String| ScenarioError::Csv { path: path.to_owned(), line, message };
+        let mut cells = text.split(',').map(str::trim);
+        let parse = |c: Option<&str>| c.and_then(|s| s.parse::<u32>().ok());
+        let (i, j) = match (parse(cells.next()), parse(cells.next())) {
+            (Some(i), Some(j)) => (i, j),
+            _ => {
+                let want = if with_rest { "`i,j,rest_length`" } else { "two particle indices `i,j`" };
+                return Err(err(format!("expected {want}, got `{text}`")));
             }
-        })
-        .collect::<Result<_, _>>()?;
-    Ok((bonds, table.digest))
+        };
+        if with_rest {
+            let Some(cell) = cells.next() else {
+                return Err(err(format!("expected `i,j,rest_length`, got `{text}`")));
+            };
+            let l0 = number(path, line, "rest_length", cell)?;
+            if let Some(m) = super::bonds::rest_length_fault(l0) {
+                return Err(err(format!("column `rest_length`: {m}")));
+            }
+            rest.push((bonds.len() as u32, l0));
+        }
+        if cells.next().is_some() {
+            return Err(err(format!("expected {} values, got `{text}`", 2 + with_rest as usize)));
+        }
+        bonds.push((i, j));
+    }
+    Ok((bonds, rest, table.digest))
 }
 
 /// The digest of a file's bytes, without parsing it (`resume --scenario` compares a scenario's

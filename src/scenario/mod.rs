@@ -1,6 +1,7 @@
 //! Scenarios as data: the JSON schema (serde, unknown fields rejected), validation with errors
 //! naming the file and field, and the geometry generators that turn a scenario into a `Model`.
 
+mod bonds;
 mod checks;
 mod csv;
 mod estimate;
@@ -14,6 +15,7 @@ use crate::integrator::Integrator;
 use crate::interactions::{Pendulum, Rupture, RuptureRule, ShearVariant, Wall};
 use crate::model::{Model, Params, Particles};
 use crate::rrp;
+pub use bonds::BondSpec;
 pub use checks::{MAX_BOND_REACH, MAX_WALL_OVERLAP};
 pub use estimate::{BodySize, MAX_BONDS, SizeEstimate};
 pub use generators::{BlockSolid, LatticeKind, MAX_BOND_TOLERANCE, Region, SolidInfo, TorusSolid};
@@ -249,13 +251,14 @@ pub struct PendulumBody {
     pub position: DVec3,
 }
 
-/// Explicit particles and bonds (`[i, j]`, indices into this body's list).
+/// Explicit particles and bonds (`[i, j]` or `[i, j, rest_length]`, indices into this body's
+/// list).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ParticleList {
     pub particles: Vec<ParticleSpec>,
     #[serde(default)]
-    pub bonds: Vec<[u32; 2]>,
+    pub bonds: Vec<BondSpec>,
 }
 
 /// One explicit particle. The attitude is `q` = `[w, x, y, z]` or an RRP vector `alpha`.
@@ -290,10 +293,11 @@ pub struct CsvBody {
     pub bonds: Option<String>,
 }
 
-/// A body's particles and its bonds (indices within the body): as given (to be validated), or
-/// generated (valid by construction, bonds sorted and unique).
+/// A body's particles and its bonds (indices within the body): as given (to be validated, with
+/// the rest lengths given, by bond index within the body), or generated (valid by construction,
+/// bonds sorted and unique).
 enum BodyParts {
-    Raw(Vec<RawParticle>, Vec<(u32, u32)>),
+    Raw(Vec<RawParticle>, Vec<(u32, u32)>, Vec<(u32, f64)>),
     Generated(Box<generators::Generated>),
 }
 
@@ -304,6 +308,9 @@ pub struct Geometry {
     pub particles: Particles,
     /// Bonds as particle index pairs (global indices).
     pub pairs: Vec<(u32, u32)>,
+    /// The bonds given an explicit rest length: (bond index, `L0`), in bond order. The others
+    /// rest at their initial distance.
+    pub rest_lengths: Vec<(u32, f64)>,
     pub params: Params,
     /// Where each body's particles are, and what a solid body resolved to.
     pub bodies: Vec<BodyInfo>,
@@ -319,9 +326,20 @@ pub struct BodyInfo {
 }
 
 impl Geometry {
-    /// The model: every bond takes its reference data from the initial state.
+    /// The model: every bond takes its reference data from the initial state, and its rest
+    /// length where one was given (the reference direction stays the initial one).
     pub fn into_model(self) -> Model {
-        Model::new(self.particles, &self.pairs, self.params)
+        let mut m = Model::new(self.particles, &self.pairs, self.params);
+        for &(k, l0) in &self.rest_lengths {
+            m.bonds[k as usize].l0 = l0;
+        }
+        m
+    }
+
+    /// The rest length given for bond `k`, if one was.
+    pub fn rest_length(&self, k: usize) -> Option<f64> {
+        let at = self.rest_lengths.binary_search_by_key(&(k as u32), |r| r.0).ok()?;
+        Some(self.rest_lengths[at].1)
     }
 }
 
@@ -520,15 +538,18 @@ impl Scenario {
         self.check_size(&self.size_estimate()?)?;
         let mut particles = Particles::default();
         let mut pairs: Vec<(u32, u32)> = Vec::new();
+        let mut rest_lengths: Vec<(u32, f64)> = Vec::new();
         let mut bodies = Vec::with_capacity(self.bodies.len());
         let mut read = Vec::new();
         for (b, body) in self.bodies.iter().enumerate() {
             let field = format!("bodies[{b}]");
             let start = particles.len();
             let (count, bonds, solid) = match self.generate(body, &field, &mut read)? {
-                BodyParts::Raw(raw, bonds) => {
+                BodyParts::Raw(raw, bonds, rest) => {
                     self.check_particles(&raw, &field)?;
                     self.check_bonds(&raw, &bonds, &field)?;
+                    let first = pairs.len() as u32;
+                    rest_lengths.extend(rest.iter().map(|&(k, l)| (first + k, l)));
                     for p in &raw {
                         particles.push(p.x, p.v, p.q.normalize(), p.w, p.mass, p.inertia, 0.5 * p.diameter, p.fixed);
                     }
@@ -559,7 +580,7 @@ impl Scenario {
         self.check_coincident(&particles, &body_starts)?;
         self.check_walls(&particles, &body_starts)?;
         self.inputs.record(read, &self.source)?;
-        Ok(Geometry { particles, pairs, params: self.params(), bodies })
+        Ok(Geometry { particles, pairs, rest_lengths, params: self.params(), bodies })
     }
 
     /// The digests of the files this scenario reads, as they are now (read, not parsed; the
@@ -626,6 +647,7 @@ impl Scenario {
                         fixed: false,
                     }],
                     vec![],
+                    vec![],
                 ))
             }
             Body::Particles(list) => {
@@ -662,21 +684,30 @@ impl Scenario {
                         fixed: p.fixed,
                     });
                 }
-                Ok(BodyParts::Raw(raw, list.bonds.iter().map(|b| (b[0], b[1])).collect()))
+                let mut rest = Vec::new();
+                for (k, b) in list.bonds.iter().enumerate() {
+                    if let Some(l0) = b.rest_length {
+                        if let Some(m) = bonds::rest_length_fault(l0) {
+                            return Err(self.invalid(format!("{field}.bonds[{k}]"), m));
+                        }
+                        rest.push((k as u32, l0));
+                    }
+                }
+                Ok(BodyParts::Raw(raw, list.bonds.iter().map(|b| (b.i, b.j)).collect(), rest))
             }
             Body::Csv(c) => {
                 let dir = self.source.parent().unwrap_or(Path::new("."));
                 let (raw, digest) = csv::read_particles(&dir.join(&c.particles), d)?;
                 read.push(InputFile { field: format!("{field}.particles"), file: c.particles.clone(), digest });
-                let bonds = match &c.bonds {
+                let (bonds, rest) = match &c.bonds {
                     Some(b) => {
-                        let (bonds, digest) = csv::read_bonds(&dir.join(b))?;
+                        let (bonds, rest, digest) = csv::read_bonds(&dir.join(b))?;
                         read.push(InputFile { field: format!("{field}.bonds"), file: b.clone(), digest });
-                        bonds
+                        (bonds, rest)
                     }
-                    None => vec![],
+                    None => (vec![], vec![]),
                 };
-                Ok(BodyParts::Raw(raw, bonds))
+                Ok(BodyParts::Raw(raw, bonds, rest))
             }
         }
     }
@@ -759,7 +790,7 @@ impl Scenario {
             .collect();
         let n = t.n as u32;
         let bonds = if t.bonded { (0..n).map(|k| (k, (k + 1) % n)).collect() } else { vec![] };
-        Ok(BodyParts::Raw(raw, bonds))
+        Ok(BodyParts::Raw(raw, bonds, vec![]))
     }
 }
 

@@ -19,16 +19,19 @@
 //! Files: `pass.rs` (loops on the calling thread or the pool, folds in index order),
 //! `columns.rs` (per-particle and per-bond constants), `integrate.rs` (the integration pass),
 //! `evaluate.rs` (bond pass, breaks, particle pass, diagnostics), `step.rs` (one step and the
-//! loop of an `advance`), `state.rs` (saved states, their bytes, setting one); this file holds
-//! the engine's data, its construction and the `Engine` interface.
+//! loop of an `advance`), `state.rs` (saved states, their bytes, setting one), `implicit.rs`
+//! (the implicit step of `em` and `sm`, MODEL §13); this file holds the engine's data, its
+//! construction and the `Engine` interface.
 
 mod columns;
 mod evaluate;
+mod implicit;
 mod integrate;
 mod pass;
 mod state;
 mod step;
 
+pub use implicit::{ImplicitSolver, NEWTON_MAX_UNKNOWNS, TOLERANCE as IMPLICIT_TOLERANCE, check_translation_only};
 pub(crate) use pass::parallel_bonds;
 
 use super::scatter::BondRanges;
@@ -107,6 +110,10 @@ pub struct CpuEngine {
     watch: Option<Watch>,
     /// Per-block kinetic sums of the integration pass (reused buffer).
     kin_blocks: Vec<(u8, KinSums)>,
+    /// How `em` and `sm` solve each step.
+    solver: ImplicitSolver,
+    /// Largest particle radius (the implicit solve's length scale).
+    radius_max: f64,
 }
 
 /// `1/m` for a free particle, 0 for a fixed one.
@@ -118,6 +125,9 @@ fn inverse(m: f64, fixed: bool) -> f64 {
 impl CpuEngine {
     /// Builds the engine and evaluates the forces and diagnostics of the initial state.
     pub fn new(model: &Model, integrator: Integrator, dt: f64) -> Result<CpuEngine, EngineError> {
+        if integrator.is_implicit() {
+            implicit::check_translation_only(model, integrator)?;
+        }
         let p = &model.particles;
         let n = p.len();
         let kin = (0..n).into_par_iter().map(|i| Kinematics { x: p.x[i], v: p.v[i], q: p.q[i], w: p.w[i] }).collect();
@@ -152,6 +162,8 @@ impl CpuEngine {
             saved: Saved::default(),
             watch: None,
             kin_blocks: Vec::new(),
+            solver: ImplicitSolver::Auto,
+            radius_max: r_max,
         };
         e.evaluate(true, None)?;
         e.diag = e.sum_diagnostics();
@@ -246,7 +258,7 @@ impl Engine for CpuEngine {
         let start = self.saved.step;
         let good = match &err {
             EngineError::EnergyGuard { step, .. } => step.saturating_sub(1).max(start),
-            EngineError::RrpExactCondition { step, .. } => *step,
+            EngineError::RrpExactCondition { step, .. } | EngineError::ImplicitSolve { step, .. } => *step,
             _ => start,
         };
         self.set_state(self.saved.clone())?;
@@ -348,6 +360,7 @@ impl Engine for CpuEngine {
         // Bonds the fresh engine broke before their flags were loaded broke long ago.
         fresh.breaks.clear();
         fresh.watch = self.watch.take();
+        fresh.solver = self.solver;
         *self = fresh;
         Ok(())
     }

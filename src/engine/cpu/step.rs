@@ -1,7 +1,8 @@
 //! One step of the CPU engine, in order: rrp-exact's condition, the integration pass (closing the
 //! previous step and opening this one), the watch's look at the closed step, the evaluation,
 //! and, at the end of an `advance` (or at every step for rrp-exact), the closing half kick;
-//! then the check that every particle's state and force is finite.
+//! then the check that every particle's state and force is finite. `em` and `sm` take their
+//! implicit step (`implicit.rs`) in place of the passes, then the same evaluation and watch.
 
 use super::CpuEngine;
 use super::integrate::KinSums;
@@ -49,6 +50,15 @@ impl CpuEngine {
     /// watch, every step's energies are summed and each closed step is observed.
     fn one_step(&mut self, post_pending: bool, last: bool) -> Result<bool, EngineError> {
         let integ = self.integrator;
+        if integ.is_implicit() {
+            // One solve per step: positions and velocities at k+1 together, nothing pending.
+            self.implicit_step()?;
+            self.step += 1;
+            self.evaluate(last || self.watch.is_some(), None)?;
+            let kin = self.watch.is_some().then(|| self.kin_sums());
+            self.observe(kin)?;
+            return Ok(false);
+        }
         if integ == Integrator::RrpExact
             && let Some((particle, value)) = self.check_exact_condition()
         {

@@ -278,6 +278,11 @@ impl GpuEngine {
         if models.is_empty() {
             return Err(GpuError::EmptyBatch);
         }
+        if integrator.is_implicit() {
+            return Err(GpuError::InitialState(Box::new(EngineError::Unsupported(format!(
+                "integrator `{integrator}` (MODEL §13) runs on the CPU engine only: use backend `cpu`"
+            )))));
+        }
         let key = CacheKey { adapter, precision, max_workgroups: options.max_workgroups_per_dimension };
         let lease = cache::lease(key, options.fresh_device)?;
         GpuEngine::build(lease, models, integrator, dt, precision, adapter, options)
