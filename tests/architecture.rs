@@ -270,7 +270,7 @@ impl ModuleTree {
             tree.module_of.insert(k, (krate, module.clone()));
             let path = &files[k].path;
             let dir = match path.rsplit_once('/') {
-                Some((d, f)) if matches!(f, "lib.rs" | "main.rs" | "mod.rs") => d.to_string(),
+                Some((d, "lib.rs" | "main.rs" | "mod.rs")) => d.to_string(),
                 _ => path.trim_end_matches(".rs").to_string(),
             };
             let toks = &files[k].toks;
