@@ -457,3 +457,67 @@ fn a_folder_written_before_the_fragment_columns_resumes_in_its_own_columns() {
     assert_eq!(read(&cut, "fragments.csv"), read(&whole, "fragments.csv"));
     assert_eq!(read(&cut, "final_state.csv"), read(&whole, "final_state.csv"));
 }
+
+#[test]
+fn fragments_png_draws_the_cumulative_mass_distribution_of_summary_json() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("run");
+    run_into(&impact(), &dir, choice(Backend::Cpu, None), RunOptions::default());
+    let fig = rrpdem::plot::fragments_figure(&dir).unwrap().expect("the body broke: a figure");
+    let f = &serde_json::from_str::<Value>(&read(&dir, "summary.json")).unwrap()["fragments"];
+    let num = |k: &str| -> Vec<f64> {
+        f["cumulative_mass"][k].as_array().unwrap().iter().map(|x| x.as_f64().unwrap()).collect()
+    };
+    let (d, frac) = (num("diameter"), num("fraction"));
+    // Sizes from one particle (diameter 2r) to the largest fragment; the fractions rise to 1.
+    assert!(d.len() >= 3 && d.windows(2).all(|w| w[0] < w[1]) && frac.windows(2).all(|w| w[0] <= w[1]));
+    assert!((frac.last().unwrap() - 1.0).abs() <= 1e-12);
+    let p = &fig.panels[0];
+    assert!(p.x.log && p.y.log, "log–log");
+    assert_eq!(p.curves[0].points, d.into_iter().zip(frac).collect::<Vec<_>>());
+    // The number of fragments over time is series.csv's column.
+    assert_eq!(fig.panels.len(), 3);
+    let files = rrpdem::plot::plot_run_dir(&dir, &dir).unwrap();
+    assert!(files.iter().any(|f| f.ends_with("fragments.png")), "{files:?}");
+    assert_eq!(&std::fs::read(dir.join("fragments.png")).unwrap()[1..4], b"PNG");
+}
+
+#[test]
+fn a_gpu_study_batch_labels_each_variant_as_scipy_and_tables_its_fragments() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    let mut base: Value = serde_json::to_value(impact()).unwrap();
+    base.as_object_mut().unwrap().remove("source");
+    std::fs::write(d.join("impact.json"), base.to_string()).unwrap();
+    let study = d.join("s.json");
+    // Two brittleness levels, stepped as one GPU batch (f64).
+    std::fs::write(
+        &study,
+        r#"{"name": "s", "base": "impact.json", "vary": {"grid": {"/rupture/tension": [0.02, 0.03]}}}"#,
+    )
+    .unwrap();
+    let out = d.join("out");
+    let o = Command::new(env!("CARGO_BIN_EXE_rrpdem"))
+        .args(["study", study.to_str().unwrap(), "--plots", "--backend", "gpu", "--precision", "f64", "--out"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let table = read(&out, "study.csv");
+    let header: Vec<&str> = table.lines().next().unwrap().split(',').collect();
+    let col = |name: &str| header.iter().position(|h| *h == name).unwrap_or_else(|| panic!("no {name}"));
+    let mut counts = Vec::new();
+    for (k, row) in table.lines().skip(1).enumerate() {
+        let cells: Vec<&str> = row.split(',').collect();
+        let dir = out.join(format!("variants/{k}"));
+        let s = rrpdem::study::Study::load(&study).unwrap().scenario(k, &study).unwrap();
+        check_run_against_scipy(&s, &dir);
+        let f = &serde_json::from_str::<Value>(&read(&dir, "summary.json")).unwrap()["fragments"];
+        assert_eq!(cells[col("n_fragments")], f["count"].to_string(), "variant {k}");
+        assert_eq!(cells[col("largest_fragment_fraction")].parse::<f64>().unwrap(), f["largest_mass_fraction"]);
+        assert_eq!(cells[col("debris_fraction")].parse::<f64>().unwrap(), f["debris_mass_fraction"]);
+        counts.push(f["count"].as_u64().unwrap());
+    }
+    assert!(counts[0] > counts[1], "the more brittle variant breaks into more pieces: {counts:?}");
+    assert_eq!(&std::fs::read(out.join("study_fragments.png")).unwrap()[1..4], b"PNG");
+}
