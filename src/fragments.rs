@@ -64,9 +64,21 @@ impl Sets {
 /// of `bonds`). A particle without intact bonds is its own label.
 pub fn label(n: usize, bonds: &[Bond], broken: &[bool]) -> Vec<u32> {
     assert_eq!(bonds.len(), broken.len(), "one broken flag per bond");
+    label_pairs(n, bonds.iter().zip(broken).filter(|(_, x)| !**x).map(|(b, _)| (b.i, b.j)))
+}
+
+/// `label` of bonds given as particle index pairs (`pairs`, 8 bytes a bond instead of a
+/// `Bond`'s 104: what a run keeps to label at every record) with their `broken` flags.
+pub fn label_flagged(n: usize, pairs: &[(u32, u32)], broken: &[bool]) -> Vec<u32> {
+    assert_eq!(pairs.len(), broken.len(), "one broken flag per bond");
+    label_pairs(n, pairs.iter().zip(broken).filter(|(_, x)| !**x).map(|(p, _)| *p))
+}
+
+/// `label` of the graph whose edges are the particle index pairs `intact`.
+pub fn label_pairs(n: usize, intact: impl Iterator<Item = (u32, u32)>) -> Vec<u32> {
     let mut sets = Sets::new(n);
-    for (b, _) in bonds.iter().zip(broken).filter(|(_, x)| !**x) {
-        sets.union(b.i, b.j);
+    for (i, j) in intact {
+        sets.union(i, j);
     }
     // In index order the first particle met of a component is its smallest; its index is kept
     // in the root's slot of `label` (a root's own slot is written only once it is met itself,

@@ -521,3 +521,47 @@ fn a_gpu_study_batch_labels_each_variant_as_scipy_and_tables_its_fragments() {
     assert!(counts[0] > counts[1], "the more brittle variant breaks into more pieces: {counts:?}");
     assert_eq!(&std::fs::read(out.join("study_fragments.png")).unwrap()[1..4], b"PNG");
 }
+
+/// The cost of a record's fragments (labelling + counts) on generated solid tori (FCC, about 5.5
+/// bonds per sphere) with a tenth of the bonds broken (spread by a hash), by size: sizes from
+/// `RRPDEM_FRAGMENT_SIZES` (comma-separated, default 1e6). Prints a line per size; the figures
+/// are in docs/BENCHMARKS.md. `cargo test --release --test v14_fragments -- --ignored cost`.
+#[test]
+#[ignore]
+fn fragment_labelling_cost_per_record() {
+    let sizes = std::env::var("RRPDEM_FRAGMENT_SIZES").unwrap_or_else(|_| "1000000".into());
+    for size in sizes.split(',') {
+        let n: f64 = size.trim().parse().unwrap();
+        let json = TORUS.replace(r#""particles": 2000"#, &format!(r#""particles": {}"#, n as u64));
+        let s = Scenario::from_json(&json, Path::new("cost.json")).unwrap();
+        let t0 = std::time::Instant::now();
+        let g = s.build_geometry().unwrap();
+        let built = t0.elapsed().as_secs_f64();
+        let (np, nb) = (g.particles.len(), g.pairs.len());
+        // 2/16 of the bonds broken (one piece), and 10/16 (past percolation: mostly debris).
+        for sixteenths in [2, 10] {
+            let broken: Vec<bool> =
+                (0..nb as u64).map(|b| b.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 60 < sixteenths).collect::<Vec<_>>();
+            let mut best = [f64::INFINITY; 2];
+            let mut c = fragments::Counts::default();
+            for _ in 0..3 {
+                let t = std::time::Instant::now();
+                // What a run does at a record after new breaks (`Replica::fragment_counts`).
+                let labels = fragments::label_flagged(np, &g.pairs, &broken);
+                let labelled = t.elapsed().as_secs_f64();
+                c = fragments::counts(&labels, &g.particles.mass);
+                best[0] = best[0].min(labelled);
+                best[1] = best[1].min(t.elapsed().as_secs_f64());
+            }
+            println!(
+                "{np} particles, {nb} bonds ({} broken; built in {built:.1} s): label {:.3} s, label + counts {:.3} s \
+             per record; {} fragments, largest {:.4}",
+                broken.iter().filter(|&&x| x).count(),
+                best[0],
+                best[1],
+                c.n_fragments,
+                c.largest_fraction
+            );
+        }
+    }
+}
