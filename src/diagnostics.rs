@@ -42,9 +42,16 @@ pub struct Diagnostics {
 }
 
 /// Header of `series.csv`: the diagnostics (`Diagnostics::csv_row`), then the energy guard's
-/// scale at that step (`E_scale`, `crate::guard`).
+/// scale at that step (`E_scale`, `crate::guard`), then the fragments (`crate::fragments::Counts`).
 pub const SERIES_HEADER: &str = "step,t,E,E_trans,E_rot,U_bend,U_axial,U_shear,U_contact,U_wall,U_gravity,P_x,P_y,P_z,\
-     S_x,S_y,S_z,L_x,L_y,L_z,E_released,n_broken,F_wall_x,F_wall_y,F_wall_z,x_cm,y_cm,z_cm,v_cm_x,v_cm_y,v_cm_z,E_scale";
+     S_x,S_y,S_z,L_x,L_y,L_z,E_released,n_broken,F_wall_x,F_wall_y,F_wall_z,x_cm,y_cm,z_cm,v_cm_x,v_cm_y,v_cm_z,E_scale,\
+     n_fragments,largest_fragment_fraction,debris_fraction";
+
+/// Header of a `series.csv` written before the fragment columns (a run resumed from such a folder
+/// goes on writing rows without them).
+pub const SCALE_SERIES_HEADER: &str = "step,t,E,E_trans,E_rot,U_bend,U_axial,U_shear,U_contact,U_wall,U_gravity,P_x,\
+     P_y,P_z,S_x,S_y,S_z,L_x,L_y,L_z,E_released,n_broken,F_wall_x,F_wall_y,F_wall_z,x_cm,y_cm,z_cm,v_cm_x,v_cm_y,v_cm_z,\
+     E_scale";
 
 /// Header of a `series.csv` written before `E_scale` (a run resumed from such a folder goes on
 /// writing rows without it).

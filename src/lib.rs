@@ -5,7 +5,7 @@
 //! [`integrator`] (the three maps), [`model`] (resolved particles and bonds), [`grid`]
 //! (contact search), [`engine`] (the CPU reference engine and the shared `Engine` interface),
 //! [`scenario`] (JSON input and the geometry generators), [`generate`] (geometry written out and
-//! reported), [`diagnostics`], [`stability`], [`output`] and [`vtk`] (ParaView frames), [`run`],
+//! reported), [`diagnostics`], [`fragments`] (pieces of intact binder), [`stability`], [`output`] and [`vtk`] (ParaView frames), [`run`],
 //! [`study`] and [`converge`] (drivers used by the CLI), [`checkpoint`], [`impact`], [`bench`],
 //! [`plot`] (figures).
 
@@ -16,6 +16,7 @@ pub mod converge;
 pub mod diagnostics;
 pub mod engine;
 pub mod error;
+pub mod fragments;
 pub mod generate;
 pub mod gpu;
 pub mod grid;

@@ -1,7 +1,8 @@
 //! Output files: `series.csv` (one row per recorded step), `final_state.csv` and `summary.json`,
 //! and the output folder itself (one run at a time, never a mix of two runs' files).
 
-use crate::diagnostics::{Diagnostics, LEGACY_SERIES_HEADER, SERIES_HEADER, fmt17};
+use crate::diagnostics::{Diagnostics, LEGACY_SERIES_HEADER, SCALE_SERIES_HEADER, SERIES_HEADER, fmt17};
+use crate::fragments::{Counts, Fragment};
 use crate::integrator::Kinematics;
 use crate::interactions::BreakEvent;
 use crate::model::Particles;
@@ -24,13 +25,19 @@ fn wrap(path: &Path) -> impl Fn(io::Error) -> OutputError + '_ {
     move |source| OutputError { path: path.to_owned(), source }
 }
 
-/// Header of `final_state.csv`: every column a `csv` body reads.
-pub const FINAL_STATE_HEADER: &str = "id,x,y,z,vx,vy,vz,qw,qx,qy,qz,wx,wy,wz,mass,inertia,diameter,fixed";
+/// Header of `final_state.csv`: every column a `csv` body reads, then the fragment label
+/// (`crate::fragments`; a `csv` body ignores it).
+pub const FINAL_STATE_HEADER: &str = "id,x,y,z,vx,vy,vz,qw,qx,qy,qz,wx,wy,wz,mass,inertia,diameter,fixed,fragment";
+
+/// Header of `fragments.csv` (one row per fragment of more than one particle, MODEL §11).
+pub const FRAGMENTS_HEADER: &str = "label,particles,mass,volume,diameter,x,y,z,vx,vy,vz,bonds";
 
 /// What a run writes into its folder (files and folders); a new run replaces all of them.
-pub const RUN_OUTPUTS: [&str; 12] = [
+pub const RUN_OUTPUTS: [&str; 14] = [
     "series.csv",
     "final_state.csv",
+    "fragments.csv",
+    "fragments.png",
     "summary.json",
     "checkpoint.bin",
     "checkpoint.bin.tmp",
@@ -133,8 +140,30 @@ pub const BREAKS_HEADER: &str = "step,t,bond,i,j,mode,x,y,z,energy";
 pub struct SeriesWriter {
     path: PathBuf,
     out: Vec<u8>,
-    /// Rows end with the energy guard's scale (`E_scale`; not in a legacy `series.csv`).
-    scale_column: bool,
+    /// The columns after the diagnostics, as the file's header has them.
+    columns: SeriesColumns,
+}
+
+/// What a `series.csv` row holds after the diagnostics: each version added its columns last, so
+/// that a run resumed from a folder of an earlier version goes on in that folder's columns.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum SeriesColumns {
+    /// Nothing (before `E_scale`; and every log that is not `series.csv`).
+    Legacy,
+    /// `E_scale`.
+    Scale,
+    /// `E_scale,n_fragments,largest_fragment_fraction,debris_fraction`.
+    Fragments,
+}
+
+impl SeriesColumns {
+    fn of(header: &str) -> SeriesColumns {
+        match header {
+            SERIES_HEADER => SeriesColumns::Fragments,
+            SCALE_SERIES_HEADER => SeriesColumns::Scale,
+            _ => SeriesColumns::Legacy,
+        }
+    }
 }
 
 /// Rows kept in memory before they are appended to the file.
@@ -148,7 +177,7 @@ impl SeriesWriter {
 
     pub fn with_header(path: &Path, header: &str) -> Result<SeriesWriter, OutputError> {
         File::create(path).map_err(wrap(path))?;
-        let mut w = SeriesWriter { path: path.to_owned(), out: Vec::new(), scale_column: header == SERIES_HEADER };
+        let mut w = SeriesWriter { path: path.to_owned(), out: Vec::new(), columns: SeriesColumns::of(header) };
         writeln!(w.out, "{header}").map_err(wrap(path))?;
         w.flush()?;
         Ok(w)
@@ -176,12 +205,20 @@ impl SeriesWriter {
 
     /// Reopens `series.csv` to continue a run from `step`: rows after `step` (written after
     /// the checkpoint, before the run stopped) are dropped, and a torn last line with them. A
-    /// `series.csv` of an earlier version (without `E_scale`) goes on in its own columns.
+    /// `series.csv` of an earlier version (without the fragment columns, or also without
+    /// `E_scale`) goes on in its own columns.
     pub fn resume(path: &Path, step: u64) -> Result<SeriesWriter, OutputError> {
         SeriesWriter::resume_with_header(path, SERIES_HEADER, step).or_else(|e| {
-            let legacy = SeriesWriter::resume_with_header(path, LEGACY_SERIES_HEADER, step);
-            legacy.map(|w| SeriesWriter { scale_column: false, ..w }).map_err(|_| e)
+            [SCALE_SERIES_HEADER, LEGACY_SERIES_HEADER]
+                .into_iter()
+                .find_map(|h| SeriesWriter::resume_with_header(path, h, step).ok())
+                .ok_or(e)
         })
+    }
+
+    /// The columns this log's rows hold after the diagnostics.
+    pub fn columns(&self) -> SeriesColumns {
+        self.columns
     }
 
     /// `resume` for a log with another header.
@@ -213,15 +250,20 @@ impl SeriesWriter {
         }
         let file = File::options().write(true).open(path).map_err(wrap(path))?;
         file.set_len(keep).map_err(wrap(path))?;
-        Ok(SeriesWriter { path: path.to_owned(), out: Vec::new(), scale_column: header == SERIES_HEADER })
+        Ok(SeriesWriter { path: path.to_owned(), out: Vec::new(), columns: SeriesColumns::of(header) })
     }
 
-    /// One row of series.csv: the diagnostics `d` and the energy guard's scale at that step.
-    pub fn write(&mut self, d: &Diagnostics, e_scale: f64) -> Result<(), OutputError> {
+    /// One row of series.csv: the diagnostics `d`, the energy guard's scale and the fragments at
+    /// that step (each where the file has its columns).
+    pub fn write(&mut self, d: &Diagnostics, e_scale: f64, fragments: &Counts) -> Result<(), OutputError> {
         let mut row = d.csv_row();
-        if self.scale_column {
+        if self.columns >= SeriesColumns::Scale {
             row.push(',');
             row.push_str(&fmt17(e_scale));
+        }
+        if self.columns >= SeriesColumns::Fragments {
+            let f = fragments;
+            row.push_str(&format!(",{},{},{}", f.n_fragments, fmt17(f.largest_fraction), fmt17(f.debris_fraction)));
         }
         writeln!(self.out, "{row}").map_err(wrap(&self.path))?;
         self.flush_if_full()
@@ -263,8 +305,14 @@ pub fn broken_bonds(path: &Path, n_bonds: usize) -> Result<Vec<bool>, OutputErro
 }
 
 /// Writes `final_state.csv`: q with `qw ≥ 0`, w the spatial angular velocity, the constants of
-/// `particles` (mass, inertia, diameter, fixed), 17 digits. A `csv` body reads it back.
-pub fn write_final_state(path: &Path, state: &[Kinematics], particles: &Particles) -> Result<(), OutputError> {
+/// `particles` (mass, inertia, diameter, fixed), 17 digits, and each particle's fragment label
+/// `fragment`. A `csv` body reads it back.
+pub fn write_final_state(
+    path: &Path,
+    state: &[Kinematics],
+    particles: &Particles,
+    fragment: &[u32],
+) -> Result<(), OutputError> {
     let file = File::create(path).map_err(wrap(path))?;
     let mut out = BufWriter::new(file);
     writeln!(out, "{FINAL_STATE_HEADER}").map_err(wrap(path))?;
@@ -295,7 +343,23 @@ pub fn write_final_state(path: &Path, state: &[Kinematics], particles: &Particle
             line.push_str(&fmt17(v));
         }
         line.push_str(if p.fixed[i] { ",1" } else { ",0" });
-        writeln!(out, "{line}").map_err(wrap(path))?;
+        writeln!(out, "{line},{}", fragment[i]).map_err(wrap(path))?;
+    }
+    out.flush().map_err(wrap(path))
+}
+
+/// Writes `fragments.csv`: one row per fragment of more than one particle, by label, 17 digits.
+pub fn write_fragments(path: &Path, pieces: &[Fragment]) -> Result<(), OutputError> {
+    let file = File::create(path).map_err(wrap(path))?;
+    let mut out = BufWriter::new(file);
+    writeln!(out, "{FRAGMENTS_HEADER}").map_err(wrap(path))?;
+    for f in pieces {
+        let mut line = format!("{},{}", f.label, f.particles);
+        for v in [f.mass, f.volume, f.diameter, f.x.x, f.x.y, f.x.z, f.v.x, f.v.y, f.v.z] {
+            line.push(',');
+            line.push_str(&fmt17(v));
+        }
+        writeln!(out, "{line},{}", f.bonds).map_err(wrap(path))?;
     }
     out.flush().map_err(wrap(path))
 }

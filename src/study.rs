@@ -734,3 +734,31 @@ pub fn plot(study: &Study, out: &Path) -> Result<PathBuf, crate::plot::PlotError
     crate::plot::scatter_csv(&out.join("study.csv"), &spec, &png)?;
     Ok(png)
 }
+
+/// Fragment outcomes drawn against the varied parameters by `plot_fragments`.
+pub const FRAGMENT_OUTCOMES: [&str; 2] = ["n_fragments", "largest_fragment_fraction"];
+
+/// `study_fragments.png`: the number of fragments and the largest fragment's mass fraction
+/// against each numeric varied parameter, as `study.png` draws its outcomes; `None` (nothing
+/// drawn) when no variant broke into more than one fragment.
+pub fn plot_fragments(study: &Study, out: &Path) -> Result<Option<PathBuf>, crate::plot::PlotError> {
+    let csv = out.join("study.csv");
+    let table = crate::plot::Table::read(&csv)?;
+    let broke = table.has("n_fragments") && table.numbers("n_fragments")?.iter().any(|&n| n > 1.0);
+    if !broke {
+        return Ok(None);
+    }
+    let numeric = |c: &String| study.variants.iter().all(|v| v.get(c).is_none_or(|x| x.is_number())) && !c.is_empty();
+    let spec = crate::plot::ScatterSpec {
+        title: format!("study {}: fragments per variant", study.name),
+        x: study.columns.iter().filter(|c| numeric(c)).take(4).cloned().collect(),
+        y: FRAGMENT_OUTCOMES.iter().map(|s| s.to_string()).collect(),
+        group_by: study.columns.iter().find(|c| !numeric(c)).cloned(),
+        log: vec![],
+        labels: vec![],
+        connect: study.columns.clone(),
+    };
+    let png = out.join("study_fragments.png");
+    crate::plot::scatter(&table, &spec, &png)?;
+    Ok(Some(png))
+}

@@ -269,77 +269,84 @@ fn bond_values(model: &Model, state: &[Kinematics], broken: &[bool]) -> Vec<[f64
 
 /// Writes one frame: a point (and a vertex cell) per particle, a line cell per bond. Cell data
 /// covers the vertex cells first (bond −1, NaN measures, not broken), then the bonds.
-/// Why over 120 lines: one linear sequence of the file's sections, in VTK's order.
 pub fn write_frame(path: &Path, model: &Model, frame: &Frame, settings: &VtkSettings) -> Result<(), VtkError> {
-    let st = &frame.state;
-    let n = st.len();
-    let nb = model.bonds.len();
+    let (n, nb) = (frame.state.len(), model.bonds.len());
     assert_eq!(frame.broken.len(), nb, "one broken flag per bond");
-    let p = settings.precision;
-    let f = Ty::Float(p);
-    let parts = &model.particles;
-    let values = bond_values(model, st, &frame.broken);
-    let (t, step, replica) = (frame.t, frame.step, settings.replica);
-    let vec3 = |get: fn(&Kinematics) -> DVec3| -> Fill {
-        Box::new(move |b| {
-            for k in st {
-                let v = get(k);
-                put_f(b, p, v.x);
-                put_f(b, p, v.y);
-                put_f(b, p, v.z);
-            }
-        })
-    };
-    let axis = |e: DVec3| -> Fill {
-        Box::new(move |b| {
-            for k in st {
-                let a = k.q * e;
-                put_f(b, p, a.x);
-                put_f(b, p, a.y);
-                put_f(b, p, a.z);
-            }
-        })
-    };
-    let bond_value = |c: usize| -> Fill {
-        let values = &values;
-        Box::new(move |b| {
-            for _ in 0..n {
-                put_f(b, p, f64::NAN);
-            }
-            for v in values {
-                put_f(b, p, v[c]);
-            }
-        })
-    };
-    use Section::*;
-    let arrays = [
+    let values = bond_values(model, &frame.state, &frame.broken);
+    // Labelled here, on the writer's thread, from the same broken flags the frame shows.
+    let fragment = crate::fragments::label(model.particles.len(), &model.bonds, &frame.broken);
+    let (t, step) = (frame.t, frame.step);
+    let mut arrays = vec![
         Array::new(
-            Field,
+            Section::Field,
             "TimeValue",
             Ty::Float(VtkPrecision::F64),
             1,
             1,
             Box::new(move |b| put_f(b, VtkPrecision::F64, t)),
         ),
-        Array::new(Field, "step", Ty::I64, 1, 1, Box::new(move |b| b.extend_from_slice(&(step as i64).to_le_bytes()))),
+        Array::new(
+            Section::Field,
+            "step",
+            Ty::I64,
+            1,
+            1,
+            Box::new(move |b| b.extend_from_slice(&(step as i64).to_le_bytes())),
+        ),
+    ];
+    arrays.extend(point_arrays(model, frame, settings, &fragment));
+    arrays.extend(cell_arrays(frame, n, settings.precision, &values));
+    arrays.extend(topology_arrays(model, frame, settings.precision));
+    write_polydata(path, n, [n, nb, 0], &arrays)
+}
+
+/// Fills a point array of three components per particle from `get`.
+fn vec3_fill<'a>(st: &'a [Kinematics], p: VtkPrecision, get: impl Fn(&Kinematics) -> DVec3 + 'a) -> Fill<'a> {
+    Box::new(move |b| {
+        for k in st {
+            let v = get(k);
+            put_f(b, p, v.x);
+            put_f(b, p, v.y);
+            put_f(b, p, v.z);
+        }
+    })
+}
+
+/// The point data of a frame: one value per particle.
+fn point_arrays<'a>(model: &'a Model, frame: &'a Frame, settings: &VtkSettings, fragment: &'a [u32]) -> Vec<Array<'a>> {
+    let st = &frame.state;
+    let n = st.len();
+    let p = settings.precision;
+    let f = Ty::Float(p);
+    let parts = &model.particles;
+    let replica = settings.replica;
+    use Section::Point;
+    vec![
         Array::new(
             Point,
             "id",
             Ty::I64,
             1,
             n,
-            Box::new(|b| (0..n as i64).for_each(|i| b.extend_from_slice(&i.to_le_bytes()))),
+            Box::new(move |b| (0..n as i64).for_each(|i| b.extend_from_slice(&i.to_le_bytes()))),
         ),
-        Array::new(Point, "diameter", f, 1, n, Box::new(|b| parts.radius.iter().for_each(|r| put_f(b, p, 2.0 * r)))),
-        Array::new(Point, "velocity", f, 3, n, vec3(|k| k.v)),
-        Array::new(Point, "angular_velocity", f, 3, n, vec3(|k| k.w)),
+        Array::new(
+            Point,
+            "diameter",
+            f,
+            1,
+            n,
+            Box::new(move |b| parts.radius.iter().for_each(|r| put_f(b, p, 2.0 * r))),
+        ),
+        Array::new(Point, "velocity", f, 3, n, vec3_fill(st, p, |k| k.v)),
+        Array::new(Point, "angular_velocity", f, 3, n, vec3_fill(st, p, |k| k.w)),
         Array::new(
             Point,
             "quaternion",
             f,
             4,
             n,
-            Box::new(|b| {
+            Box::new(move |b| {
                 for k in st {
                     let q = rrp::canonical(k.q);
                     for c in [q.w, q.x, q.y, q.z] {
@@ -348,10 +355,10 @@ pub fn write_frame(path: &Path, model: &Model, frame: &Frame, settings: &VtkSett
                 }
             }),
         ),
-        Array::new(Point, "axis_1", f, 3, n, axis(DVec3::X)),
-        Array::new(Point, "axis_2", f, 3, n, axis(DVec3::Y)),
-        Array::new(Point, "axis_3", f, 3, n, axis(DVec3::Z)),
-        Array::new(Point, "fixed", Ty::U8, 1, n, Box::new(|b| b.extend(parts.fixed.iter().map(|&x| x as u8)))),
+        Array::new(Point, "axis_1", f, 3, n, vec3_fill(st, p, |k| k.q * DVec3::X)),
+        Array::new(Point, "axis_2", f, 3, n, vec3_fill(st, p, |k| k.q * DVec3::Y)),
+        Array::new(Point, "axis_3", f, 3, n, vec3_fill(st, p, |k| k.q * DVec3::Z)),
+        Array::new(Point, "fixed", Ty::U8, 1, n, Box::new(move |b| b.extend(parts.fixed.iter().map(|&x| x as u8)))),
         Array::new(
             Point,
             "replica",
@@ -361,12 +368,39 @@ pub fn write_frame(path: &Path, model: &Model, frame: &Frame, settings: &VtkSett
             Box::new(move |b| (0..n).for_each(|_| b.extend_from_slice(&replica.to_le_bytes()))),
         ),
         Array::new(
+            Point,
+            "fragment",
+            Ty::I64,
+            1,
+            n,
+            Box::new(move |b| fragment.iter().for_each(|&l| b.extend_from_slice(&(l as i64).to_le_bytes()))),
+        ),
+    ]
+}
+
+/// The cell data of a frame: the `n` vertex cells first, then one value per bond.
+fn cell_arrays<'a>(frame: &'a Frame, n: usize, p: VtkPrecision, values: &'a [[f64; 5]]) -> Vec<Array<'a>> {
+    let nb = values.len();
+    let f = Ty::Float(p);
+    let bond_value = |c: usize| -> Fill<'a> {
+        Box::new(move |b| {
+            for _ in 0..n {
+                put_f(b, p, f64::NAN);
+            }
+            for v in values {
+                put_f(b, p, v[c]);
+            }
+        })
+    };
+    use Section::Cell;
+    vec![
+        Array::new(
             Cell,
             "bond",
             Ty::I64,
             1,
             n + nb,
-            Box::new(|b| (-(n as i64)..nb as i64).for_each(|k| b.extend_from_slice(&k.max(-1).to_le_bytes()))),
+            Box::new(move |b| (-(n as i64)..nb as i64).for_each(|k| b.extend_from_slice(&k.max(-1).to_le_bytes()))),
         ),
         Array::new(Cell, "tension", f, 1, n + nb, bond_value(0)),
         Array::new(Cell, "bending", f, 1, n + nb, bond_value(1)),
@@ -379,30 +413,37 @@ pub fn write_frame(path: &Path, model: &Model, frame: &Frame, settings: &VtkSett
             Ty::U8,
             1,
             n + nb,
-            Box::new(|b| {
+            Box::new(move |b| {
                 b.resize(b.len() + n, 0);
                 b.extend(frame.broken.iter().map(|&x| x as u8));
             }),
         ),
-        Array::new(Points, "Points", f, 3, n, vec3(|k| k.x)),
+    ]
+}
+
+/// The points and the cells of a frame: a vertex per particle, a line per bond.
+fn topology_arrays<'a>(model: &'a Model, frame: &'a Frame, p: VtkPrecision) -> Vec<Array<'a>> {
+    let (n, nb) = (frame.state.len(), model.bonds.len());
+    vec![
+        Array::new(Section::Points, "Points", Ty::Float(p), 3, n, vec3_fill(&frame.state, p, |k| k.x)),
         Array::new(
-            Verts,
+            Section::Verts,
             "connectivity",
             Ty::I64,
             1,
             n,
-            Box::new(|b| (0..n as i64).for_each(|i| b.extend_from_slice(&i.to_le_bytes()))),
+            Box::new(move |b| (0..n as i64).for_each(|i| b.extend_from_slice(&i.to_le_bytes()))),
         ),
         Array::new(
-            Verts,
+            Section::Verts,
             "offsets",
             Ty::I64,
             1,
             n,
-            Box::new(|b| (1..=n as i64).for_each(|i| b.extend_from_slice(&i.to_le_bytes()))),
+            Box::new(move |b| (1..=n as i64).for_each(|i| b.extend_from_slice(&i.to_le_bytes()))),
         ),
         Array::new(
-            Lines,
+            Section::Lines,
             "connectivity",
             Ty::I64,
             1,
@@ -415,15 +456,14 @@ pub fn write_frame(path: &Path, model: &Model, frame: &Frame, settings: &VtkSett
             }),
         ),
         Array::new(
-            Lines,
+            Section::Lines,
             "offsets",
             Ty::I64,
             1,
             nb,
-            Box::new(|b| (1..=nb as i64).for_each(|k| b.extend_from_slice(&(2 * k).to_le_bytes()))),
+            Box::new(move |b| (1..=nb as i64).for_each(|k| b.extend_from_slice(&(2 * k).to_le_bytes()))),
         ),
-    ];
-    write_polydata(path, n, [n, nb, 0], &arrays)
+    ]
 }
 
 /// Writes `walls.vtp`: each wall as a square around the projection of the particles' centroid

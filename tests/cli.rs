@@ -34,12 +34,15 @@ fn run_writes_the_three_files() {
     assert_eq!(
         lines.next().unwrap(),
         "step,t,E,E_trans,E_rot,U_bend,U_axial,U_shear,U_contact,U_wall,U_gravity,P_x,P_y,P_z,S_x,S_y,S_z,L_x,L_y,L_z,\
-         E_released,n_broken,F_wall_x,F_wall_y,F_wall_z,x_cm,y_cm,z_cm,v_cm_x,v_cm_y,v_cm_z,E_scale"
+         E_released,n_broken,F_wall_x,F_wall_y,F_wall_z,x_cm,y_cm,z_cm,v_cm_x,v_cm_y,v_cm_z,E_scale,n_fragments,\
+         largest_fragment_fraction,debris_fraction"
     );
     let rows: Vec<&str> = lines.collect();
     assert_eq!(rows.len(), 11, "steps 0, 50, …, 500");
     let last: Vec<&str> = rows[10].split(',').collect();
-    assert_eq!(last.len(), 32);
+    assert_eq!(last.len(), 35);
+    // Fragments (MODEL §11): the ring, all bonds intact, is one piece holding all the mass.
+    assert_eq!(last[32..], ["1", "1.0000000000000000e0", "0.0000000000000000e0"]);
     assert_eq!(last[0], "500");
     // The impact columns (MODEL §9): no rupture, the wall pushes along +x only, and v_cm = P/M
     // (80 unit masses) to round-off.
@@ -52,10 +55,11 @@ fn run_writes_the_three_files() {
 
     let fin = std::fs::read_to_string(out.join("final_state.csv")).unwrap();
     let mut lines = fin.lines();
-    assert_eq!(lines.next().unwrap(), "id,x,y,z,vx,vy,vz,qw,qx,qy,qz,wx,wy,wz,mass,inertia,diameter,fixed");
+    assert_eq!(lines.next().unwrap(), "id,x,y,z,vx,vy,vz,qw,qx,qy,qz,wx,wy,wz,mass,inertia,diameter,fixed,fragment");
     let rows: Vec<Vec<f64>> = lines.map(|l| l.split(',').map(|v| v.parse().unwrap()).collect()).collect();
     assert_eq!(rows.len(), 80);
     for r in &rows {
+        assert_eq!(r[18], 0.0, "one fragment, labelled 0");
         assert!(r[7] >= 0.0, "qw ≥ 0");
         let qn: f64 = r[7..11].iter().map(|v| v * v).sum();
         assert!((qn - 1.0).abs() < 1e-14);

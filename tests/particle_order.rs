@@ -116,12 +116,20 @@ fn rows(text: &str) -> Vec<Vec<String>> {
 /// order) wrote, bit for bit, in its own numbering; returns the number of breaks.
 fn assert_same_run_renumbered(a: &Path, b: &Path, perm: &[usize]) -> usize {
     assert_eq!(read(a, "series.csv"), read(b, "series.csv"), "series.csv: same diagnostics, bit for bit");
-    // final_state.csv: row r of b is particle perm[r] of a; every column but the id equal.
+    // final_state.csv: row r of b is particle perm[r] of a; every column but the id and the
+    // fragment label equal. A label is the smallest index of a fragment in the file's own
+    // numbering: b's labels are a's renumbered (the same partition), each b's smallest.
     let (fa, fb) = (rows(&read(a, "final_state.csv")), rows(&read(b, "final_state.csv")));
     assert_eq!(fa.len(), perm.len());
+    let last = fa[0].len() - 1;
+    let mut label_of_a_label = std::collections::HashMap::new();
     for (r, row) in fb.iter().enumerate() {
         assert_eq!(row[0], r.to_string(), "final_state.csv is in the input's numbering");
-        assert_eq!(row[1..], fa[perm[r]][1..], "final_state.csv row {r} (particle {} of the other run)", perm[r]);
+        let other = &fa[perm[r]];
+        assert_eq!(row[1..last], other[1..last], "final_state.csv row {r} (particle {} of the other run)", perm[r]);
+        // Rows in b's order: the first of a fragment met is its label.
+        let lb = label_of_a_label.entry(other[last].clone()).or_insert_with(|| r.to_string());
+        assert_eq!(&row[last], lb, "row {r}: the fragment of particle {} of the other run", perm[r]);
     }
     // breaks.csv: the same bonds (bond and ends renumbered) at the same steps; b lists a step's
     // breaks by its own bond numbers, so both are compared sorted by step and a's bond.

@@ -229,6 +229,7 @@ fn check_run(e: &Expect) -> Value {
             ("axis_3", float, 3),
             ("fixed", "UInt8", 1),
             ("replica", "Int32", 1),
+            ("fragment", "Int64", 1),
         ] {
             check_type(array(f, "point_data", name), ty, comps);
         }
@@ -291,6 +292,8 @@ fn check_run(e: &Expect) -> Value {
     assert_eq!(values(array(last, "point_data", "quaternion")), per_particle(&["qw", "qx", "qy", "qz"]));
     assert_eq!(values(array(last, "point_data", "diameter")), per_particle(&["diameter"]));
     assert_eq!(values(array(last, "point_data", "fixed")), per_particle(&["fixed"]));
+    // The fragment labels (MODEL §11; V14 checks final_state.csv's against scipy).
+    assert_eq!(values(array(last, "point_data", "fragment")), per_particle(&["fragment"]));
     // axis_k = R e_k with R the rotation of the final quaternion.
     let tol = if e.f32 { 1e-7 } else { 1e-15 };
     for (name, axis) in [("axis_1", DVec3::X), ("axis_2", DVec3::Y), ("axis_3", DVec3::Z)] {

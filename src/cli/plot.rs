@@ -8,13 +8,15 @@ pub(super) fn cmd_plot(dir: &Path, out: Option<PathBuf>) -> Result<()> {
     let out = out.unwrap_or_else(|| dir.to_owned());
     if dir.join(study::STUDY_FILE).is_file() && dir.join("study.csv").is_file() {
         let s = study::read_resolved(dir)?;
-        let png = study::plot(&s, dir)?;
-        let dest = out.join("study.png");
-        if dest != png {
-            std::fs::create_dir_all(&out)?;
-            std::fs::rename(&png, &dest)?;
+        let pngs = std::iter::once(study::plot(&s, dir)?).chain(study::plot_fragments(&s, dir)?);
+        for png in pngs {
+            let dest = out.join(png.file_name().expect("a file"));
+            if dest != png {
+                std::fs::create_dir_all(&out)?;
+                std::fs::rename(&png, &dest)?;
+            }
+            println!("wrote {}", dest.display());
         }
-        println!("wrote {}", dest.display());
         return Ok(());
     }
     for file in rrpdem::plot::plot_dir(dir, &out)? {

@@ -153,7 +153,23 @@ pub(super) fn print_summary(s: &Summary, out: &Path) {
             o(i.impact_speed),
         );
     }
+    if let Some(f) = &s.fragments {
+        println!(
+            "fragments       {} ({} at t = 0), {} of more than one particle; largest {:.4} of the mass ({} particles); \
+             debris {} particles, {:.4} of the mass",
+            f.count,
+            f.initial_count,
+            f.pieces,
+            f.largest_mass_fraction,
+            f.largest_particles,
+            f.debris_count,
+            f.debris_mass_fraction
+        );
+    }
     let mut extra = if s.scenario.rupture.is_some() { ", breaks.csv" } else { "" }.to_string();
+    if s.fragments.is_some() {
+        extra.push_str(", fragments.csv");
+    }
     if out.join(rrpdem::vtk::COLLECTION).is_file() {
         extra.push_str(", particles.pvd, vtk/");
     }

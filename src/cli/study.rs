@@ -172,6 +172,9 @@ fn finish(
             eprintln!("wrote {}", out_dir.join("study.csv").display());
             if a.plots {
                 eprintln!("wrote {}", study::plot(study, out_dir)?.display());
+                if let Some(png) = study::plot_fragments(study, out_dir)? {
+                    eprintln!("wrote {}", png.display());
+                }
             }
         }
         None => eprintln!(
@@ -235,6 +238,9 @@ pub(super) fn cmd_study_merge(dir: &Path, given: Option<&Path>, plots: bool, all
     }
     if plots {
         eprintln!("wrote {}", study::plot(&study, dir)?.display());
+        if let Some(png) = study::plot_fragments(&study, dir)? {
+            eprintln!("wrote {}", png.display());
+        }
     }
     let blocking: Vec<String> = groups
         .iter()

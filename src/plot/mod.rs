@@ -1,5 +1,6 @@
 //! Figures as PNG from the output files: the energy budget, the relative energy error and the
-//! momentum drift of a run (`series.csv`, `summary.json`), error versus time step of a
+//! momentum drift of a run (`series.csv`, `summary.json`), the fragments it broke into, error
+//! versus time step of a
 //! convergence study (`converge.csv`), and a scatter of any table's columns (studies).
 //!
 //! Every figure is `WIDTH × HEIGHT` pixels, drawn by plotters into memory and encoded with
@@ -15,6 +16,7 @@
 mod axis;
 mod converge;
 mod figure;
+mod fragments;
 mod render;
 mod run;
 mod scatter;
@@ -22,6 +24,7 @@ mod table;
 
 pub use converge::{converge_figure, plot_converge, plot_converge_named};
 pub use figure::{AxisSpec, Curve, Figure, Marker, Panel, PlotArea, Stroke, Style};
+pub use fragments::fragments_figure;
 pub use render::render;
 pub use run::{energy_colour, plot_run_dir, run_figures};
 pub use scatter::{SCATTER_MAX_PANELS, ScatterSpec, readable, scatter, scatter_csv, scatter_figure};

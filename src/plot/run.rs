@@ -1,5 +1,5 @@
 //! The figures of a run: energy budget, relative energy error and momentum drift, from
-//! `series.csv` and `summary.json`.
+//! `series.csv` and `summary.json` (and the fragments, `super::fragments`).
 use super::axis::significant;
 use super::figure::{AxisSpec, Curve, Figure, Panel, Stroke, Style};
 use super::render::render;
@@ -137,15 +137,20 @@ fn zip(t: &[f64], v: &[f64]) -> Vec<(f64, f64)> {
 
 /// The figures of the run in `dir`, each with the file name it is written under:
 /// `energy.png`, `energy_error.png` and `momentum_drift.png` from `dir/series.csv` (and
-/// `dir/summary.json` when there is one).
+/// `dir/summary.json` when there is one), and `fragments.png` where the run broke its bodies
+/// into more than one fragment (`super::fragments`).
 pub fn run_figures(dir: &Path) -> Result<Vec<(&'static str, Figure)>, PlotError> {
     let series = Table::read(&dir.join("series.csv"))?;
     let info = RunInfo::read(&dir.join("summary.json"))?;
-    Ok(vec![
+    let mut figures = vec![
         ("energy.png", energy_figure(&series, info.as_ref())?),
         ("energy_error.png", energy_error_figure(&series, info.as_ref())?),
         ("momentum_drift.png", momentum_figure(&series, info.as_ref())?),
-    ])
+    ];
+    if let Some(f) = super::fragments::fragments_figure(dir)? {
+        figures.push(("fragments.png", f));
+    }
+    Ok(figures)
 }
 
 /// [`run_figures`] of `dir` drawn into `out`; returns the files written.

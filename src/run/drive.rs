@@ -1,5 +1,6 @@
 //! The run driver's step loop over a batch of replicas, in phases: advance to the next stop,
-//! take each replica's stop (failure, watch, budget, record), log breaks, write frames, check
+//! take each replica's stop (failure, watch, budget), log breaks, write the records (whose
+//! fragment columns count the breaks up to them), write frames, check
 //! the particle order, then checkpoint or finish the replicas that are due.
 
 use super::replica::{Failure, Replica, take_breaks};
@@ -59,6 +60,7 @@ pub(super) fn drive<'scope>(
         particle_steps += (next - step) as f64 * running as f64;
         step = next;
         lp.log_breaks();
+        lp.records();
         lp.frames(step);
         lp.orders(step);
         lp.progress(&bar, step, particle_steps);
@@ -150,6 +152,7 @@ impl<'scope> Loop<'scope, '_, '_, '_> {
                 rep.failure = Some(Failure::Output(e));
             }
         }
+        self.records();
         // Replicas already at their end (or whose first frame failed) finish before any step.
         for r in 0..self.reps.len() {
             if self.reps[r].as_ref().is_some_and(|rep| rep.total <= step0 || rep.failure.is_some()) {
@@ -205,13 +208,31 @@ impl<'scope> Loop<'scope, '_, '_, '_> {
         }
     }
 
+    /// Writes the `series.csv` rows of the stop just taken, now that its breaks are logged (the
+    /// fragment columns count them).
+    fn records(&mut self) {
+        for r in 0..self.reps.len() {
+            let Some(rep) = self.reps[r].as_mut() else { continue };
+            if let Err(e) = rep.write_record() {
+                match rep.failure {
+                    None => {
+                        self.engine.freeze(r);
+                        rep.failure = Some(Failure::Output(e));
+                    }
+                    // The run's own failure is what it reports.
+                    Some(_) => eprintln!("warning: {e}"),
+                }
+            }
+        }
+    }
+
     /// Queues the frames due at `step`.
     fn frames(&mut self, step: u64) {
         for r in 0..self.reps.len() {
             let Some(rep) = self.reps[r].as_mut() else { continue };
             if rep.failure.is_none()
                 && let Some(f) = rep.frames.as_mut().filter(|f| f.writer.due(step, rep.total))
-                && let Err(e) = f.submit(self.engine, r, step, rep.last.t)
+                && let Err(e) = f.submit(self.engine, r, step, rep.last.t, &rep.broken)
             {
                 self.engine.freeze(r);
                 rep.failure = Some(e);

@@ -95,6 +95,10 @@ pub struct Summary {
     pub resorts: Vec<Resort>,
     /// Which rrpdem made this, run how, when and where.
     pub provenance: crate::provenance::Provenance,
+    /// The fragments of the final state (MODEL §11; `fragments.csv` lists those of more than
+    /// one particle); none if the state could not be read.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fragments: Option<crate::fragments::Summary>,
 }
 
 /// Above this many particles the final state is written only in binary (`checkpoint.bin`):

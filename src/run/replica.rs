@@ -7,6 +7,7 @@ use crate::checkpoint::{self, RunProgress};
 use crate::diagnostics::{Conserved, Diagnostics};
 use crate::engine::{BatchEngine, Reordered, Watch};
 use crate::error::EngineError;
+use crate::fragments::{self, Counts};
 use crate::guard::{Budget, EnergyAt, EnergyWatch};
 use crate::impact::WallAt;
 use crate::interactions::BreakEvent;
@@ -26,17 +27,24 @@ pub(super) enum Failure {
     Output(OutputError),
 }
 
-/// The VTK side of a replica: the writer thread and the broken flags its frames show.
+/// The VTK side of a replica: the writer thread.
 pub(super) struct Frames<'scope> {
     pub(super) writer: VtkWriter<'scope>,
-    broken: Vec<bool>,
 }
 
 impl Frames<'_> {
-    /// Reads the state back from the engine (the only part that waits for a GPU) and queues it.
-    pub(super) fn submit(&mut self, engine: &mut dyn BatchEngine, r: usize, step: u64, t: f64) -> Result<(), Failure> {
+    /// Reads the state back from the engine (the only part that waits for a GPU) and queues it
+    /// with the bonds `broken` so far.
+    pub(super) fn submit(
+        &mut self,
+        engine: &mut dyn BatchEngine,
+        r: usize,
+        step: u64,
+        t: f64,
+        broken: &[bool],
+    ) -> Result<(), Failure> {
         let state = engine.snapshot(r).map_err(Failure::Engine)?;
-        self.writer.submit(Frame { step, t, state, broken: self.broken.clone() }).map_err(Failure::Vtk)
+        self.writer.submit(Frame { step, t, state, broken: broken.to_vec() }).map_err(Failure::Vtk)
     }
 }
 
@@ -74,11 +82,159 @@ pub(super) struct Replica<'scope> {
     pub(super) warnings: Vec<String>,
     /// Started from t = 0 (not resumed from a checkpoint).
     pub(super) fresh: bool,
+    /// Which bonds (user numbering) are broken as of the breaks logged so far.
+    pub(super) broken: Vec<bool>,
+    /// The fragments of `broken`, kept until a bond breaks (`None`: to be labelled).
+    fragments: Option<Counts>,
+    /// The model's bonds as index pairs, made at the first labelling: a labelling streams 9
+    /// bytes a bond through memory instead of a `Bond`'s 104.
+    pairs: Option<Vec<(u32, u32)>>,
+    /// The `series.csv` row of the last stop (its diagnostics and the guard's scale), written by
+    /// `write_record` once the breaks up to that stop are logged.
+    pending: Option<(Diagnostics, f64)>,
+}
+
+/// A replica's logs and watch as opened at its start.
+struct Opened {
+    series: SeriesWriter,
+    breaks: Option<SeriesWriter>,
+    budget: Budget,
+    stability: StabilityEstimate,
+    wall_before: f64,
+    last: Diagnostics,
+    watch: Watch,
+    resorts: Vec<Resort>,
+    /// The order checks a resumed run keeps (its checkpoint's interval and warning).
+    kept_check: Option<(Option<u64>, Option<String>)>,
+    pending: Option<(Diagnostics, f64)>,
+}
+
+impl Opened {
+    /// New logs for a run from t = 0 whose starting state has diagnostics `first`.
+    fn fresh(
+        dir: &OutputDir,
+        model: &Model,
+        scenario: &Scenario,
+        first: Diagnostics,
+        stability: StabilityEstimate,
+    ) -> Result<Opened, RunError> {
+        let series = SeriesWriter::create(&dir.join("series.csv"))?;
+        let breaks = match model.params.rupture {
+            Some(_) => Some(SeriesWriter::with_header(&dir.join("breaks.csv"), output::BREAKS_HEADER)?),
+            None => None,
+        };
+        let watch = Watch::new(&first, scenario.max_energy_error, &model.params.walls);
+        let budget = Budget::new(&first, Conserved::for_model(model));
+        let pending = Some((first, watch.energy.scale));
+        Ok(Opened {
+            series,
+            breaks,
+            budget,
+            stability,
+            wall_before: 0.0,
+            last: first,
+            watch,
+            resorts: Vec::new(),
+            kept_check: None,
+            pending,
+        })
+    }
+
+    /// The logs of the run in `dir`, cut back to its checkpoint at `step0` (`progress`).
+    fn resumed(
+        dir: &OutputDir,
+        model: &Model,
+        scenario: &Scenario,
+        progress: RunProgress,
+        step0: u64,
+    ) -> Result<Opened, RunError> {
+        let watch = resumed_watch(&progress, &progress.budget, scenario);
+        let mut budget = progress.budget;
+        budget.first = progress.first;
+        let breaks = match model.params.rupture {
+            Some(_) => Some(SeriesWriter::resume_with_header(&dir.join("breaks.csv"), output::BREAKS_HEADER, step0)?),
+            None => None,
+        };
+        let series = SeriesWriter::resume(&dir.join("series.csv"), step0)?;
+        Ok(Opened {
+            series,
+            breaks,
+            budget,
+            stability: progress.stability,
+            wall_before: progress.wall_time_s,
+            last: progress.last,
+            watch,
+            resorts: progress.resorts,
+            // The order checks a resumed run makes are those its start decided: kept in the
+            // checkpoint, so that resuming never changes them, whatever engine resumes it.
+            kept_check: Some((progress.order_check, progress.order_warning)),
+            pending: None,
+        })
+    }
+}
+
+/// Steps between checks of replica `r`'s particle order and why they are off where they were
+/// turned off: as a resumed run's checkpoint kept them (`kept`), else as the scenario and the
+/// engine decide. What the user should know goes into `warnings`.
+fn order_checks(
+    scenario: &Scenario,
+    model: &Model,
+    engine: &dyn BatchEngine,
+    r: usize,
+    kept: Option<(Option<u64>, Option<String>)>,
+    fresh: bool,
+    warnings: &mut Vec<String>,
+) -> (Option<u64>, Option<String>) {
+    let checks = match kept {
+        Some((every, warning)) => {
+            warnings.extend(warning.clone());
+            match every.filter(|_| engine.order_check_interval(r).is_none()) {
+                // (An engine of the same kind as the one that wrote the checkpoint can.)
+                Some(every) => {
+                    warnings.push(format!(
+                        "the run checked its particle order every {every} steps; this engine cannot renumber its \
+                         particles, so the resumed run keeps its order"
+                    ));
+                    (None, warning)
+                }
+                None => (every, warning),
+            }
+        }
+        None => (
+            match scenario.particle_order.checks_during_run(model.particles.len()) {
+                // The scenario's interval where it gives one, but only for engines that renumber.
+                true => {
+                    engine.order_check_interval(r).map(|c| scenario.order_check_every.unwrap_or(c)).filter(|&c| c > 0)
+                }
+                false => None,
+            },
+            None,
+        ),
+    };
+    if let Some(every) = scenario.order_check_every.filter(|_| checks.0.is_none() && fresh) {
+        warnings.push(format!(
+            "order_check_every = {every} was not applied: {}",
+            match engine.order_check_interval(r) {
+                None => "this engine cannot renumber a replica alone (GPU study batches keep each replica's \
+                         order)"
+                    .to_string(),
+                Some(_) => match scenario.particle_order {
+                    crate::order::OrderChoice::Input => "particle_order \"input\" never re-sorts".to_string(),
+                    _ => format!(
+                        "particle_order \"auto\" checks models of at least {} particles; this one has {}",
+                        crate::order::AUTO_MIN_PARTICLES,
+                        model.particles.len()
+                    ),
+                },
+            }
+        ));
+    }
+    checks
 }
 
 impl<'scope> Replica<'scope> {
-    /// Opens (or, on a resume, reopens) the replica's outputs and records its starting state.
-    /// Why over 120 lines: one linear sequence over the outputs; to be split per output.
+    /// Opens (or, on a resume, reopens) the replica's outputs and records its starting state
+    /// (its `series.csv` row waits for the breaks of the starting evaluation: `write_record`).
     pub(super) fn start(
         scope: &'scope std::thread::Scope<'scope, '_>,
         job: Job<'scope>,
@@ -98,139 +254,66 @@ impl<'scope> Replica<'scope> {
             None => scenario.clone(),
         };
         let step0 = engine.steps_done();
-        let engine_err = |error, step| RunError::Engine { error, step, out_dir: dir.path.clone() };
-        let series_path = dir.join("series.csv");
-        let breaks_path = dir.join("breaks.csv");
         let fresh = matches!(start, Start::Fresh { .. });
-        // The order checks a resumed run makes are those its start decided (`None` here): kept
-        // in the checkpoint, so that resuming never changes them, whatever engine resumes it.
-        let (series, breaks, budget, stability, wall_before, last, watch, resorts, kept_check) = match start {
+        let o = match start {
             Start::Fresh { stability } => {
-                let mut series = SeriesWriter::create(&series_path)?;
-                let breaks = match model.params.rupture {
-                    Some(_) => Some(SeriesWriter::with_header(&breaks_path, output::BREAKS_HEADER)?),
-                    None => None,
-                };
-                let first = first.ok_or_else(|| {
-                    engine_err(EngineError::Unsupported("no diagnostics for the starting state".into()), step0)
+                let first = first.ok_or_else(|| RunError::Engine {
+                    error: EngineError::Unsupported("no diagnostics for the starting state".into()),
+                    step: step0,
+                    out_dir: dir.path.clone(),
                 })?;
-                let watch = Watch::new(&first, scenario.max_energy_error, &model.params.walls);
-                series.write(&first, watch.energy.scale)?;
-                let budget = Budget::new(&first, Conserved::for_model(model));
-                (series, breaks, budget, stability, 0.0, first, watch, Vec::new(), None)
+                Opened::fresh(dir, model, &scenario, first, stability)?
             }
-            Start::Resume { progress } => {
-                let progress = *progress;
-                let watch = resumed_watch(&progress, &progress.budget, &scenario);
-                let mut budget = progress.budget;
-                budget.first = progress.first;
-                let breaks = match model.params.rupture {
-                    Some(_) => Some(SeriesWriter::resume_with_header(&breaks_path, output::BREAKS_HEADER, step0)?),
-                    None => None,
-                };
-                let series = SeriesWriter::resume(&series_path, step0)?;
-                (
-                    series,
-                    breaks,
-                    budget,
-                    progress.stability,
-                    progress.wall_time_s,
-                    progress.last,
-                    watch,
-                    progress.resorts,
-                    Some((progress.order_check, progress.order_warning)),
-                )
-            }
+            Start::Resume { progress } => Opened::resumed(dir, model, &scenario, *progress, step0)?,
+        };
+        // A resumed run starts with what broke before the checkpoint (breaks.csv was just cut
+        // back to it): its fragments and frames go on from there.
+        let broken = match &o.breaks {
+            Some(_) if !fresh => output::broken_bonds(&dir.join("breaks.csv"), model.bonds.len())?,
+            _ => vec![false; model.bonds.len()],
         };
         let frames = match vtk.settings(&scenario) {
             Some(settings) => {
-                // A resumed run starts with what broke before the checkpoint (breaks.csv was
-                // just cut back to it).
-                let broken = match &breaks {
-                    Some(_) if !fresh => output::broken_bonds(&breaks_path, model.bonds.len())?,
-                    _ => vec![false; model.bonds.len()],
-                };
-                let writer = VtkWriter::start(scope, &dir.path, model, settings, (!fresh).then_some(last.t))?;
-                Some(Frames { writer, broken })
+                let writer = VtkWriter::start(scope, &dir.path, model, settings, (!fresh).then_some(o.last.t))?;
+                Some(Frames { writer })
             }
             None => None,
         };
-        let total = scenario.total_steps();
-        let record_every = scenario.record_interval();
         let mut warnings = warnings;
-        let (order_check, order_warning) = match kept_check {
-            Some((every, warning)) => {
-                warnings.extend(warning.clone());
-                match every.filter(|_| engine.order_check_interval(r).is_none()) {
-                    // (An engine of the same kind as the one that wrote the checkpoint can.)
-                    Some(every) => {
-                        warnings.push(format!(
-                            "the run checked its particle order every {every} steps; this engine cannot renumber its \
-                             particles, so the resumed run keeps its order"
-                        ));
-                        (None, warning)
-                    }
-                    None => (every, warning),
-                }
-            }
-            None => (
-                match scenario.particle_order.checks_during_run(model.particles.len()) {
-                    // The scenario's interval where it gives one, but only for engines that renumber.
-                    true => engine
-                        .order_check_interval(r)
-                        .map(|c| scenario.order_check_every.unwrap_or(c))
-                        .filter(|&c| c > 0),
-                    false => None,
-                },
-                None,
-            ),
-        };
-        if let Some(every) = scenario.order_check_every.filter(|_| order_check.is_none() && fresh) {
-            warnings.push(format!(
-                "order_check_every = {every} was not applied: {}",
-                match engine.order_check_interval(r) {
-                    None => "this engine cannot renumber a replica alone (GPU study batches keep each replica's \
-                             order)"
-                        .to_string(),
-                    Some(_) => match scenario.particle_order {
-                        crate::order::OrderChoice::Input => "particle_order \"input\" never re-sorts".to_string(),
-                        _ => format!(
-                            "particle_order \"auto\" checks models of at least {} particles; this one has {}",
-                            crate::order::AUTO_MIN_PARTICLES,
-                            model.particles.len()
-                        ),
-                    },
-                }
-            ));
-        }
+        let (order_check, order_warning) =
+            order_checks(&scenario, model, engine, r, o.kept_check, fresh, &mut warnings);
         let mut rep = Replica {
+            total: scenario.total_steps(),
+            record_every: scenario.record_interval(),
             scenario,
             model,
             dir,
             order_check,
             order_warning,
-            resorts,
-            total,
-            record_every,
-            series,
-            breaks,
-            budget,
-            stability,
-            wall_before,
-            last,
-            watch,
+            resorts: o.resorts,
+            series: o.series,
+            breaks: o.breaks,
+            budget: o.budget,
+            stability: o.stability,
+            wall_before: o.wall_before,
+            last: o.last,
+            watch: o.watch,
             engine_watches: false,
             guard: engine.replica_guard_interval(r).max(1),
             frames,
             failure: None,
             warnings,
             fresh,
+            broken,
+            fragments: None,
+            pairs: None,
+            pending: o.pending,
         };
         rep.engine_watches = engine.set_watch(r, rep.watch.clone());
         if let Some(f) = rep.frames.as_mut() {
             // The starting state's frame, unless a resumed run's collection already has it.
-            if (step0.is_multiple_of(f.writer.every()) || step0 == total) && !f.writer.has_frame_at(rep.last.t) {
-                rep.failure = f.submit(engine, r, step0, rep.last.t).err();
+            if (step0.is_multiple_of(f.writer.every()) || step0 == rep.total) && !f.writer.has_frame_at(rep.last.t) {
+                rep.failure = f.submit(engine, r, step0, rep.last.t, &rep.broken).err();
             }
         }
         Ok(rep)
@@ -257,17 +340,43 @@ impl<'scope> Replica<'scope> {
         next
     }
 
-    /// Writes the replica's break events and marks them for its frames.
+    /// Writes the replica's break events and marks them broken (for its fragments and frames).
     pub(super) fn log_breaks(&mut self, events: &[BreakEvent]) -> Result<(), OutputError> {
         for e in events {
             if let Some(b) = self.breaks.as_mut() {
                 b.write_break(e)?;
             }
-            if let Some(f) = self.frames.as_mut() {
-                f.broken[e.bond as usize] = true;
-            }
+            self.broken[e.bond as usize] = true;
+            self.fragments = None;
         }
         Ok(())
+    }
+
+    /// The fragment label of every particle as of the bonds broken so far.
+    fn fragment_labels(&mut self) -> Vec<u32> {
+        let m = self.model;
+        let pairs = self.pairs.get_or_insert_with(|| m.bonds.iter().map(|b| (b.i, b.j)).collect());
+        fragments::label_flagged(m.particles.len(), pairs, &self.broken)
+    }
+
+    /// The fragments of the bonds broken so far (labelled anew only after a break).
+    pub(super) fn fragment_counts(&mut self) -> Counts {
+        if let Some(c) = self.fragments {
+            return c;
+        }
+        let c = fragments::counts(&self.fragment_labels(), &self.model.particles.mass);
+        self.fragments = Some(c);
+        c
+    }
+
+    /// Writes the `series.csv` row waiting for the breaks of its stop, with its fragments.
+    pub(super) fn write_record(&mut self) -> Result<(), OutputError> {
+        let Some((d, scale)) = self.pending.take() else { return Ok(()) };
+        let counts = match self.series.columns() {
+            output::SeriesColumns::Fragments => self.fragment_counts(),
+            _ => Counts::default(),
+        };
+        self.series.write(&d, scale, &counts)
     }
 
     /// Takes the state the engine stands at after an advance towards step `next`, `d` its
@@ -288,9 +397,7 @@ impl<'scope> Replica<'scope> {
             if d.step > self.last.step {
                 self.budget.take_watch(&self.watch.energy, self.engine_watches);
                 self.budget.update(&d);
-                if let Err(e) = self.series.write(&d, self.watch.energy.scale) {
-                    eprintln!("warning: {e}");
-                }
+                self.pending = Some((d, self.watch.energy.scale));
                 self.last = d;
             }
             return;
@@ -326,11 +433,9 @@ impl<'scope> Replica<'scope> {
             // the batch moves the samples.
             self.budget.update(&d);
         }
-        let record = next.is_multiple_of(self.record_every) || next == self.total;
-        if record && let Err(e) = self.series.write(&d, self.watch.energy.scale) {
-            engine.freeze(r);
-            self.failure = Some(Failure::Output(e));
-            return;
+        if next.is_multiple_of(self.record_every) || next == self.total {
+            // Written once this stop's breaks are logged (`write_record`).
+            self.pending = Some((d, self.watch.energy.scale));
         }
         self.last = d;
     }
@@ -383,6 +488,12 @@ impl<'scope> Replica<'scope> {
                 Some(_) => eprintln!("warning: {e}"),
             }
         }
+        if let Err(e) = self.write_record() {
+            match self.failure {
+                None => self.failure = Some(Failure::Output(e)),
+                Some(_) => eprintln!("warning: {e}"),
+            }
+        }
         self.series.flush()?;
         if let Some(b) = self.breaks.as_mut() {
             b.flush()?;
@@ -391,9 +502,11 @@ impl<'scope> Replica<'scope> {
         let wall = self.wall_before + elapsed;
         let steps_now = self.last.step;
         let snapshot = engine.snapshot(r).ok();
+        let labels = self.fragment_labels();
         let final_state = match &snapshot {
             Some(state) if n <= FINAL_STATE_CSV_MAX => {
-                output::write_final_state(&self.dir.join("final_state.csv"), state, &self.model.particles)?;
+                let path = self.dir.join("final_state.csv");
+                output::write_final_state(&path, state, &self.model.particles, &labels)?;
                 Some("final_state.csv".to_string())
             }
             Some(_) => {
@@ -403,6 +516,10 @@ impl<'scope> Replica<'scope> {
                 write_checkpoint(&self.scenario, self.model, engine, r, self.progress(elapsed), &path)?;
                 Some(checkpoint::FILE_NAME.to_string())
             }
+            None => None,
+        };
+        let fragments = match &snapshot {
+            Some(state) => Some(self.write_fragments(&labels, state)?),
             None => None,
         };
         let walls = &self.model.params.walls;
@@ -435,6 +552,7 @@ impl<'scope> Replica<'scope> {
             final_state,
             warnings: self.warnings.iter().cloned().chain(engine.warnings()).collect(),
             resorts: self.resorts.clone(),
+            fragments,
         };
         output::write_json(&self.dir.join("summary.json"), &summary)?;
         match self.failure {
@@ -450,6 +568,23 @@ impl<'scope> Replica<'scope> {
             )),
             None => Ok(summary),
         }
+    }
+}
+
+impl Replica<'_> {
+    /// Writes `fragments.csv` for the final `state` labelled `labels`; returns what
+    /// `summary.json` says of its fragments.
+    fn write_fragments(
+        &self,
+        labels: &[u32],
+        state: &[crate::integrator::Kinematics],
+    ) -> Result<fragments::Summary, OutputError> {
+        let m = self.model;
+        let initial = fragments::label(m.particles.len(), &m.bonds, &vec![false; m.bonds.len()]);
+        let initial = fragments::counts(&initial, &m.particles.mass).n_fragments;
+        let outcome = fragments::outcome(labels, &m.particles, state, &m.bonds, &self.broken, initial);
+        output::write_fragments(&self.dir.join("fragments.csv"), &outcome.pieces)?;
+        Ok(outcome.summary)
     }
 }
 

@@ -7,9 +7,10 @@ use crate::error::ScenarioError;
 use glam::{DQuat, DVec3};
 use std::path::Path;
 
-const PARTICLE_COLUMNS: [&str; 18] = [
+// `fragment` (a label of `final_state.csv`) is accepted and not read: a final state seeds a run.
+const PARTICLE_COLUMNS: [&str; 19] = [
     "id", "x", "y", "z", "vx", "vy", "vz", "qw", "qx", "qy", "qz", "wx", "wy", "wz", "mass", "inertia", "diameter",
-    "fixed",
+    "fixed", "fragment",
 ];
 
 /// A CSV file's text and the position of its header line. Blank lines and `#` comments are

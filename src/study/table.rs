@@ -9,7 +9,7 @@ use serde_json::Value;
 use std::path::Path;
 
 /// Columns of `study.csv` after `variant` and the varied pointers.
-pub const OUTCOME_COLUMNS: [&str; 17] = [
+pub const OUTCOME_COLUMNS: [&str; 20] = [
     "status",
     "steps",
     "t_final",
@@ -19,6 +19,9 @@ pub const OUTCOME_COLUMNS: [&str; 17] = [
     "conserved_drift_l",
     "n_broken",
     "broken_fraction",
+    "n_fragments",
+    "largest_fragment_fraction",
+    "debris_fraction",
     "first_contact_t",
     "contact_duration",
     "peak_wall_force",
@@ -55,6 +58,7 @@ pub fn table(study: &Study, path: &Path, out: &Path) -> Table {
             Some(s) => {
                 let b = &s["energy_and_momenta"];
                 let i = &s["impact"];
+                let f = &s["fragments"];
                 let values = [
                     &s["steps"],
                     &s["t_final"],
@@ -64,6 +68,9 @@ pub fn table(study: &Study, path: &Path, out: &Path) -> Table {
                     &b["conserved_drift_l"],
                     &s["final_diagnostics"]["n_broken"],
                     &i["broken_fraction"],
+                    &f["count"],
+                    &f["largest_mass_fraction"],
+                    &f["debris_mass_fraction"],
                     &i["first_contact_t"],
                     &i["contact_duration"],
                     &i["peak_wall_force"],
