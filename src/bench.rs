@@ -255,6 +255,12 @@ pub struct Measurement {
     pub rebuilds_per_1000_steps: Option<f64>,
     #[serde(default)]
     pub list_entries_per_particle: Option<f64>,
+    /// GPU: dispatches one step records, the grid stage's among them (indirect: no workgroup
+    /// unless the step rebuilds), and host waits per 1000 steps as `run` steps.
+    #[serde(default)]
+    pub dispatches_per_step: Option<(usize, usize)>,
+    #[serde(default)]
+    pub host_waits_per_1000_steps: Option<f64>,
 }
 
 /// Peak resident set size of this process so far (Linux: `VmHWM` in `/proc/self/status`).
@@ -342,6 +348,7 @@ pub fn measure(
         let (n, nb) = (model.particles.len(), model.bonds.len());
         let engine_parts: Vec<(String, u64)>;
         let mut stage_seconds = None;
+        let mut step_costs = None;
         let (mut e, engine_bytes, bytes_per_step): (Box<dyn Engine>, _, _) = match engine {
             EngineKind::Cpu => {
                 let e = CpuEngine::new(&model, Integrator::RrpNewmark, 1e-3).map_err(|e| e.to_string())?;
@@ -367,6 +374,8 @@ pub fn measure(
                 let partners = e.neighbour_entries_in_use().map_err(|e| e.to_string())? as usize;
                 engine_parts = e.buffer_parts().into_iter().take(8).map(|(k, v)| (k.to_string(), v)).collect();
                 let bytes = e.device_bytes();
+                let (all, grid, waits) = e.step_costs();
+                step_costs = Some(((all, grid), waits));
                 (Box::new(e), Some(bytes), gpu_bytes_per_step(n, nb, partners, p))
             }
         };
@@ -403,7 +412,14 @@ pub fn measure(
             rebuilds_per_1000_steps = Some(1000.0 * rebuilds.saturating_sub(rebuilds_from) as f64 / m.steps as f64);
             list_entries_per_particle = Some(entries as f64 / n.max(1) as f64);
         }
-        Ok(Measurement { stage_seconds, rebuilds_per_1000_steps, list_entries_per_particle, ..m })
+        Ok(Measurement {
+            stage_seconds,
+            rebuilds_per_1000_steps,
+            list_entries_per_particle,
+            dispatches_per_step: step_costs.map(|c| c.0),
+            host_waits_per_1000_steps: step_costs.map(|c| c.1),
+            ..m
+        })
     })
 }
 
@@ -466,6 +482,8 @@ fn timed(
         stage_seconds: None,
         rebuilds_per_1000_steps: None,
         list_entries_per_particle: None,
+        dispatches_per_step: None,
+        host_waits_per_1000_steps: None,
     })
 }
 

@@ -98,3 +98,17 @@ fn rebuilds_follow_the_two_test_rule_on_both_engines() {
         assert_eq!(g.neighbour_rebuilds(), rule, "GPU f64, v = {v}");
     }
 }
+
+#[test]
+fn the_step_costs_bench_reports() {
+    // One chunk of a few hundred spheres, one watch level: a step records drift_anchor, integrate,
+    // grid_args_set, bonds, particle, watch_state and watch_update (no halo: one chunk; no
+    // integrate_check: rrp-newmark), plus the grid stage's indirect dispatches (clear, count,
+    // one scan level, scatter, order, list build), which launch no workgroup unless rebuilding.
+    let (s, m) = model_from_json(&flying_block(5.0, 0.0));
+    let g = gpu(&m, Integrator::RrpNewmark, s.dt, Precision::F32);
+    let (all, grid, waits) = g.step_costs();
+    assert_eq!((all - grid, grid), (7, 6), "{all} dispatches, {grid} indirect");
+    // Under 2·10⁵ particles the driver stops every 1000 steps.
+    assert_eq!(waits, 1.0);
+}

@@ -120,6 +120,11 @@ pub(super) fn cmd_bench(
                 if let (Some(r), Some(l)) = (m.rebuilds_per_1000_steps, m.list_entries_per_particle) {
                     eprintln!("  contact lists: {r:.1} rebuilds per 1000 steps, {l:.2} entries per particle");
                 }
+                if let (Some((all, grid)), Some(w)) = (m.dispatches_per_step, m.host_waits_per_1000_steps) {
+                    eprintln!(
+                        "  per step: {all} dispatches ({grid} of them the grid's, empty unless rebuilding); {w:.1} host waits per 1000 steps"
+                    );
+                }
                 if let Some(b) = m.engine_bytes {
                     let parts: Vec<String> =
                         m.engine_parts.iter().map(|(k, v)| format!("{k} {:.1}", *v as f64 / 1e6)).collect();

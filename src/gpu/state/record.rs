@@ -176,6 +176,21 @@ pub(super) fn grid_arguments(steps: &[Dispatch], pipe: &DemPipeline) -> Vec<u32>
     full
 }
 
+impl DemState {
+    /// Dispatches one step records for `integrator` with the watch on: (all of them, those of
+    /// the grid stage among them, which are indirect and launch no workgroup unless the step
+    /// rebuilds). The figures `rrpdem bench` reports (issue 24).
+    pub fn dispatch_counts(&self, integrator: Integrator) -> (usize, usize) {
+        let recorded = |s: &&Dispatch| match s.launch {
+            Launch::RrpExact => integrator == Integrator::RrpExact,
+            _ => s.items > 0 || matches!(s.launch, Launch::Indirect(_)),
+        };
+        let all = self.steps.iter().filter(recorded).count();
+        let grid = self.steps.iter().filter(recorded).filter(|s| matches!(s.launch, Launch::Indirect(_))).count();
+        (all, grid)
+    }
+}
+
 /// Status words at the start of a batch: step 0, rebuild flag as asked, no failure of any of
 /// the `replicas` yet.
 pub(super) fn initial_status(rebuild: bool, replicas: usize) -> Vec<u32> {
