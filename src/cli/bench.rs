@@ -3,8 +3,6 @@
 use anyhow::{Context, Result, bail};
 use std::path::Path;
 
-// Why over 120 lines: one linear sequence (check flags, pick cases, measure, print, write the
-// report); to be split into those stages (issue 23 note).
 #[allow(clippy::too_many_arguments)]
 pub(super) fn cmd_bench(
     cases: &[String],
@@ -18,25 +16,7 @@ pub(super) fn cmd_bench(
     stages: bool,
 ) -> Result<()> {
     use rrpdem::bench;
-    // The Markdown file is checked before anything is measured: a long bench should not end in
-    // a missing marker.
-    if let Some(md) = markdown {
-        let doc = std::fs::read_to_string(md).with_context(|| format!("reading {}", md.display()))?;
-        bench::report::splice(&doc, "", md)?;
-    }
-    // So is the JSON file's place: it is written after the first measurement.
-    if let Some(j) = json {
-        if j.is_dir() {
-            bail!(
-                "--json {}: is a folder; give the report's file name (e.g. {})",
-                j.display(),
-                j.join("bench.json").display()
-            );
-        }
-        if let Some(dir) = j.parent().filter(|d| !d.as_os_str().is_empty() && !d.is_dir()) {
-            bail!("--json {}: the folder {} does not exist", j.display(), dir.display());
-        }
-    }
+    check_report_paths(json, markdown)?;
     let cases: Vec<String> = cases
         .iter()
         .flat_map(|c| match c.as_str() {
@@ -54,20 +34,7 @@ pub(super) fn cmd_bench(
         bail!("--bandwidth must be positive (GB/s)");
     }
     let mut failed: Vec<String> = Vec::new();
-    println!(
-        "{:<16} {:<8} {:>7} {:>10} {:>9} {:>14} {:>14} {:>8} {:>8} {:>9} {:>9}",
-        "case",
-        "engine",
-        "threads",
-        "particles",
-        "bonds",
-        "particle-st/s",
-        "bond-steps/s",
-        "B/p-step",
-        "of b/w",
-        "setup s",
-        "peak MB"
-    );
+    print_header();
     for name in &cases {
         let case = bench::case(name).map_err(anyhow::Error::msg)?;
         eprintln!("building {name} …");
@@ -103,49 +70,7 @@ pub(super) fn cmd_bench(
                         continue;
                     }
                 };
-                println!(
-                    "{:<16} {:<8} {:>7} {:>10} {:>9} {:>14.4e} {:>14.4e} {:>8.0} {:>8} {:>9.2} {:>9.0}",
-                    m.case,
-                    format!("{:?}", m.engine),
-                    m.threads,
-                    m.particles,
-                    m.bonds,
-                    m.particle_steps_per_s,
-                    m.bond_steps_per_s,
-                    m.bytes_per_particle_step,
-                    m.bandwidth_fraction.map_or("-".into(), |f| format!("{:.1} %", 100.0 * f)),
-                    m.engine_setup_s,
-                    m.peak_rss.unwrap_or(0) as f64 / 1e6
-                );
-                if let (Some(r), Some(l)) = (m.rebuilds_per_1000_steps, m.list_entries_per_particle) {
-                    eprintln!("  contact lists: {r:.1} rebuilds per 1000 steps, {l:.2} entries per particle");
-                }
-                if let (Some((all, grid)), Some(w)) = (m.dispatches_per_step, m.host_waits_per_1000_steps) {
-                    eprintln!(
-                        "  per step: {all} dispatches ({grid} of them the grid's, empty unless rebuilding); {w:.1} host waits per 1000 steps"
-                    );
-                }
-                if let Some(b) = m.engine_bytes {
-                    let parts: Vec<String> =
-                        m.engine_parts.iter().map(|(k, v)| format!("{k} {:.1}", *v as f64 / 1e6)).collect();
-                    eprintln!("  engine arrays {:.1} MB: {}", b as f64 / 1e6, parts.join(", "));
-                }
-                match &m.stage_seconds {
-                    Some(s) if s.is_empty() => {
-                        eprintln!("  stages: {} offers no timestamp queries", m.device)
-                    }
-                    Some(s) => {
-                        let total: f64 = s.iter().map(|x| x.1).sum();
-                        let parts: Vec<String> = s
-                            .iter()
-                            .map(|(k, v)| {
-                                format!("{k} {:.3} ms ({:.0} %)", v * 1e3, 100.0 * v / total.max(f64::MIN_POSITIVE))
-                            })
-                            .collect();
-                        eprintln!("  device time per step {:.3} ms: {}", total * 1e3, parts.join(", "));
-                    }
-                    None => {}
-                }
+                print_measurement(&m);
                 report.measurements.push(m);
                 // Written after every measurement, so that an interrupted bench keeps what it
                 // measured.
@@ -174,4 +99,92 @@ pub(super) fn cmd_bench(
         eprintln!("wrote the generated section of {}", md.display());
     }
     Ok(())
+}
+
+/// Checks the report files' places before anything is measured: a long bench should not end in
+/// a missing marker or folder.
+fn check_report_paths(json: Option<&Path>, markdown: Option<&Path>) -> Result<()> {
+    use rrpdem::bench;
+    // The Markdown file is checked before anything is measured: a long bench should not end in
+    // a missing marker.
+    if let Some(md) = markdown {
+        let doc = std::fs::read_to_string(md).with_context(|| format!("reading {}", md.display()))?;
+        bench::report::splice(&doc, "", md)?;
+    }
+    // So is the JSON file's place: it is written after the first measurement.
+    if let Some(j) = json {
+        if j.is_dir() {
+            bail!(
+                "--json {}: is a folder; give the report's file name (e.g. {})",
+                j.display(),
+                j.join("bench.json").display()
+            );
+        }
+        if let Some(dir) = j.parent().filter(|d| !d.as_os_str().is_empty() && !d.is_dir()) {
+            bail!("--json {}: the folder {} does not exist", j.display(), dir.display());
+        }
+    }
+    Ok(())
+}
+
+/// The table's header line (stdout).
+fn print_header() {
+    println!(
+        "{:<16} {:<8} {:>7} {:>10} {:>9} {:>14} {:>14} {:>8} {:>8} {:>9} {:>9}",
+        "case",
+        "engine",
+        "threads",
+        "particles",
+        "bonds",
+        "particle-st/s",
+        "bond-steps/s",
+        "B/p-step",
+        "of b/w",
+        "setup s",
+        "peak MB"
+    );
+}
+
+/// One measurement's table line (stdout) and its details (stderr).
+fn print_measurement(m: &rrpdem::bench::Measurement) {
+    println!(
+        "{:<16} {:<8} {:>7} {:>10} {:>9} {:>14.4e} {:>14.4e} {:>8.0} {:>8} {:>9.2} {:>9.0}",
+        m.case,
+        format!("{:?}", m.engine),
+        m.threads,
+        m.particles,
+        m.bonds,
+        m.particle_steps_per_s,
+        m.bond_steps_per_s,
+        m.bytes_per_particle_step,
+        m.bandwidth_fraction.map_or("-".into(), |f| format!("{:.1} %", 100.0 * f)),
+        m.engine_setup_s,
+        m.peak_rss.unwrap_or(0) as f64 / 1e6
+    );
+    if let (Some(r), Some(l)) = (m.rebuilds_per_1000_steps, m.list_entries_per_particle) {
+        eprintln!("  contact lists: {r:.1} rebuilds per 1000 steps, {l:.2} entries per particle");
+    }
+    if let (Some((all, grid)), Some(w)) = (m.dispatches_per_step, m.host_waits_per_1000_steps) {
+        eprintln!(
+            "  per step: {all} dispatches ({grid} of them the grid's, empty unless rebuilding); {w:.1} host waits per 1000 steps"
+        );
+    }
+    if let Some(b) = m.engine_bytes {
+        let parts: Vec<String> = m.engine_parts.iter().map(|(k, v)| format!("{k} {:.1}", *v as f64 / 1e6)).collect();
+        eprintln!("  engine arrays {:.1} MB: {}", b as f64 / 1e6, parts.join(", "));
+    }
+    match &m.stage_seconds {
+        Some(s) if s.is_empty() => {
+            eprintln!("  stages: {} offers no timestamp queries", m.device)
+        }
+        Some(s) => {
+            let total: f64 = s.iter().map(|x| x.1).sum();
+            let parts: Vec<String> = s
+                .iter()
+                .map(|(k, v)| format!("{k} {:.3} ms ({:.0} %)", v * 1e3, 100.0 * v / total.max(f64::MIN_POSITIVE)))
+                .collect();
+            eprintln!("  device time per step {:.3} ms: {}", total * 1e3, parts.join(", "));
+        }
+        None => {}
+    }
 }
