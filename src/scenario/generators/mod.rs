@@ -85,19 +85,8 @@ pub(crate) struct SolidFields {
 }
 
 impl SolidFields {
-    /// Validates the shared fields (errors name `field.<name>`) and resolves the particle
-    /// diameter: given, solved from `particles`, or `particle.diameter`. `dp_max` is the body's
-    /// thickness (a sphere must fit), named by `thickness_field` in errors. Why over 120 lines:
-    /// one check per field, in the order the docs list them.
-    pub(crate) fn resolve(
-        &self,
-        s: &Scenario,
-        field: &str,
-        region: Region,
-        dp_max: f64,
-        thickness_field: &str,
-    ) -> Result<Fill, ScenarioError> {
-        let f = |name: &str| format!("{field}.{name}");
+    /// The fields' ranges and finiteness (errors name `f(name)`).
+    fn check_shared(&self, s: &Scenario, f: &dyn Fn(&str) -> String) -> Result<(), ScenarioError> {
         if !(0.0..=1.0).contains(&self.jitter) {
             return Err(
                 s.invalid(f("jitter"), format!("must be in [0, 1] (a fraction of D_p), got {}", num(self.jitter)))
@@ -126,6 +115,11 @@ impl SolidFields {
         unit_direction(s, &f("axis"), self.axis)?;
         finite_vec(s, &f("velocity"), self.velocity)?;
         finite_vec(s, &f("angular_velocity"), self.angular_velocity)?;
+        Ok(())
+    }
+
+    /// Density, or mass and inertia (the scenario's `particle` values by default).
+    fn mass_spec(&self, s: &Scenario, f: &dyn Fn(&str) -> String) -> Result<MassSpec, ScenarioError> {
         let mass = match (self.density, self.mass, self.inertia) {
             (Some(rho), None, None) => {
                 positive(s, &f("density"), rho)?;
@@ -142,6 +136,23 @@ impl SolidFields {
                 MassSpec::Uniform { mass, inertia }
             }
         };
+        Ok(mass)
+    }
+
+    /// Validates the shared fields (errors name `field.<name>`) and resolves the particle
+    /// diameter: given, solved from `particles`, or `particle.diameter`. `dp_max` is the body's
+    /// thickness (a sphere must fit), named by `thickness_field` in errors.
+    pub(crate) fn resolve(
+        &self,
+        s: &Scenario,
+        field: &str,
+        region: Region,
+        dp_max: f64,
+        thickness_field: &str,
+    ) -> Result<Fill, ScenarioError> {
+        let f = |name: &str| format!("{field}.{name}");
+        self.check_shared(s, &f)?;
+        let mass = self.mass_spec(s, &f)?;
         let dp = match (self.particle_diameter, self.particles) {
             (Some(_), Some(_)) => {
                 return Err(s.invalid(field, "give either `particle_diameter` or `particles`, not both"));
