@@ -417,3 +417,35 @@ fn converge_compares_em_sm_and_the_rrp_maps() {
     }
     assert!(rows[3].csv_row().split(',').count() == rrpdem::converge::CONVERGE_HEADER.split(',').count());
 }
+
+/// `rrpdem compare SCENARIO --integrator em --against sm`: the largest position and velocity
+/// differences it prints are the ones of the two runs made here through the library (the same
+/// CPU engine, the same steps: equal to the printed 4 digits), and each scheme's energy error
+/// is printed.
+#[test]
+fn compare_against_prints_the_differences_of_the_two_runs() {
+    let steps = 100u64;
+    let (s, m) = load("four_mass.json");
+    let (_, em) = run(&m, Integrator::Em, s.dt, steps);
+    let (_, sm) = run(&m, Integrator::Sm, s.dt, steps);
+    let dx = em.iter().zip(&sm).map(|(a, b)| (a.x - b.x).length()).fold(0.0, f64::max);
+    let dv = em.iter().zip(&sm).map(|(a, b)| (a.v - b.v).length()).fold(0.0, f64::max);
+    assert!(dx > 1e-8, "the schemes differ: {dx:e}");
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_rrpdem"))
+        .args(["compare", shipped("four_mass.json").to_str().unwrap(), "--integrator", "em", "--against", "sm"])
+        .args(["--steps", &steps.to_string()])
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout).to_string() + &String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{out}");
+    let printed = |name: &str| -> f64 {
+        let line = out.lines().find(|l| l.starts_with(name)).unwrap_or_else(|| panic!("no `{name}` line: {out}"));
+        line.split_whitespace().nth(1).unwrap().parse().unwrap()
+    };
+    for (name, want) in [("position", dx), ("velocity", dv)] {
+        let got = printed(name);
+        assert!((got - want).abs() <= 1e-3 * want, "{name}: printed {got:e}, runs {want:e}\n{out}");
+    }
+    assert!(out.lines().any(|l| l.starts_with("em") && l.contains("energy error")), "{out}");
+    assert!(out.lines().any(|l| l.starts_with("sm") && l.contains("energy error")), "{out}");
+}
