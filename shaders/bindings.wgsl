@@ -234,6 +234,22 @@ fn frozen(r: u32, step: u32) -> bool {
         || rstatus(r, RSTATUS_BAD_STEP) < step || rstatus(r, RSTATUS_GUARD_STEP) < step;
 }
 
+/// The total force of replica r's walls on particle i, recomputed from the state with `wall` as
+/// the particle kernel computes it: read by the records (`reduce_state`) and the watch
+/// (`watch_state`), so that the particle kernel stores no per-particle wall force.
+fn wall_force_at(r: u32, i: u32) -> vec3<real> {
+    var f = vec3<real>(0.0);
+    let edge = reps[r].cell_edge;
+    let xi = pos_at(i);
+    let ci = cell_at(i).xyz;
+    let w0 = reps[r].wall_start;
+    for (var k = w0; k < w0 + reps[r].n_walls; k++) {
+        let xw = block_vector(ci, xi.xyz, walls[k].block.xyz, edge);
+        f = f + wall(xw, xi.w, walls[k].point.xyz, walls[k].normal.xyz, reps[r].k_wall).force;
+    }
+    return f;
+}
+
 /// Normal of the wall replica r first touched (`watch_update` names it), or zero before.
 fn contact_normal(r: u32) -> vec3<real> {
     let w = rstatus(r, RSTATUS_CONTACT_WALL);

@@ -45,7 +45,7 @@ fn integrate_check(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroup
 
 /// One thread per replica: its anchor's (first particle's) displacement since the last rebuild
 /// once this step has drifted it, computed as `integrate` will compute it (twin of
-/// `NeighbourList::set_drift`'s caller in src/engine/cpu/step.rs). Any common vector would keep
+/// the anchor's drift in `CpuEngine::integrate`, src/engine/cpu/integrate.rs). Any common vector would keep
 /// the rule valid (|Δx_i − Δx_j| ≤ |Δx_i − d| + |Δx_j − d|); this one makes a body in rigid
 /// flight rebuild only for its deformation. Read by `integrate` in its own dispatch, so no
 /// thread reads a position another one is writing.

@@ -81,17 +81,7 @@ fn reduce_state(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) 
         tree_sh[REC_U_CONTACT * WG + lid] = u.x;
         tree_sh[REC_U_WALL * WG + lid] = u.y;
         tree_sh[REC_U_GRAVITY * WG + lid] = u.z;
-        // The wall force is recomputed here from the state rather than stored by the particle
-        // kernel every step: the same pure function of the same inputs, needed only at records,
-        // so it costs no per-particle buffer and no per-step write.
-        var f_wall = vec3<real>(0.0);
-        let w0 = reps[r].wall_start;
-        let xi = pos_at(i);
-        let ci = cell_at(i).xyz;
-        for (var k = w0; k < w0 + reps[r].n_walls; k++) {
-            let xw = block_vector(ci, xi.xyz, walls[k].block.xyz, edge);
-            f_wall = f_wall + wall(xw, xi.w, walls[k].point.xyz, walls[k].normal.xyz, reps[r].k_wall).force;
-        }
+        let f_wall = wall_force_at(r, i);
         let mx = m * x;
         for (var c = 0u; c < 3u; c++) {
             tree_sh[(REC_P + c) * WG + lid] = p[c];

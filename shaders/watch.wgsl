@@ -70,23 +70,6 @@ fn watch_record(lid: u32, group: u32) {
     }
 }
 
-/// The wall force on particle i of replica r, recomputed from the state as the particle kernel
-/// computed it (as reduce_state does): the watch's W_F share.
-fn watch_wall_force(r: u32, i: u32) -> vec3<real> {
-    var f = vec3<real>(0.0);
-    let w0 = reps[r].wall_start;
-    if reps[r].n_walls > 0u {
-        let edge = reps[r].cell_edge;
-        let xi = pos_at(i);
-        let ci = cell_at(i).xyz;
-        for (var k = w0; k < w0 + reps[r].n_walls; k++) {
-            let xw = block_vector(ci, xi.xyz, walls[k].block.xyz, edge);
-            f = f + wall(xw, xi.w, walls[k].point.xyz, walls[k].normal.xyz, reps[r].k_wall).force;
-        }
-    }
-    return f;
-}
-
 /// Level 0: WG·WATCH_PER_LANE particles of one replica per workgroup (entry: replica, first
 /// replica-relative particle); lane l adds particles l, l + WG, … in order (reads coalesced
 /// across lanes), then the lanes' sums are summed in a tree.
@@ -118,7 +101,7 @@ fn watch_state(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) n
             grav = grav + u.z;
             rel = rel + force_at(i).w;
             pn = pn + moment_at(i).w;
-            f = f + watch_wall_force(r, i);
+            f = f + wall_force_at(r, i);
         }
         tree_sh[W_MECH * WG + lid] = mech;
         tree_sh[W_GRAV * WG + lid] = grav;

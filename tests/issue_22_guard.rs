@@ -9,24 +9,12 @@
 //! at --record-every 1 / 10 / 50; the paper ring reported a restitution of −0.136 before it had
 //! left the wall.
 
+mod common;
+use common::falling_sphere;
 use rrpdem::error::EngineError;
 use rrpdem::run::{self, EngineChoice, RunError, RunOptions, Summary};
 use rrpdem::scenario::{Backend, Scenario};
 use std::path::Path;
-
-/// One sphere (m = 1, D = 1) falling at 20 onto a stiff wall at height `z` under g = 10,
-/// starting `gap` above it, with the time step above the stability estimate.
-fn falling_sphere(z: f64, gap: f64, dt: f64, t_end: f64) -> Scenario {
-    let json = format!(
-        r#"{{"name": "drop", "dt": {dt}, "t_end": {t_end}, "record_every": 1, "force_dt": true,
-        "particle": {{"mass": 1, "inertia": 0.1, "diameter": 1}},
-        "stiffness": {{"contact": 1e6, "wall": 1e6}}, "gravity": [0, 0, -10],
-        "walls": [{{"point": [0, 0, {z}], "normal": [0, 0, 1]}}],
-        "bodies": [{{"type": "particles", "particles": [{{"x": [0, 0, {}], "v": [0, 0, -20]}}]}}]}}"#,
-        z + 0.5 + gap
-    );
-    Scenario::from_json(&json, Path::new("drop.json")).unwrap()
-}
 
 fn run_cpu(s: &Scenario, dir: &Path) -> Result<Summary, RunError> {
     let choice = EngineChoice { backend: Some(Backend::Cpu), ..Default::default() };

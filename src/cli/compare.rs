@@ -5,7 +5,7 @@
 
 use super::check_step;
 use anyhow::{Result, bail};
-use rrpdem::compare::{compare, default_tolerance, exceeding};
+use rrpdem::compare::{Difference, compare, default_tolerance, exceeding};
 use rrpdem::engine::{self, CpuEngine, Engine, Precision};
 use rrpdem::integrator::Integrator;
 use rrpdem::scenario::{Backend, MAX_STEPS, Scenario};
@@ -38,18 +38,7 @@ pub(super) fn cmd_compare(
     eprintln!("rrpdem compare: {} — {} steps of {} with {}", scenario.name, steps, scenario.dt, scenario.integrator);
     let diffs = compare(&mut cpu, gpu.as_mut(), steps)?;
     println!("CPU f64 reference vs GPU {} on {}", info.precision.as_str(), info.device);
-    println!("{:<18} {:>12} {:>12} {:>12}  where", "quantity", "max |diff|", "scale", "relative");
-    for d in &diffs {
-        println!("{:<18} {:>12.3e} {:>12.4e} {:>12.3e}  {}", d.quantity, d.max_abs, d.scale, d.max_rel, d.at);
-    }
-    let over = exceeding(&diffs, tolerance);
-    if over.is_empty() {
-        println!("verdict           agree within {tolerance:e} (relative)");
-        return Ok(());
-    }
-    let names: Vec<String> = over.iter().map(|d| format!("{} ({:.3e})", d.quantity, d.max_rel)).collect();
-    println!("verdict           DIFFER beyond {tolerance:e}: {}", names.join(", "));
-    bail!("the engines differ beyond the tolerance {tolerance:e}: {}", names.join(", "))
+    print_differences(&diffs, Some(tolerance), "engines")
 }
 
 /// `rrpdem compare --against B`: the scenario's integrator (or `integrator`) and `b` on the CPU
@@ -94,17 +83,23 @@ pub(super) fn cmd_compare_integrators(
     for (name, (err, cost)) in [a, b].iter().zip(&errors) {
         println!("{:<18} energy error {:>10.3e}  {:>10.3e} s/step", name.as_str(), err, cost);
     }
+    print_differences(&diffs, tolerance, "integrators")
+}
+
+/// Prints the table of differences and, with a tolerance, the verdict; an error (exit status 1)
+/// when some difference exceeds it. `what` names the two sides compared.
+fn print_differences(diffs: &[Difference], tolerance: Option<f64>, what: &str) -> Result<()> {
     println!("{:<18} {:>12} {:>12} {:>12}  where", "quantity", "max |diff|", "scale", "relative");
-    for d in &diffs {
+    for d in diffs {
         println!("{:<18} {:>12.3e} {:>12.4e} {:>12.3e}  {}", d.quantity, d.max_abs, d.scale, d.max_rel, d.at);
     }
     let Some(tolerance) = tolerance else { return Ok(()) };
-    let over = exceeding(&diffs, tolerance);
+    let over = exceeding(diffs, tolerance);
     if over.is_empty() {
         println!("verdict           agree within {tolerance:e} (relative)");
         return Ok(());
     }
     let names: Vec<String> = over.iter().map(|d| format!("{} ({:.3e})", d.quantity, d.max_rel)).collect();
     println!("verdict           DIFFER beyond {tolerance:e}: {}", names.join(", "));
-    bail!("the integrators differ beyond the tolerance {tolerance:e}: {}", names.join(", "))
+    bail!("the {what} differ beyond the tolerance {tolerance:e}: {}", names.join(", "))
 }
