@@ -365,7 +365,7 @@ pub fn measure(
                     // Watched as `run` watches it, so that the watch stage is timed too.
                     let d0 = e.diagnostics().map_err(|e| e.to_string())?;
                     Engine::set_watch(&mut e, Watch::new(&d0, f64::INFINITY, &model.params.walls));
-                    e.advance((steps / 10).max(1)).map_err(|e| e.to_string())?;
+                    e.advance(warm_up_steps(steps)).map_err(|e| e.to_string())?;
                     let t = e.time_stages(steps.min(u32::MAX as u64) as u32).map_err(|e| e.to_string())?;
                     stage_seconds =
                         Some(t.map_or_else(Vec::new, |t| t.into_iter().map(|(k, v)| (k.to_string(), v)).collect()));
@@ -394,14 +394,10 @@ pub fn measure(
         e.set_watch(Watch::new(&d0, f64::INFINITY, &model.params.walls));
         let stride = e.guard_interval().max(1);
         drop(model);
-        // `timed` calls `advance` once for the warm-up, then for the timed steps: the rebuilds
-        // are counted from the first timed call on.
-        let (mut calls, mut rebuilds_from) = (0u32, 0u64);
+        // The rebuilds are counted over the warm-up and the timed steps together, read outside
+        // the timing (on the GPU, `list_figures` reads the list counts back).
+        let rebuilds_from = e.list_figures().map_or(0, |f| f.0);
         let m = timed(case, engine, threads, steps, min_seconds, bandwidth_gbs, built, |k| {
-            calls += 1;
-            if calls == 2 {
-                rebuilds_from = e.list_figures().map_or(0, |f| f.0);
-            }
             for s in strides(k, stride) {
                 e.advance(s).and_then(|()| e.diagnostics()).map_err(|e| e.to_string())?;
             }
@@ -409,7 +405,8 @@ pub fn measure(
         })?;
         let (mut rebuilds_per_1000_steps, mut list_entries_per_particle) = (None, None);
         if let Some((rebuilds, entries)) = e.list_figures() {
-            rebuilds_per_1000_steps = Some(1000.0 * rebuilds.saturating_sub(rebuilds_from) as f64 / m.steps as f64);
+            let stepped = m.steps + warm_up_steps(steps);
+            rebuilds_per_1000_steps = Some(1000.0 * rebuilds.saturating_sub(rebuilds_from) as f64 / stepped as f64);
             list_entries_per_particle = Some(entries as f64 / n.max(1) as f64);
         }
         Ok(Measurement {
@@ -440,6 +437,11 @@ struct Built {
     engine_parts: Vec<(String, u64)>,
 }
 
+/// Steps of `timed`'s warm-up for `steps` timed steps.
+fn warm_up_steps(steps: u64) -> u64 {
+    (steps / 10).max(1)
+}
+
 /// A warm-up of `steps / 10` steps, then `steps` timed steps repeated until at least
 /// `min_seconds` have passed; the measurement of the engine `advance` steps.
 #[allow(clippy::too_many_arguments)]
@@ -453,7 +455,7 @@ fn timed(
     built: Built,
     mut advance: impl FnMut(u64) -> Result<(), String>,
 ) -> Result<Measurement, String> {
-    advance((steps / 10).max(1))?;
+    advance(warm_up_steps(steps))?;
     let start = Instant::now();
     let mut done = 0;
     while done == 0 || start.elapsed().as_secs_f64() < min_seconds {
