@@ -589,19 +589,19 @@ impl Checkpoint {
         reader.by_ref().take(1 << 16).read_line(&mut first).map_err(io)?;
         reader.by_ref().take(1 << 16).read_line(&mut second).map_err(io)?;
         let h = header.trim_end();
-        use crate::diagnostics::{LEGACY_SERIES_HEADER, SCALE_SERIES_HEADER, SERIES_HEADER};
-        if ![SERIES_HEADER, SCALE_SERIES_HEADER, LEGACY_SERIES_HEADER].contains(&h) {
+        use crate::diagnostics::{FRAGMENT_SERIES_HEADER, LEGACY_SERIES_HEADER, SCALE_SERIES_HEADER, SERIES_HEADER};
+        if ![SERIES_HEADER, FRAGMENT_SERIES_HEADER, SCALE_SERIES_HEADER, LEGACY_SERIES_HEADER].contains(&h) {
             return Ok(());
         }
         // A row is the diagnostics' columns, then (but in a legacy series.csv) the guard's scale,
-        // then (in this version's) the three fragment columns.
+        // then the three fragment columns, then (in this version's) `E_dissipated`.
         let row_is = |line: &str, d: &crate::diagnostics::Diagnostics| {
             let line = line.trim_end();
             let cols = d.csv_row();
             line == cols
                 || line
                     .strip_prefix(&cols)
-                    .is_some_and(|rest| rest.starts_with(',') && matches!(rest[1..].split(',').count(), 1 | 4))
+                    .is_some_and(|rest| rest.starts_with(',') && matches!(rest[1..].split(',').count(), 1 | 4 | 5))
         };
         if !row_is(&first, &self.progress.first) {
             return Err(other(format!(

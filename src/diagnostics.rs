@@ -34,6 +34,10 @@ pub struct Diagnostics {
     pub e_released: f64,
     /// Bonds broken so far.
     pub n_broken: u64,
+    /// Work done against the dissipative loads so far (MODEL §10 ledger; cumulative, 0 without
+    /// damping and friction); `E + E_released + E_dissipated` is what stays bounded.
+    #[serde(default)]
+    pub e_dissipated: f64,
     /// Total force of the walls on the particles (MODEL §9).
     pub f_wall: DVec3,
     /// Centre of mass `Σ m x / Σ m` and its velocity `P / Σ m`.
@@ -42,10 +46,17 @@ pub struct Diagnostics {
 }
 
 /// Header of `series.csv`: the diagnostics (`Diagnostics::csv_row`), then the energy guard's
-/// scale at that step (`E_scale`, `crate::guard`), then the fragments (`crate::fragments::Counts`).
+/// scale at that step (`E_scale`, `crate::guard`), then the fragments (`crate::fragments::Counts`),
+/// then `E_dissipated` (MODEL §10; each version added its columns last).
 pub const SERIES_HEADER: &str = "step,t,E,E_trans,E_rot,U_bend,U_axial,U_shear,U_contact,U_wall,U_gravity,P_x,P_y,P_z,\
      S_x,S_y,S_z,L_x,L_y,L_z,E_released,n_broken,F_wall_x,F_wall_y,F_wall_z,x_cm,y_cm,z_cm,v_cm_x,v_cm_y,v_cm_z,E_scale,\
-     n_fragments,largest_fragment_fraction,debris_fraction";
+     n_fragments,largest_fragment_fraction,debris_fraction,E_dissipated";
+
+/// Header of a `series.csv` written before `E_dissipated` (a run resumed from such a folder goes
+/// on writing rows without it).
+pub const FRAGMENT_SERIES_HEADER: &str = "step,t,E,E_trans,E_rot,U_bend,U_axial,U_shear,U_contact,U_wall,U_gravity,\
+     P_x,P_y,P_z,S_x,S_y,S_z,L_x,L_y,L_z,E_released,n_broken,F_wall_x,F_wall_y,F_wall_z,x_cm,y_cm,z_cm,v_cm_x,v_cm_y,\
+     v_cm_z,E_scale,n_fragments,largest_fragment_fraction,debris_fraction";
 
 /// Header of a `series.csv` written before the fragment columns (a run resumed from such a folder
 /// goes on writing rows without them).
@@ -64,9 +75,9 @@ pub fn fmt17(v: f64) -> String {
 }
 
 impl Diagnostics {
-    /// What the energy guard watches: `E + E_released` (MODEL §6).
+    /// What the energy guard watches: `E + E_released + E_dissipated` (MODEL §6, §10).
     pub fn budget_total(&self) -> f64 {
-        self.total() + self.e_released
+        self.total() + self.e_released + self.e_dissipated
     }
 
     /// Total mechanical energy `E` (without what ruptures released).

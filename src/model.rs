@@ -2,7 +2,7 @@
 //! interaction parameters. Built from a scenario; independent of any engine.
 
 use crate::integrator::Kinematics;
-use crate::interactions::{BondOut, Pendulum, Rupture, ShearVariant, Wall, axial, bending, shear};
+use crate::interactions::{BondOut, Dissipation, Pendulum, Rupture, ShearVariant, Wall, axial, bending, shear};
 use glam::{DQuat, DVec3};
 use rayon::prelude::*;
 use serde::Serialize;
@@ -91,6 +91,9 @@ pub struct Params {
     pub pendulum: Option<Pendulum>,
     /// Binder rupture (MODEL §6); `None`: bonds never break.
     pub rupture: Option<Rupture>,
+    /// Dissipation and friction (MODEL §10); `None`: the conservative model.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dissipation: Option<Dissipation>,
 }
 
 impl Params {
@@ -113,6 +116,7 @@ impl Default for Params {
             gravity: DVec3::ZERO,
             pendulum: None,
             rupture: None,
+            dissipation: None,
         }
     }
 }

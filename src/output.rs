@@ -1,7 +1,9 @@
 //! Output files: `series.csv` (one row per recorded step), `final_state.csv` and `summary.json`,
 //! and the output folder itself (one run at a time, never a mix of two runs' files).
 
-use crate::diagnostics::{Diagnostics, LEGACY_SERIES_HEADER, SCALE_SERIES_HEADER, SERIES_HEADER, fmt17};
+use crate::diagnostics::{
+    Diagnostics, FRAGMENT_SERIES_HEADER, LEGACY_SERIES_HEADER, SCALE_SERIES_HEADER, SERIES_HEADER, fmt17,
+};
 use crate::fragments::{Counts, Fragment};
 use crate::integrator::Kinematics;
 use crate::interactions::BreakEvent;
@@ -154,12 +156,15 @@ pub enum SeriesColumns {
     Scale,
     /// `E_scale,n_fragments,largest_fragment_fraction,debris_fraction`.
     Fragments,
+    /// The fragments' columns, then `E_dissipated`.
+    Dissipated,
 }
 
 impl SeriesColumns {
     fn of(header: &str) -> SeriesColumns {
         match header {
-            SERIES_HEADER => SeriesColumns::Fragments,
+            SERIES_HEADER => SeriesColumns::Dissipated,
+            FRAGMENT_SERIES_HEADER => SeriesColumns::Fragments,
             SCALE_SERIES_HEADER => SeriesColumns::Scale,
             _ => SeriesColumns::Legacy,
         }
@@ -205,11 +210,11 @@ impl SeriesWriter {
 
     /// Reopens `series.csv` to continue a run from `step`: rows after `step` (written after
     /// the checkpoint, before the run stopped) are dropped, and a torn last line with them. A
-    /// `series.csv` of an earlier version (without the fragment columns, or also without
-    /// `E_scale`) goes on in its own columns.
+    /// `series.csv` of an earlier version (without `E_dissipated`, or also without the fragment
+    /// columns, or also without `E_scale`) goes on in its own columns.
     pub fn resume(path: &Path, step: u64) -> Result<SeriesWriter, OutputError> {
         SeriesWriter::resume_with_header(path, SERIES_HEADER, step).or_else(|e| {
-            [SCALE_SERIES_HEADER, LEGACY_SERIES_HEADER]
+            [FRAGMENT_SERIES_HEADER, SCALE_SERIES_HEADER, LEGACY_SERIES_HEADER]
                 .into_iter()
                 .find_map(|h| SeriesWriter::resume_with_header(path, h, step).ok())
                 .ok_or(e)
@@ -264,6 +269,10 @@ impl SeriesWriter {
         if self.columns >= SeriesColumns::Fragments {
             let f = fragments;
             row.push_str(&format!(",{},{},{}", f.n_fragments, fmt17(f.largest_fraction), fmt17(f.debris_fraction)));
+        }
+        if self.columns >= SeriesColumns::Dissipated {
+            row.push(',');
+            row.push_str(&fmt17(d.e_dissipated));
         }
         writeln!(self.out, "{row}").map_err(wrap(&self.path))?;
         self.flush_if_full()

@@ -35,14 +35,15 @@ fn run_writes_the_three_files() {
         lines.next().unwrap(),
         "step,t,E,E_trans,E_rot,U_bend,U_axial,U_shear,U_contact,U_wall,U_gravity,P_x,P_y,P_z,S_x,S_y,S_z,L_x,L_y,L_z,\
          E_released,n_broken,F_wall_x,F_wall_y,F_wall_z,x_cm,y_cm,z_cm,v_cm_x,v_cm_y,v_cm_z,E_scale,n_fragments,\
-         largest_fragment_fraction,debris_fraction"
+         largest_fragment_fraction,debris_fraction,E_dissipated"
     );
     let rows: Vec<&str> = lines.collect();
     assert_eq!(rows.len(), 11, "steps 0, 50, …, 500");
     let last: Vec<&str> = rows[10].split(',').collect();
-    assert_eq!(last.len(), 35);
-    // Fragments (MODEL §11): the ring, all bonds intact, is one piece holding all the mass.
-    assert_eq!(last[32..], ["1", "1.0000000000000000e0", "0.0000000000000000e0"]);
+    assert_eq!(last.len(), 36);
+    // Fragments (MODEL §11): the ring, all bonds intact, is one piece holding all the mass;
+    // nothing dissipates without damping or friction (MODEL §10).
+    assert_eq!(last[32..], ["1", "1.0000000000000000e0", "0.0000000000000000e0", "0.0000000000000000e0"]);
     assert_eq!(last[0], "500");
     // The impact columns (MODEL §9): no rupture, the wall pushes along +x only, and v_cm = P/M
     // (80 unit masses) to round-off.

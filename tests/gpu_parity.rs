@@ -29,6 +29,7 @@ fn distinct(shear: ShearVariant) -> Params {
         gravity: DVec3::new(0.0, 0.0, -1.0),
         pendulum: None,
         rupture: None,
+        dissipation: None,
     }
 }
 

@@ -138,6 +138,13 @@ pub(super) fn print_summary(s: &Summary, out: &Path) {
             d.n_broken, s.bonds, d.e_released
         );
     }
+    if s.scenario.dissipation().is_some() {
+        println!(
+            "dissipation     E_dissipated = {:.6e} taken by damping and friction (MODEL §10; the energy error \
+             above is of E + E_released + E_dissipated)",
+            d.e_dissipated
+        );
+    }
     if let Some(i) = &s.impact {
         let o = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.4}"));
         let rebound = match (&i.no_rebound, i.rebound_speed, i.restitution) {

@@ -192,8 +192,12 @@ pub fn create(
             _ => Ok(Box::new(CpuEngine::new(model, integrator, dt)?)),
         },
         Backend::Gpu => gpu(AdapterChoice::Any),
-        // `em` and `sm` run on the CPU engine only (MODEL §13).
-        Backend::Auto if !integrator.is_implicit() && hardware_adapter_available() => gpu(AdapterChoice::HardwareOnly),
+        // `em` and `sm` (MODEL §13), damping and friction (§10) run on the CPU engine only.
+        Backend::Auto
+            if !integrator.is_implicit() && model.params.dissipation.is_none() && hardware_adapter_available() =>
+        {
+            gpu(AdapterChoice::HardwareOnly)
+        }
         Backend::Auto => Ok(Box::new(CpuEngine::new(model, integrator, dt)?)),
     }
 }

@@ -221,14 +221,14 @@ pub(crate) fn stored_ends(n: usize, ends: &[(u32, u32)]) -> usize {
 }
 
 /// A mutable slice whose elements parallel tasks write, each element by one task only.
-struct Disjoint<'a, T>(*mut T, usize, std::marker::PhantomData<&'a mut [T]>);
+pub(crate) struct Disjoint<'a, T>(*mut T, usize, std::marker::PhantomData<&'a mut [T]>);
 
 // SAFETY: elements are handed out only under `get`'s contract (one task per element).
 unsafe impl<T: Send> Sync for Disjoint<'_, T> {}
 unsafe impl<T: Send> Send for Disjoint<'_, T> {}
 
 impl<'a, T> Disjoint<'a, T> {
-    fn new(s: &'a mut [T]) -> Disjoint<'a, T> {
+    pub(crate) fn new(s: &'a mut [T]) -> Disjoint<'a, T> {
         Disjoint(s.as_mut_ptr(), s.len(), std::marker::PhantomData)
     }
 
@@ -238,7 +238,7 @@ impl<'a, T> Disjoint<'a, T> {
     /// No other task reads or writes element `i` while the reference lives.
     #[allow(clippy::mut_from_ref)]
     #[inline]
-    unsafe fn get(&self, i: usize) -> &mut T {
+    pub(crate) unsafe fn get(&self, i: usize) -> &mut T {
         assert!(i < self.1);
         // SAFETY: in bounds (checked above); exclusive by the caller's guarantee.
         unsafe { &mut *self.0.add(i) }

@@ -6,6 +6,7 @@
 pub mod axial;
 pub mod bending;
 pub mod contact;
+pub mod damping;
 pub mod gravity;
 pub mod pendulum;
 pub mod rupture;
@@ -15,6 +16,7 @@ pub mod wall;
 pub use axial::axial;
 pub use bending::bending;
 pub use contact::contact;
+pub use damping::{BondDamping, ContactLoad, Dissipation, binder_damping, contact_dissipation, restitution_beta};
 pub use gravity::gravity;
 pub use pendulum::{Pendulum, pendulum};
 pub use rupture::{BreakEvent, Rupture, RuptureRule, rupture, rupture_measures};

@@ -230,8 +230,14 @@ impl EngineChoice {
     pub fn resolve(&self, s: &Scenario) -> (crate::scenario::Backend, Option<crate::engine::Precision>) {
         use crate::scenario::Backend;
         let backend = match self.backend.unwrap_or(s.backend) {
-            // `em` and `sm` run on the CPU engine only (MODEL §13).
-            Backend::Auto if !s.integrator.is_implicit() && crate::gpu::hardware_adapter_available() => Backend::Gpu,
+            // `em` and `sm` (MODEL §13), damping and friction (§10) run on the CPU engine only.
+            Backend::Auto
+                if !s.integrator.is_implicit()
+                    && s.dissipation().is_none()
+                    && crate::gpu::hardware_adapter_available() =>
+            {
+                Backend::Gpu
+            }
             Backend::Auto => Backend::Cpu,
             b => b,
         };

@@ -373,7 +373,7 @@ impl<'scope> Replica<'scope> {
     pub(super) fn write_record(&mut self) -> Result<(), OutputError> {
         let Some((d, scale)) = self.pending.take() else { return Ok(()) };
         let counts = match self.series.columns() {
-            output::SeriesColumns::Fragments => self.fragment_counts(),
+            output::SeriesColumns::Fragments | output::SeriesColumns::Dissipated => self.fragment_counts(),
             _ => Counts::default(),
         };
         self.series.write(&d, scale, &counts)

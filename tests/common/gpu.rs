@@ -90,6 +90,7 @@ pub fn lattice_params() -> rrpdem::model::Params {
         gravity: DVec3::new(0.0, 0.0, -1.0),
         pendulum: None,
         rupture: None,
+        dissipation: None,
     }
 }
 

@@ -3,12 +3,14 @@
 //! pass (contacts, walls, fields); and the diagnostics summed from the state and the energies of
 //! the last evaluation.
 
+use super::dissipation::PassInputs;
 use super::pass::{parallel_bonds, run_pass};
 use super::{BROKE_NOW, BROKEN, CpuEngine, INTACT, ParticleAcc};
 use crate::diagnostics::Diagnostics;
 use crate::engine::scatter::{BondRanges, ENERGY_BLOCK};
 use crate::error::EngineError;
 use crate::grid::PAR_MIN;
+use crate::integrator::Kinematics;
 use crate::interactions::rupture::{BOUND_SLACK_F64, bond_breaks};
 use crate::interactions::{BondOut, BreakEvent, contact, gravity, pendulum, wall};
 use crate::model::{bond_terms_ref, bond_terms_rel};
@@ -26,6 +28,22 @@ pub(super) struct Sums {
     pub(super) u_wall: f64,
     pub(super) u_gravity: f64,
     pub(super) f_wall: DVec3,
+}
+
+/// The energy a bond that breaks at the evaluation of `step` takes out of the budget: its
+/// potential `U = U^m + U^a + U^s` at this state, plus (after step 0) `½ h P` with `P` the power
+/// of its loads at the velocities the step knows (`F_i·(v_i − v_j) + RM_i·Ω_i + RM_j·Ω_j`):
+/// the second half of the trapezoid rule's work, which the step's closing half kick no longer
+/// applies once the bond exerts nothing. Booking `U` alone makes the ledger first order in h
+/// (MODEL §10, issue 25: 1.32e-2 at h = 5e-4, 6.62e-3 at 2.5e-4 on the solid torus). The GPU's
+/// twin is in shaders/bonds.wgsl.
+pub(crate) fn released_energy(o: &BondOut, ki: &Kinematics, kj: &Kinematics, step: u64, h: f64) -> f64 {
+    let u = o.u_bend + o.u_axial + o.u_shear;
+    if step == 0 {
+        return u;
+    }
+    let power = o.f_i.dot(ki.v - kj.v) + o.m_i.dot(ki.w) + o.m_j.dot(kj.w);
+    u + 0.5 * h * power
 }
 
 impl CpuEngine {
@@ -46,6 +64,9 @@ impl CpuEngine {
             self.ranges = Some(BondRanges::new(n, nb, |k| (bonds[k].i, bonds[k].j)));
         }
         self.place_neighbours(moved)?;
+        if let Some(d) = &mut self.diss {
+            d.prepare(&self.neighbours);
+        }
         let mut sums = Sums::default();
         self.bond_pass(parallel, energies, &mut sums);
         if self.params.rupture.is_some() {
@@ -179,6 +200,19 @@ impl CpuEngine {
         let (kin, prm) = (&self.kin, &self.params);
         let deferred = if parallel { self.ranges.as_ref() } else { None };
         let (radius, mass, nbr) = (&self.radius, &self.mass, &self.neighbours);
+        let diss = self.diss.as_mut().map(|d| {
+            d.pass(PassInputs {
+                h: self.dt,
+                k_contact: prm.k_contact,
+                k_wall: prm.k_wall,
+                walls: &prm.walls,
+                kin,
+                radius,
+                inv_mass: &self.inv_mass,
+                bonds: &self.bonds,
+                bond_state: &self.bond_state,
+            })
+        });
         let mut fold_particle = |u: [f64; 6]| {
             sums.u_contact += u[0];
             sums.u_wall += u[1];
@@ -225,6 +259,13 @@ impl CpuEngine {
                     mi += g.moment;
                     u_grav += g.energy;
                 }
+                if let Some(d) = &diss {
+                    // The dissipative loads after the conservative ones (MODEL §10).
+                    let (f, m, fw) = d.particle(i, nbr.partners(i));
+                    fi += f;
+                    mi += m;
+                    f_wall += fw;
+                }
                 *acc = ParticleAcc { force: fi, moment: mi };
                 [u_contact, u_wall, u_grav, f_wall.x, f_wall.y, f_wall.z]
             },
@@ -234,7 +275,7 @@ impl CpuEngine {
     /// Books the bonds that broke in the evaluation just made, in bond order, with the energy
     /// each held (recomputed from the unchanged state: the same bits as in the evaluation).
     fn collect_breaks(&mut self, t: f64) {
-        let step = self.step;
+        let (step, h) = (self.step, self.dt);
         let (bonds, kin, ref_q, prm) = (&self.bonds, &self.kin, &self.ref_q, &self.params);
         let found: Vec<BreakEvent> = self
             .bond_state
@@ -257,7 +298,7 @@ impl CpuEngine {
                     j: b.j,
                     mode: s - BROKE_NOW,
                     x: 0.5 * (ki.x + kj.x),
-                    energy: o.u_bend + o.u_axial + o.u_shear,
+                    energy: released_energy(&o, ki, kj, step, h),
                 })
             })
             .collect();
@@ -289,6 +330,7 @@ impl CpuEngine {
         d.x_cm /= self.total_mass;
         d.v_cm = d.p / self.total_mass;
         d.e_released = self.e_released;
+        d.e_dissipated = self.diss.as_ref().map_or(0.0, |x| x.e_dissipated);
         d.n_broken = self.n_broken;
         d.u_bend = s.u_bend;
         d.u_axial = s.u_axial;

@@ -6,7 +6,7 @@
 use super::pass::serial;
 use super::{CpuEngine, ParticleAcc};
 use crate::grid::PAR_MIN;
-use crate::integrator::{self, Kinematics};
+use crate::integrator::{self, Integrator, Kinematics};
 use crate::rrp;
 use glam::{DQuat, DVec3};
 use rayon::prelude::*;
@@ -22,6 +22,11 @@ pub(super) struct KinSums {
     pub(super) e_trans: f64,
     pub(super) e_rot: f64,
     pub(super) p: DVec3,
+    /// Work of the dissipative loads in this pass's closing and opening kicks (MODEL §10
+    /// ledger), kept apart so that the ledger adds the same sums in the same order whether a
+    /// pass makes both kicks or two passes make one each.
+    pub(super) w_post: f64,
+    pub(super) w_pre: f64,
 }
 
 impl KinSums {
@@ -29,6 +34,8 @@ impl KinSums {
         self.e_trans += o.e_trans;
         self.e_rot += o.e_rot;
         self.p += o.p;
+        self.w_post += o.w_post;
+        self.w_pre += o.w_pre;
     }
 }
 
@@ -59,6 +66,19 @@ impl CpuEngine {
         let (inv_mass, inv_inertia, fixed, nbr) = (&self.inv_mass, &self.inv_inertia, &self.fixed, &self.neighbours);
         let (mass, inertia) = (&self.mass, &self.inertia);
         let sum = post && self.watch.is_some();
+        // The ledger books the work of the last evaluation's dissipative loads in each kick that
+        // applies them (MODEL §10): a kick by `c` (impulse c·D) that takes v from a to b changes
+        // ½ m v² by exactly (c/2) D·(a + b) (and ½ J Ω² likewise), so the ledger holds, at every
+        // node, the work actually applied. Booking both half kicks' share h D·v_{k+1} at node
+        // k+1 would be ahead by about ½ h D·v: a first-order error at every node.
+        let loads = self.diss.as_ref().map(|d| &d.loads[..]);
+        let (c_post, c_pre) = match integ {
+            Integrator::Campello => (0.0, h),
+            _ => (0.5 * h, 0.5 * h),
+        };
+        let kick_work = |c: f64, d: &ParticleAcc, a: &Kinematics, b: &Kinematics| {
+            0.5 * c * (d.force.dot(a.v + b.v) + d.moment.dot(a.w + b.w))
+        };
         // Particles go by blocks, each stage over the whole block: the rotation update's two
         // square roots and reciprocals are then independent loops that pipeline (and pair up
         // in SIMD lanes) instead of one long latency chain per particle. Every particle gets
@@ -74,7 +94,11 @@ impl CpuEngine {
                 let still = fixed.get(i);
                 let (inv_m, inv_j) = (inv_mass.get(i), inv_inertia.get(i));
                 if post && !still {
+                    let before = *k;
                     integrator::post_force(integ, h, inv_m, inv_j, k, a.force, a.moment);
+                    if let Some(l) = loads {
+                        ks.w_post += kick_work(c_post, &l[i], &before, k);
+                    }
                 }
                 if sum {
                     // The closed step's velocities, as `sum_diagnostics` reads them.
@@ -87,11 +111,15 @@ impl CpuEngine {
                     continue;
                 }
                 if pre {
+                    let before = *k;
                     // rrp-exact's condition was checked before, so this does not fail; if it
                     // did, the rotation would be left alone as in `pre_force`.
                     if let Ok(d) = integrator::pre_force_kick_drift(integ, h, inv_m, inv_j, k, a.force, a.moment) {
                         dalpha[j] = d;
                         turn[j] = true;
+                    }
+                    if let Some(l) = loads {
+                        ks.w_pre += kick_work(c_pre, &l[i], &before, k);
                     }
                 }
             }
@@ -147,6 +175,14 @@ impl CpuEngine {
             }
         }
         self.acc_zeroed = pre;
+        if let Some(d) = self.diss.as_mut() {
+            if post {
+                d.e_dissipated -= total.w_post;
+            }
+            if pre {
+                d.e_dissipated -= total.w_pre;
+            }
+        }
         (moved == crate::grid::MOVED_ALL, sum.then_some(total))
     }
 }

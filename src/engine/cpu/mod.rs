@@ -24,6 +24,7 @@
 //! construction and the `Engine` interface.
 
 mod columns;
+mod dissipation;
 mod evaluate;
 mod implicit;
 mod integrate;
@@ -43,6 +44,7 @@ use crate::integrator::{Integrator, Kinematics};
 use crate::interactions::BreakEvent;
 use crate::model::{Model, Params};
 use columns::{BondRef, Column, RefAttitudes};
+use dissipation::DissState;
 use evaluate::Sums;
 use glam::DVec3;
 use integrate::KinSums;
@@ -114,6 +116,8 @@ pub struct CpuEngine {
     solver: ImplicitSolver,
     /// Largest particle radius (the implicit solve's length scale).
     radius_max: f64,
+    /// Damping and friction (MODEL §10); `None`: the conservative model.
+    diss: Option<DissState>,
 }
 
 /// `1/m` for a free particle, 0 for a fixed one.
@@ -164,7 +168,9 @@ impl CpuEngine {
             kin_blocks: Vec::new(),
             solver: ImplicitSolver::Auto,
             radius_max: r_max,
+            diss: None,
         };
+        e.diss = model.params.dissipation.map(|c| DissState::new(c, n, &e.bonds, model.params.walls.len()));
         e.evaluate(true, None)?;
         e.diag = e.sum_diagnostics();
         Ok(e)
@@ -191,6 +197,7 @@ impl CpuEngine {
             ("bond states", self.bond_state.capacity() + self.saved.broken.capacity() + self.bond_scale.bytes()),
             ("bond ranges", self.ranges.as_ref().map_or(0, BondRanges::bytes)),
             ("neighbour list and grid", self.neighbours.bytes()),
+            ("dissipation: loads, bond incidence, contact history", self.diss.as_ref().map_or(0, DissState::bytes)),
         ]
     }
 
@@ -244,6 +251,7 @@ impl Engine for CpuEngine {
         self.saved.broken.extend(self.bond_state.iter().map(|&s| s != INTACT));
         self.saved.e_released = self.e_released;
         self.saved.n_broken = self.n_broken;
+        self.saved.dissipation = self.current_dissipation();
         let watch = self.watch.clone();
         let err = match self.steps(steps) {
             Ok(()) => {
@@ -292,11 +300,17 @@ impl Engine for CpuEngine {
             return Err(wrong_state_kind(&state.kind, &self.state_kind()));
         }
         let (n, nb) = (self.kin.len(), self.bonds.len());
-        let saved = decode_state(&state.data, state.step, n, nb).ok_or_else(|| {
+        let walls = self.diss.as_ref().map(|_| self.params.walls.len());
+        let saved = decode_state(&state.data, state.step, n, nb, walls).ok_or_else(|| {
             EngineError::Unsupported(format!(
-                "the saved state holds {} bytes; {n} particles and {nb} bonds need {}",
+                "the saved state holds {} bytes; {n} particles and {nb} bonds need {}{}",
                 state.data.len(),
-                n * 104 + 16 + nb
+                n * 104 + 16 + nb,
+                if walls.is_some() {
+                    " and then the dissipation's energy and contact history (a well-formed list)"
+                } else {
+                    " (and no dissipation)"
+                }
             ))
         })?;
         self.set_state(saved)
@@ -354,7 +368,27 @@ impl Engine for CpuEngine {
         perm.check_renumbering(model, self.kin.len(), self.bonds.len())?;
         let kin = perm.particles.par_iter().map(|&k| self.kin[k as usize]).collect();
         let broken = perm.bonds.iter().map(|&b| self.bond_state[b as usize] != INTACT).collect();
-        let state = Saved { step: self.step, kin, broken, e_released: self.e_released, n_broken: self.n_broken };
+        let dissipation = self.current().dissipation.map(|mut d| {
+            // The history follows its particles into the new numbering, each pair kept by
+            // its lower new index (ξ seen from that end).
+            let mut new_of = vec![0u32; perm.particles.len()];
+            for (k, &old) in perm.particles.iter().enumerate() {
+                new_of[old as usize] = k as u32;
+            }
+            for (i, j, xi) in &mut d.pairs {
+                let (a, b) = (new_of[*i as usize], new_of[*j as usize]);
+                (*i, *j, *xi) = if a < b { (a, b, *xi) } else { (b, a, -*xi) };
+            }
+            d.pairs.sort_by_key(|&(i, j, _)| (i, j));
+            for (i, _, _) in &mut d.walls {
+                *i = new_of[*i as usize];
+            }
+            d.v_eval = perm.particles.iter().map(|&old| d.v_eval[old as usize]).collect();
+            d.walls.sort_by_key(|&(i, w, _)| (i, w));
+            d
+        });
+        let state =
+            Saved { step: self.step, kin, broken, e_released: self.e_released, n_broken: self.n_broken, dissipation };
         let mut fresh = CpuEngine::new(model, self.integrator, self.dt)?;
         fresh.set_state(state)?;
         // Bonds the fresh engine broke before their flags were loaded broke long ago.

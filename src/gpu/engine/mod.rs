@@ -283,6 +283,11 @@ impl GpuEngine {
                 "integrator `{integrator}` (MODEL §13) runs on the CPU engine only: use backend `cpu`"
             )))));
         }
+        if models.iter().any(|m| m.params.dissipation.is_some()) {
+            return Err(GpuError::InitialState(Box::new(EngineError::Unsupported(
+                "damping and friction (MODEL §10) run on the CPU engine only in this version: use backend `cpu`".into(),
+            ))));
+        }
         let key = CacheKey { adapter, precision, max_workgroups: options.max_workgroups_per_dimension };
         let lease = cache::lease(key, options.fresh_device)?;
         GpuEngine::build(lease, models, integrator, dt, precision, adapter, options)

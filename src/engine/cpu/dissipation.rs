@@ -1,0 +1,408 @@
+//! The CPU engine's dissipation (MODEL §10): per particle the dissipative loads of the last
+//! evaluation (the ledger books their work after the closing half kick), the contacts'
+//! tangential history, the bonds each particle ends (the binder's dashpots are gathered by both
+//! ends), and the loads of one particle.
+//!
+//! History layout: ξ of the pair (i, j) is kept by its lower index i, beside i's entry for j
+//! in the neighbour list (`History::off`/`keys` are a copy of the list it is aligned with), and
+//! per particle and wall. Each evaluation reads the history it started from (`xi`, its input)
+//! and writes the one it ends with (`next`); the next evaluation swaps them. A saved state holds
+//! the input of its last evaluation, so that setting it and evaluating again gives the same
+//! loads and the same new history, bit for bit. After a rebuild of the neighbour list, and
+//! after a load, the values follow their pairs into the new list by a merge of two sorted
+//! partner lists: which list finds a contact, and when, changes nothing.
+
+use super::columns::{BondRef, Column};
+use super::{INTACT, ParticleAcc};
+use crate::engine::scatter::Disjoint;
+use crate::grid::NeighbourList;
+use crate::integrator::Kinematics;
+use crate::interactions::{Dissipation, Wall, binder_damping, contact_dissipation};
+use glam::DVec3;
+
+/// A contact's saved history: (i, j or wall index, ξ), i the lower index of a pair.
+pub(crate) type HistoryEntry = (u32, u32, DVec3);
+
+/// The tangential history of the contacts (module documentation).
+#[derive(Clone, Debug, Default)]
+pub(super) struct History {
+    off: Vec<u32>,
+    keys: Vec<u32>,
+    /// The neighbour list's rebuild count `keys` copies; `None` after a load (not a list).
+    aligned: Option<u64>,
+    xi: Vec<DVec3>,
+    next: Vec<DVec3>,
+    walls: usize,
+    wall_xi: Vec<DVec3>,
+    wall_next: Vec<DVec3>,
+    /// The next evaluation starts from `next` (false right after a load).
+    promote: bool,
+}
+
+impl History {
+    fn new(n: usize, walls: usize, wall_friction: bool) -> History {
+        let nw = if wall_friction { walls * n } else { 0 };
+        History {
+            off: vec![0; n + 1],
+            walls: if wall_friction { walls } else { 0 },
+            wall_xi: vec![DVec3::ZERO; nw],
+            wall_next: vec![DVec3::ZERO; nw],
+            ..Default::default()
+        }
+    }
+
+    /// Before an evaluation: takes the last one's output as this one's input, and aligns the
+    /// pair values with the current neighbour list.
+    fn prepare(&mut self, nbr: &NeighbourList) {
+        if self.promote {
+            std::mem::swap(&mut self.xi, &mut self.next);
+            std::mem::swap(&mut self.wall_xi, &mut self.wall_next);
+        }
+        self.promote = true;
+        if self.aligned == Some(nbr.rebuilds()) {
+            return;
+        }
+        let n = self.off.len() - 1;
+        let mut off = Vec::with_capacity(n + 1);
+        let mut keys = Vec::with_capacity(nbr.entries());
+        let mut xi = Vec::with_capacity(nbr.entries());
+        off.push(0u32);
+        for i in 0..n {
+            let old = &self.keys[self.off[i] as usize..self.off[i + 1] as usize];
+            let base = self.off[i] as usize;
+            let mut a = 0;
+            for &j in nbr.partners(i) {
+                let mut value = DVec3::ZERO;
+                if j as usize > i {
+                    while a < old.len() && old[a] < j {
+                        a += 1;
+                    }
+                    if a < old.len() && old[a] == j {
+                        value = self.xi[base + a];
+                    }
+                }
+                keys.push(j);
+                xi.push(value);
+            }
+            off.push(keys.len() as u32);
+        }
+        self.next = vec![DVec3::ZERO; xi.len()];
+        (self.off, self.keys, self.xi) = (off, keys, xi);
+        self.aligned = Some(nbr.rebuilds());
+    }
+
+    /// The input of the last evaluation: active pairs (lower index first) and wall contacts.
+    pub(super) fn saved(&self) -> (Vec<HistoryEntry>, Vec<HistoryEntry>) {
+        let mut pairs = Vec::new();
+        for i in 0..self.off.len() - 1 {
+            for e in self.off[i] as usize..self.off[i + 1] as usize {
+                let j = self.keys[e];
+                if j as usize > i && self.xi[e] != DVec3::ZERO {
+                    pairs.push((i as u32, j, self.xi[e]));
+                }
+            }
+        }
+        let walls = if self.walls == 0 {
+            Vec::new()
+        } else {
+            (0..self.wall_xi.len())
+                .filter(|&k| self.wall_xi[k] != DVec3::ZERO)
+                .map(|k| ((k / self.walls) as u32, (k % self.walls) as u32, self.wall_xi[k]))
+                .collect()
+        };
+        (pairs, walls)
+    }
+
+    /// Loads a saved history (pairs sorted by i then j, i < j) as the next evaluation's input.
+    pub(super) fn load(&mut self, pairs: &[HistoryEntry], walls: &[HistoryEntry]) {
+        let n = self.off.len() - 1;
+        self.off = vec![0; n + 1];
+        for &(i, _, _) in pairs {
+            self.off[i as usize + 1] += 1;
+        }
+        for i in 0..n {
+            self.off[i + 1] += self.off[i];
+        }
+        self.keys = pairs.iter().map(|p| p.1).collect();
+        self.xi = pairs.iter().map(|p| p.2).collect();
+        self.next = vec![DVec3::ZERO; pairs.len()];
+        self.aligned = None;
+        self.wall_xi.iter_mut().for_each(|x| *x = DVec3::ZERO);
+        for &(i, w, x) in walls {
+            if self.walls > 0 {
+                self.wall_xi[i as usize * self.walls + w as usize] = x;
+            }
+        }
+        self.promote = false;
+    }
+
+    fn bytes(&self) -> usize {
+        4 * (self.off.capacity() + self.keys.capacity())
+            + 24 * (self.xi.capacity() + self.next.capacity() + self.wall_xi.capacity() + self.wall_next.capacity())
+    }
+}
+
+/// What the CPU engine keeps for MODEL §10 (present only when something dissipates).
+#[derive(Clone, Debug)]
+pub(super) struct DissState {
+    pub(super) coef: Dissipation,
+    /// Dissipative force and moment on each particle at the last evaluation.
+    pub(super) loads: Vec<ParticleAcc>,
+    /// Particle i's bonds, in bond order: `inc[inc_off[i]..inc_off[i + 1]]` (binder damping).
+    inc_off: Vec<u32>,
+    inc: Vec<u32>,
+    pub(super) history: History,
+    /// Work of the dissipative loads so far, with its sign flipped (MODEL §10 ledger).
+    pub(super) e_dissipated: f64,
+    /// Each particle's velocity and angular velocity the last evaluation's loads were computed
+    /// from (`v_{k−½}`, `Ω_{k−½}` of the RRP maps): part of the state, since a saved state
+    /// holds `v_k` and the loads at node k cannot be formed again from it.
+    pub(super) v_eval: Vec<[DVec3; 2]>,
+}
+
+impl DissState {
+    pub(super) fn new(coef: Dissipation, n: usize, bonds: &[BondRef], walls: usize) -> DissState {
+        let (mut inc_off, mut inc) = (vec![0u32; n + 1], Vec::new());
+        if coef.binder() {
+            for b in bonds {
+                inc_off[b.i as usize + 1] += 1;
+                inc_off[b.j as usize + 1] += 1;
+            }
+            for i in 0..n {
+                inc_off[i + 1] += inc_off[i];
+            }
+            let mut fill = inc_off.clone();
+            inc = vec![0u32; 2 * bonds.len()];
+            for (k, b) in bonds.iter().enumerate() {
+                for p in [b.i as usize, b.j as usize] {
+                    inc[fill[p] as usize] = k as u32;
+                    fill[p] += 1;
+                }
+            }
+        }
+        DissState {
+            coef,
+            loads: vec![ParticleAcc::default(); n],
+            inc_off,
+            inc,
+            history: History::new(n, walls, coef.mu_wall > 0.0),
+            e_dissipated: 0.0,
+            v_eval: vec![[DVec3::ZERO; 2]; n],
+        }
+    }
+
+    /// Bytes held (capacities).
+    pub(super) fn bytes(&self) -> usize {
+        self.loads.capacity() * size_of::<ParticleAcc>()
+            + self.v_eval.capacity() * 48
+            + 4 * (self.inc_off.capacity() + self.inc.capacity())
+            + self.history.bytes()
+    }
+
+    /// Readies the history for an evaluation with the current neighbour list.
+    pub(super) fn prepare(&mut self, nbr: &NeighbourList) {
+        if self.coef.friction() {
+            self.history.prepare(nbr);
+        }
+    }
+}
+
+/// What one particle's dissipative loads are computed from (`DissPass::particle`): the state,
+/// the history read, and the arrays each particle writes its own part of.
+pub(super) struct DissPass<'a> {
+    pub(super) coef: Dissipation,
+    pub(super) h: f64,
+    pub(super) k_contact: f64,
+    pub(super) k_wall: f64,
+    pub(super) walls: &'a [Wall],
+    pub(super) kin: &'a [Kinematics],
+    pub(super) radius: &'a Column<f64>,
+    pub(super) inv_mass: &'a Column<f64>,
+    pub(super) bonds: &'a [BondRef],
+    pub(super) bond_state: &'a [u8],
+    inc_off: &'a [u32],
+    inc: &'a [u32],
+    off: &'a [u32],
+    keys: &'a [u32],
+    xi: &'a [DVec3],
+    n_walls: usize,
+    wall_xi: &'a [DVec3],
+    next: Disjoint<'a, DVec3>,
+    wall_next: Disjoint<'a, DVec3>,
+    loads: Disjoint<'a, ParticleAcc>,
+    v_eval: Disjoint<'a, [DVec3; 2]>,
+}
+
+/// The constants a `DissPass` reads besides the dissipation's own arrays.
+pub(super) struct PassInputs<'a> {
+    pub(super) h: f64,
+    pub(super) k_contact: f64,
+    pub(super) k_wall: f64,
+    pub(super) walls: &'a [Wall],
+    pub(super) kin: &'a [Kinematics],
+    pub(super) radius: &'a Column<f64>,
+    pub(super) inv_mass: &'a Column<f64>,
+    pub(super) bonds: &'a [BondRef],
+    pub(super) bond_state: &'a [u8],
+}
+
+impl DissState {
+    /// The particle pass's view of this state.
+    pub(super) fn pass<'a>(&'a mut self, p: PassInputs<'a>) -> DissPass<'a> {
+        let hist = &mut self.history;
+        DissPass {
+            coef: self.coef,
+            h: p.h,
+            k_contact: p.k_contact,
+            k_wall: p.k_wall,
+            walls: p.walls,
+            kin: p.kin,
+            radius: p.radius,
+            inv_mass: p.inv_mass,
+            bonds: p.bonds,
+            bond_state: p.bond_state,
+            inc_off: &self.inc_off,
+            inc: &self.inc,
+            off: &hist.off,
+            keys: &hist.keys,
+            xi: &hist.xi,
+            n_walls: hist.walls,
+            wall_xi: &hist.wall_xi,
+            next: Disjoint::new(&mut hist.next),
+            wall_next: Disjoint::new(&mut hist.wall_next),
+            loads: Disjoint::new(&mut self.loads),
+            v_eval: Disjoint::new(&mut self.v_eval),
+        }
+    }
+}
+
+impl DissPass<'_> {
+    /// ξ of the pair (i, j) seen from i, where `e` is i's entry for j .
+    #[inline]
+    fn pair_xi(&self, i: usize, j: usize, e: usize) -> DVec3 {
+        if j > i {
+            return self.xi[e];
+        }
+        let (a, b) = (self.off[j] as usize, self.off[j + 1] as usize);
+        match self.keys[a..b].binary_search(&(i as u32)) {
+            Ok(k) => -self.xi[a + k],
+            Err(_) => DVec3::ZERO,
+        }
+    }
+
+    /// Particle i's dissipative force and moment (its contacts in partner order, its walls in
+    /// wall order, its bonds in bond order) and the walls' part of the force; writes i's loads
+    /// and its part of the new history. Call once per particle per evaluation, with i's
+    /// partners in the neighbour list the history was prepared with.
+    pub(super) fn particle(&self, i: usize, partners: &[u32]) -> (DVec3, DVec3, DVec3) {
+        let c = &self.coef;
+        let k = &self.kin[i];
+        let (ri, inv_i) = (self.radius.get(i), self.inv_mass.get(i));
+        let (mut f, mut m, mut f_wall) = (DVec3::ZERO, DVec3::ZERO, DVec3::ZERO);
+        let friction = c.mu > 0.0;
+        if c.pairs() {
+            let base = self.off.get(i).map_or(0, |&o| o as usize);
+            for (a, &j) in partners.iter().enumerate() {
+                let j = j as usize;
+                let e = base + a;
+                let kj = &self.kin[j];
+                let rs = ri + self.radius.get(j);
+                let d = k.x - kj.x;
+                let l2 = d.length_squared();
+                let inv = inv_i + self.inv_mass.get(j);
+                let mut xi_new = DVec3::ZERO;
+                if l2 < rs * rs && l2 > 0.0 && inv > 0.0 {
+                    let l = l2.sqrt();
+                    let s = rs - l;
+                    if s > 0.0 {
+                        let k_h = self.k_contact / (rs * rs * rs.sqrt());
+                        let xi = if friction { self.pair_xi(i, j, e) } else { DVec3::ZERO };
+                        let (l_i, l_j) = (l * ri / rs, l * self.radius.get(j) / rs);
+                        let o = contact_dissipation(
+                            d / l,
+                            s,
+                            k_h * s * s.sqrt(),
+                            k_h,
+                            1.0 / inv,
+                            l_i,
+                            l_j,
+                            k.v - kj.v,
+                            k.w,
+                            kj.w,
+                            xi,
+                            self.h,
+                            c.beta,
+                            c.mu,
+                            c.stiffness_ratio,
+                        );
+                        f += o.f_i;
+                        m += o.m_i;
+                        xi_new = o.xi;
+                    }
+                }
+                if friction && j > i {
+                    // SAFETY: entry e lies in particle i's range of the list; only i writes it.
+                    *unsafe { self.next.get(e) } = xi_new;
+                }
+            }
+        }
+        if c.walls() && inv_i > 0.0 {
+            for (w, wall) in self.walls.iter().enumerate() {
+                let gap = (k.x - wall.point).dot(wall.normal);
+                let s = ri - gap;
+                let slot = i * self.n_walls + w;
+                let mut xi_new = DVec3::ZERO;
+                if 1.0 - gap / ri > 0.0 && s > 0.0 {
+                    let k_h = self.k_wall / (ri * ri * ri.sqrt());
+                    let xi = if self.n_walls > 0 { self.wall_xi[slot] } else { DVec3::ZERO };
+                    let o = contact_dissipation(
+                        wall.normal,
+                        s,
+                        k_h * s * s.sqrt(),
+                        k_h,
+                        1.0 / inv_i,
+                        gap,
+                        0.0,
+                        k.v,
+                        k.w,
+                        DVec3::ZERO,
+                        xi,
+                        self.h,
+                        c.beta_wall,
+                        c.mu_wall,
+                        c.stiffness_ratio,
+                    );
+                    f += o.f_i;
+                    m += o.m_i;
+                    f_wall += o.f_i;
+                    xi_new = o.xi;
+                }
+                if self.n_walls > 0 {
+                    // SAFETY: slot i·walls + w belongs to particle i alone.
+                    *unsafe { self.wall_next.get(slot) } = xi_new;
+                }
+            }
+        }
+        if c.binder() {
+            for &b in &self.inc[self.inc_off[i] as usize..self.inc_off[i + 1] as usize] {
+                if self.bond_state[b as usize] != INTACT {
+                    continue; // broken (also at this evaluation): exerts nothing
+                }
+                let bond = &self.bonds[b as usize];
+                let (ka, kb) = (&self.kin[bond.i as usize], &self.kin[bond.j as usize]);
+                let o = binder_damping(ka.x - kb.x, ka.v - kb.v, ka.w, kb.w, c.binder);
+                if bond.i as usize == i {
+                    f += o.f_i;
+                    m += o.m_i;
+                } else {
+                    f -= o.f_i;
+                    m += o.m_j;
+                }
+            }
+        }
+        // SAFETY: particle i's own entries.
+        *unsafe { self.loads.get(i) } = ParticleAcc { force: f, moment: m };
+        *unsafe { self.v_eval.get(i) } = [k.v, k.w];
+        (f, m, f_wall)
+    }
+}
