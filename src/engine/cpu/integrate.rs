@@ -39,6 +39,16 @@ impl KinSums {
     }
 }
 
+/// The work of dissipative loads `d` in a kick by `c` that took a particle from `a` to `b`
+/// (MODEL §10 ledger): the kick changes ½ m v² by exactly (c/2) D·(a + b) (and ½ J Ω² likewise),
+/// so booked kick by kick the ledger holds, at every node, the work actually applied. (Booking
+/// both half kicks' share h D·v_{k+1} at node k+1 would be ahead by about ½ h D·v: a first-order
+/// error at every node.)
+#[inline(always)]
+fn kick_work(c: f64, d: &ParticleAcc, a: &Kinematics, b: &Kinematics) -> f64 {
+    0.5 * c * (d.force.dot(a.v + b.v) + d.moment.dot(a.w + b.w))
+}
+
 impl CpuEngine {
     /// One pass over the particles: with `post`, the closing half kick of the previous step;
     /// with `pre`, the first part of the next one (then `acc` is zeroed behind it, and the
@@ -46,39 +56,15 @@ impl CpuEngine {
     /// `post` and a watch, also the kinetic sums of the step it closes (`KinSums`).
     pub(super) fn integrate(&mut self, post: bool, pre: bool) -> (bool, Option<KinSums>) {
         let (h, integ) = (self.dt, self.integrator);
-        if pre && !self.kin.is_empty() {
-            // The anchor's (particle 0's) position after this pass, computed as the pass will
-            // compute it: the skin rule is relative to its displacement (src/grid.rs; the GPU's
-            // twin is `drift_anchor` in shaders/integrate.wgsl).
-            let mut k = self.kin[0];
-            let d = if self.fixed.get(0) {
-                DVec3::ZERO
-            } else {
-                let (inv_m, inv_j, a) = (self.inv_mass.get(0), self.inv_inertia.get(0), &self.acc[0]);
-                if post {
-                    integrator::post_force(integ, h, inv_m, inv_j, &mut k, a.force, a.moment);
-                }
-                let _ = integrator::pre_force_kick_drift(integ, h, inv_m, inv_j, &mut k, a.force, a.moment);
-                self.neighbours.displacement(0, k.x)
-            };
-            self.neighbours.set_drift(d);
+        if pre {
+            self.set_anchor_drift(post);
         }
         let (inv_mass, inv_inertia, fixed, nbr) = (&self.inv_mass, &self.inv_inertia, &self.fixed, &self.neighbours);
         let (mass, inertia) = (&self.mass, &self.inertia);
         let sum = post && self.watch.is_some();
-        // The ledger books the work of the last evaluation's dissipative loads in each kick that
-        // applies them (MODEL §10): a kick by `c` (impulse c·D) that takes v from a to b changes
-        // ½ m v² by exactly (c/2) D·(a + b) (and ½ J Ω² likewise), so the ledger holds, at every
-        // node, the work actually applied. Booking both half kicks' share h D·v_{k+1} at node
-        // k+1 would be ahead by about ½ h D·v: a first-order error at every node.
+        // The ledger's share of each kick (`kick_work`).
         let loads = self.diss.as_ref().map(|d| &d.loads[..]);
-        let (c_post, c_pre) = match integ {
-            Integrator::Campello => (0.0, h),
-            _ => (0.5 * h, 0.5 * h),
-        };
-        let kick_work = |c: f64, d: &ParticleAcc, a: &Kinematics, b: &Kinematics| {
-            0.5 * c * (d.force.dot(a.v + b.v) + d.moment.dot(a.w + b.w))
-        };
+        let (c_post, c_pre) = if integ == Integrator::Campello { (0.0, h) } else { (0.5 * h, 0.5 * h) };
         // Particles go by blocks, each stage over the whole block: the rotation update's two
         // square roots and reciprocals are then independent loops that pipeline (and pair up
         // in SIMD lanes) instead of one long latency chain per particle. Every particle gets
@@ -184,5 +170,30 @@ impl CpuEngine {
             }
         }
         (moved == crate::grid::MOVED_ALL, sum.then_some(total))
+    }
+
+    /// The skin rule's common displacement for the coming pass: the anchor's (particle 0's)
+    /// position after it, computed as the pass will compute it (src/grid.rs; the GPU's twin is
+    /// `drift_anchor` in shaders/integrate.wgsl).
+    fn set_anchor_drift(&mut self, post: bool) {
+        if self.kin.is_empty() {
+            return;
+        }
+        let (h, integ) = (self.dt, self.integrator);
+        // The anchor's (particle 0's) position after this pass, computed as the pass will
+        // compute it: the skin rule is relative to its displacement (src/grid.rs; the GPU's
+        // twin is `drift_anchor` in shaders/integrate.wgsl).
+        let mut k = self.kin[0];
+        let d = if self.fixed.get(0) {
+            DVec3::ZERO
+        } else {
+            let (inv_m, inv_j, a) = (self.inv_mass.get(0), self.inv_inertia.get(0), &self.acc[0]);
+            if post {
+                integrator::post_force(integ, h, inv_m, inv_j, &mut k, a.force, a.moment);
+            }
+            let _ = integrator::pre_force_kick_drift(integ, h, inv_m, inv_j, &mut k, a.force, a.moment);
+            self.neighbours.displacement(0, k.x)
+        };
+        self.neighbours.set_drift(d);
     }
 }
