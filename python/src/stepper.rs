@@ -11,7 +11,7 @@ use numpy::PyArray1;
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
-use rrpdem::engine::{Engine, Reordered, Single};
+use rrpdem::engine::{BatchEngine, Engine, Reordered, Single};
 use rrpdem::error::EngineError;
 use rrpdem::interactions::BreakEvent;
 use rrpdem::model::Model;
@@ -93,13 +93,10 @@ impl Inner {
         error_to_user(self.order.as_ref(), e)
     }
 
-    /// Takes the engine's new breaks, in the user's numbering.
+    /// Takes the engine's new breaks, in the user's numbering and order (as a run logs them).
     fn take_breaks(&mut self) {
-        for e in self.engine.take_breaks() {
-            let e = match &self.order {
-                Some(o) => o.break_to_user(e),
-                None => e,
-            };
+        let events = view(self.engine.as_mut(), self.order.as_ref(), |re| re.take_breaks());
+        for (_, e) in events {
             self.broken[e.bond as usize] = true;
             self.breaks.push(e);
         }
@@ -156,12 +153,15 @@ impl Inner {
     }
 
     fn snapshot(&mut self) -> Result<Vec<rrpdem::integrator::Kinematics>, EngineError> {
-        let state = self.engine.snapshot().map_err(|e| self.to_user(e))?;
-        Ok(match &self.order {
-            Some(o) => o.to_user(state),
-            None => state,
-        })
+        view(self.engine.as_mut(), self.order.as_ref(), |re| re.snapshot(0))
     }
+}
+
+/// `f` on the engine as the run driver sees it: through `Reordered`, in the user's numbering.
+fn view<R>(engine: &mut (dyn Engine + Send), order: Option<&Order>, f: impl FnOnce(&mut Reordered<'_>) -> R) -> R {
+    let mut single = Single::new(engine);
+    let mut re = Reordered::new(&mut single, vec![order]);
+    f(&mut re)
 }
 
 /// Sets `final_state.csv`'s kinematic columns (x … wz) on `d`.
@@ -174,15 +174,16 @@ pub(crate) fn set_state_columns(
     w: &[glam::DVec3],
 ) -> PyResult<()> {
     let col = |v: &[glam::DVec3], k: usize| PyArray1::from_vec(py, v.iter().map(|e| e[k]).collect());
-    for (names, vals) in [(["x", "y", "z"], x), (["vx", "vy", "vz"], v), (["wx", "wy", "wz"], w)] {
-        for (k, name) in names.iter().enumerate() {
-            d.set_item(*name, col(vals, k))?;
-        }
-    }
+    let vectors = |d: &Bound<'_, PyDict>, names: [&str; 3], vals: &[glam::DVec3]| -> PyResult<()> {
+        names.iter().enumerate().try_for_each(|(k, name)| d.set_item(*name, col(vals, k)))
+    };
+    vectors(d, ["x", "y", "z"], x)?;
+    vectors(d, ["vx", "vy", "vz"], v)?;
     for (name, f) in [("qw", 0), ("qx", 1), ("qy", 2), ("qz", 3)] {
         let vals: Vec<f64> = q.iter().map(|q| [q.w, q.x, q.y, q.z][f]).collect();
         d.set_item(name, PyArray1::from_vec(py, vals))?;
     }
+    vectors(d, ["wx", "wy", "wz"], w)?;
     Ok(())
 }
 
