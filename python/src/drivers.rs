@@ -91,7 +91,9 @@ pub fn resume(
     let check = scenario.map(|s| &s.inner);
     let said = Mutex::new(Vec::new());
     let (result, pending) = interruptible(py, || {
-        lib_run::resume(&od, t_end, check, opts, |what| said.lock().map(|mut v| v.push(what.to_string())).unwrap_or_default())
+        lib_run::resume(&od, t_end, check, opts, |what| {
+            said.lock().map(|mut v| v.push(what.to_string())).unwrap_or_default()
+        })
     });
     drop(od);
     finish(py, result, pending)?;
@@ -151,8 +153,9 @@ pub fn study(
             ran.push((k, lib_study::resume_variant(&st, &path, &out, k, vtk, bars.as_ref())));
         }
         let over = overwrite || resume;
-        let report = lib_study::run_variants(&st, &path, &plan.fresh, &out, &choice, vtk, over, bars.clone(), &|_, _| {})
-            .map_err(|e| e.to_string())?;
+        let report =
+            lib_study::run_variants(&st, &path, &plan.fresh, &out, &choice, vtk, over, bars.clone(), &|_, _| {})
+                .map_err(|e| e.to_string())?;
         ran.extend(report.ran);
         let table = lib_study::table(&st, &path, &out);
         let file = out.join("study.csv");
@@ -204,7 +207,8 @@ pub fn bench(
             _ => vec![c.clone()],
         })
         .collect();
-    let built: Vec<b::Case> = cases.iter().map(|c| b::case(c)).collect::<Result<_, _>>().map_err(PyValueError::new_err)?;
+    let built: Vec<b::Case> =
+        cases.iter().map(|c| b::case(c)).collect::<Result<_, _>>().map_err(PyValueError::new_err)?;
     let command = vec!["rrpdem.bench".to_string(), format!("cases={}", cases.join(","))];
     let (result, pending) = interruptible(py, || -> Result<_, String> {
         let mut report = b::report::Report::start(command);

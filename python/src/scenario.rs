@@ -32,7 +32,12 @@ pub(crate) fn parse_enum<T: serde::de::DeserializeOwned>(v: &str, what: &str, ex
 
 /// Applies the engine a caller asked for (`backend`: auto|cpu|gpu, `precision`: f32|f64) to
 /// the scenario as the CLI's `--backend`/`--precision` do, and validates the result.
-pub(crate) fn with_engine(py: Python<'_>, s: &Scenario, backend: Option<&str>, precision: Option<&str>) -> PyResult<Scenario> {
+pub(crate) fn with_engine(
+    py: Python<'_>,
+    s: &Scenario,
+    backend: Option<&str>,
+    precision: Option<&str>,
+) -> PyResult<Scenario> {
     let mut s = s.clone();
     if let Some(b) = backend {
         s.backend = parse_enum(b, "backend", "auto, cpu or gpu")?;
@@ -113,7 +118,8 @@ impl PyScenario {
         d.set_item("diameters", PyArray1::from_vec(py, p.radius.iter().map(|r| 2.0 * r).collect()))?;
         d.set_item("fixed", PyArray1::from_slice(py, &p.fixed))?;
         let pairs: Vec<i64> = model.bonds.iter().flat_map(|b| [b.i as i64, b.j as i64]).collect();
-        let bonds = Array2::from_shape_vec((model.bonds.len(), 2), pairs).map_err(|e| PyValueError::new_err(e.to_string()))?;
+        let bonds =
+            Array2::from_shape_vec((model.bonds.len(), 2), pairs).map_err(|e| PyValueError::new_err(e.to_string()))?;
         d.set_item("bonds", PyArray2::from_owned_array(py, bonds))?;
         d.set_item("bond_rest_lengths", PyArray1::from_vec(py, model.bonds.iter().map(|b| b.l0).collect()))?;
         Ok(d)

@@ -66,8 +66,9 @@ fn start(s: &Scenario) -> Result<Inner, StartError> {
     }
     let (order, _) = Order::choose(&model, s.particle_order);
     let engine_model = order.as_ref().map(|o| o.apply(&model));
-    let engine = rrpdem::engine::create(engine_model.as_ref().unwrap_or(&model), s.integrator, s.dt, backend, precision)
-        .map_err(|e| StartError::Engine(error_to_user(order.as_ref(), e)))?;
+    let engine =
+        rrpdem::engine::create(engine_model.as_ref().unwrap_or(&model), s.integrator, s.dt, backend, precision)
+            .map_err(|e| StartError::Engine(error_to_user(order.as_ref(), e)))?;
     drop(engine_model);
     // As the run driver decides it for a fresh run (`run::replica`'s order checks).
     let order_check = match s.particle_order.checks_during_run(model.particles.len()) {
