@@ -23,10 +23,15 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Union
 
 import numpy as np
 
-from . import _native
-from ._native import Error, RunError, RunInterrupted, ScenarioError, StudyError
-from ._results import RunResult, StudyResult, Variants, columns_of_row, read_columns
-from ._scenario import Scenario, as_scenario, dumps
+# Mesa's device-select Vulkan layer prints an "XDG_RUNTIME_DIR is invalid" line for every Vulkan
+# instance on headless machines; the engine picks adapters itself, so the layer is switched off
+# (as .cargo/config.toml does for cargo), unless the caller set the variable.
+os.environ.setdefault("NODEVICE_SELECT", "1")
+
+from . import _native  # noqa: E402
+from ._native import Error, RunError, RunInterrupted, ScenarioError, StudyError  # noqa: E402
+from ._results import RunResult, StudyResult, Variants, columns_of_row, read_columns  # noqa: E402
+from ._scenario import Scenario, as_scenario, dumps  # noqa: E402
 
 __version__: str = _native.__version__
 
