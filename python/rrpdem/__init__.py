@@ -94,11 +94,12 @@ def run(
     try:
         said = _native.run(s._inner, os.fspath(folder), overwrite, backend, precision, _progress(progress),
                            checkpoint_every, vtk_every)
-    except (ScenarioError, ValueError):
-        if tmp is not None:
+    except BaseException as e:
+        # A failed or interrupted run keeps its folder (temporary or not) where the exception
+        # names it; a temporary folder nothing was written into goes.
+        if tmp is not None and getattr(e, "out", None) is None:
             shutil.rmtree(tmp, ignore_errors=True)
         raise
-    # A failed or interrupted run keeps its folder (temporary or not): the exception names it.
     _announce(said)
     if plots:
         _native.plot_run(os.fspath(folder))

@@ -189,8 +189,16 @@ pub(crate) fn set_state_columns(
 }
 
 impl PyEngine {
+    /// The engine, unless another Python thread is using it: waiting for it here, with the
+    /// interpreter lock held, would deadlock with that thread's `advance` (which takes the
+    /// interpreter lock back to check for Ctrl-C).
     fn lock(&self) -> PyResult<std::sync::MutexGuard<'_, Inner>> {
-        self.inner.lock().map_err(|_| PyRuntimeError::new_err("the engine failed in an earlier call"))
+        self.inner.try_lock().map_err(|e| match e {
+            std::sync::TryLockError::WouldBlock => {
+                PyRuntimeError::new_err("the engine is busy in another thread (one call at a time)")
+            }
+            std::sync::TryLockError::Poisoned(_) => PyRuntimeError::new_err("the engine failed in an earlier call"),
+        })
     }
 }
 

@@ -50,3 +50,20 @@ def test_engine_errors(tmp_path):
         rrpdem.Engine(rupture_torus(tmp_path, dt=0.05))
     with pytest.raises(rrpdem.RunError, match="f32"):
         rrpdem.Engine(rupture_torus(tmp_path), backend="cpu", precision="f32")
+
+
+def test_engine_used_from_two_threads_is_busy_not_deadlocked(tmp_path):
+    import threading
+
+    e = rrpdem.Engine(rupture_torus(tmp_path, t_end=1.0))
+    t = threading.Thread(target=e.advance, args=(300_000,))
+    t.start()
+    try:
+        import time
+
+        time.sleep(0.2)
+        with pytest.raises(RuntimeError, match="busy"):
+            e.state()
+    finally:
+        t.join()
+    assert e.steps == 300_000 and e.diagnostics()["step"] == 300_000
