@@ -104,7 +104,13 @@ impl Study {
     /// Reads a study file, resolves its variants and validates every one (model included).
     pub fn load(path: &Path) -> Result<Study, StudyError> {
         let text = std::fs::read_to_string(path).map_err(|error| StudyError::Io { path: path.to_owned(), error })?;
-        let file: StudyFile = serde_json::from_str(&text).map_err(|e| invalid(path, e.to_string()))?;
+        Study::from_json(&text, path)
+    }
+
+    /// `load` of study text that was not read from a file (the Python package's study dicts):
+    /// `path` names it in errors, and its folder anchors a `base` file name and CSV bodies.
+    pub fn from_json(text: &str, path: &Path) -> Result<Study, StudyError> {
+        let file: StudyFile = serde_json::from_str(text).map_err(|e| invalid(path, e.to_string()))?;
         if !is_safe_name(&file.name) {
             return Err(invalid(path, format!("field `name`: `{}` cannot name the output folder", file.name)));
         }

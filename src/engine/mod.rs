@@ -172,16 +172,17 @@ pub fn wrong_state_kind(have: &str, want: &str) -> EngineError {
 ///
 /// `cpu`: the f64 reference (asking it for f32 is an error). `gpu`: any Vulkan/Metal/DX12
 /// adapter, software ones included, f32 unless `f64` is asked for. `auto`: a hardware GPU when
-/// there is one, otherwise the CPU engine.
+/// there is one, otherwise the CPU engine. `Send`, so that a caller may step it on a thread of
+/// its own (the Python bindings step it while Python's interpreter lock is released).
 pub fn create(
     model: &crate::model::Model,
     integrator: crate::integrator::Integrator,
     dt: f64,
     backend: Backend,
     precision: Option<Precision>,
-) -> Result<Box<dyn Engine>, EngineError> {
+) -> Result<Box<dyn Engine + Send>, EngineError> {
     use crate::gpu::{AdapterChoice, GpuEngine, hardware_adapter_available};
-    let gpu = |choice| -> Result<Box<dyn Engine>, EngineError> {
+    let gpu = |choice| -> Result<Box<dyn Engine + Send>, EngineError> {
         Ok(Box::new(GpuEngine::new(model, integrator, dt, precision.unwrap_or(Precision::F32), choice)?))
     };
     match backend {

@@ -1,0 +1,156 @@
+"""Results read back from a run's or a study's output folder: the CSV files as numpy columns
+(parsed by the native module, bit for bit what the library wrote), ``summary.json`` as a dict."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Union
+
+import numpy as np
+
+from . import _native
+
+Columns = Dict[str, np.ndarray]
+
+
+def read_columns(path: Union[str, "os.PathLike[str]"]) -> Columns:
+    """A CSV file as ``{column: 1-D array}``: int64 where every cell is an integer, float64
+    where every cell is a number (empty cells NaN), else an array of str."""
+    cols = _native.read_csv(os.fspath(path))
+    return {k: v if isinstance(v, np.ndarray) else np.array(v, dtype=str) for k, v in cols.items()}
+
+
+def _frame(columns: Columns) -> Any:
+    import pandas as pd  # optional: only these helpers need it
+
+    # copy=False: every column stays the array it is (pandas >= 2 keeps dict columns apart).
+    return pd.DataFrame(columns, copy=False)
+
+
+class RunResult:
+    """What a run wrote, read back.
+
+    ``series``: ``series.csv`` as ``{column: 1-D array}`` (``step``, ``t``, ``E``, … see
+    docs/SCENARIOS.md); ``final``: ``final_state.csv`` (or, above 10⁶ particles, the state in
+    ``checkpoint.bin``) in the same columns (``id``, ``x`` … ``wz``, ``mass``, ``inertia``,
+    ``diameter``, ``fixed``, ``fragment``); ``breaks`` and ``fragments``: ``breaks.csv`` and
+    ``fragments.csv`` where the run has them (else None); ``summary``: ``summary.json``;
+    ``out``: the folder (None when the run went to a temporary folder that is gone);
+    ``messages``: what the run announced (the CLI's ``rrpdem: …`` lines).
+    """
+
+    def __init__(
+        self,
+        series: Columns,
+        final: Optional[Columns],
+        breaks: Optional[Columns],
+        fragments: Optional[Columns],
+        summary: Dict[str, Any],
+        out: Optional[Path],
+        messages: Sequence[str] = (),
+    ) -> None:
+        self.series = series
+        self.final = final
+        self.breaks = breaks
+        self.fragments = fragments
+        self.summary = summary
+        self.out = out
+        self.messages = list(messages)
+
+    @classmethod
+    def read(cls, out: Union[str, "os.PathLike[str]"], messages: Sequence[str] = ()) -> "RunResult":
+        """Reads the outputs of the run folder ``out``."""
+        d = Path(out)
+        with open(d / "summary.json", encoding="utf-8") as f:
+            summary = json.load(f)
+        if (d / "final_state.csv").is_file():
+            final: Optional[Columns] = read_columns(d / "final_state.csv")
+        elif (d / "checkpoint.bin").is_file():
+            final = dict(_native.final_from_checkpoint(os.fspath(d)))
+        else:
+            final = None
+        optional = {name: read_columns(d / f"{name}.csv") if (d / f"{name}.csv").is_file() else None
+                    for name in ("breaks", "fragments")}
+        return cls(read_columns(d / "series.csv"), final, optional["breaks"], optional["fragments"], summary, d,
+                   messages)
+
+    @property
+    def status(self) -> str:
+        """``completed``, ``interrupted`` or the error that stopped the run."""
+        return self.summary["status"]
+
+    def series_frame(self) -> Any:
+        """``series`` as a pandas DataFrame sharing the arrays (needs pandas)."""
+        return _frame(self.series)
+
+    def final_frame(self) -> Any:
+        """``final`` as a pandas DataFrame sharing the arrays (needs pandas)."""
+        if self.final is None:
+            raise ValueError("this run has no final state")
+        return _frame(self.final)
+
+    def __repr__(self) -> str:
+        rows = len(self.series.get("step", ()))
+        return f"<rrpdem.RunResult {self.summary.get('scenario', {}).get('name')!r} {self.status}, {rows} records, out={self.out}>"
+
+
+class Variants(Sequence[RunResult]):
+    """A study's variants' results, each read from its folder on first access."""
+
+    def __init__(self, out: Path, count: int) -> None:
+        self._out = out
+        self._cache: Dict[int, RunResult] = {}
+        self._count = count
+
+    def __len__(self) -> int:
+        return self._count
+
+    def __getitem__(self, k: int) -> RunResult:  # type: ignore[override]
+        if not -self._count <= k < self._count:
+            raise IndexError(f"variant {k}: the study has {self._count}")
+        k %= self._count
+        if k not in self._cache:
+            folder = self._out / "variants" / str(k)
+            if not (folder / "summary.json").is_file():
+                raise LookupError(f"variant {k} has no outputs in {folder} (it did not run)")
+            self._cache[k] = RunResult.read(folder)
+        return self._cache[k]
+
+    def __iter__(self) -> Iterator[RunResult]:
+        return (self[k] for k in range(self._count))
+
+
+class StudyResult:
+    """What a study wrote, read back: ``table`` is ``study.csv`` as ``{column: 1-D array}``
+    (``variant``, the varied pointers, ``status`` and the outcome columns of docs/STUDIES.md;
+    empty cells NaN); ``variants[k]`` the :class:`RunResult` of variant k, read when first
+    asked for; ``failed`` ``{k: why}`` for the variants of this call that did not complete;
+    ``out`` the folder (a temporary one, removed with this object, when none was given)."""
+
+    def __init__(self, out: Path, failed: Dict[int, str], tmp: Optional[tempfile.TemporaryDirectory] = None) -> None:
+        self.out = out
+        self.table = read_columns(out / "study.csv")
+        self.failed = failed
+        self.variants = Variants(out, len(self.table["variant"]))
+        self._tmp = tmp
+
+    def table_frame(self) -> Any:
+        """``table`` as a pandas DataFrame sharing the arrays (needs pandas)."""
+        return _frame(self.table)
+
+    def __repr__(self) -> str:
+        return f"<rrpdem.StudyResult {len(self.variants)} variants, {len(self.failed)} not completed, out={self.out}>"
+
+
+def columns_of_row(header: str, row: str) -> Dict[str, Union[int, float]]:
+    """One ``series.csv`` row as ``{column: value}`` (integers where the text is one)."""
+    out: Dict[str, Union[int, float]] = {}
+    for name, text in zip(header.split(","), row.split(",")):
+        out[name] = int(text) if text.lstrip("-").isdigit() else float(text)
+    return out
+
+
+__all__: List[str] = ["RunResult", "StudyResult", "Variants", "read_columns"]

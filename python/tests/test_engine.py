@@ -1,0 +1,69 @@
+"""rrpdem.Engine stepped from Python reproduces `rrpdem run` bit for bit: each record's
+diagnostics, the breaks and the final state."""
+
+import numpy as np
+import pytest
+import rrpdem
+from conftest import assert_columns_equal, cli, csv_exact, rupture_torus
+
+DIAGNOSTIC_COLUMNS = 31  # series.csv's columns before E_scale (Diagnostics::csv_row)
+
+
+def step_like_the_cli(tmp_path, backend=None, precision=None, **extra):
+    scenario = rupture_torus(tmp_path, **extra)
+    args = [] if backend is None else ["--backend", backend, "--precision", precision]
+    cli("run", scenario, "--out", tmp_path / "cli", *args)
+    series = csv_exact(tmp_path / "cli" / "series.csv")
+    e = rrpdem.Engine(scenario, backend=backend, precision=precision)
+    rows = {name: [] for name in list(series)[:DIAGNOSTIC_COLUMNS]}
+    for step in series["step"]:
+        e.advance(step - e.steps)
+        d = e.diagnostics()
+        assert d["step"] == step
+        for name in rows:
+            rows[name].append(d[name])
+    have = {k: np.array(v) for k, v in rows.items()}
+    want = {k: series[k] for k in rows}
+    assert_columns_equal(have, want, "diagnostics")
+    assert_columns_equal(e.state(), csv_exact(tmp_path / "cli" / "final_state.csv"), "state")
+    breaks = e.take_breaks()
+    assert_columns_equal(breaks, csv_exact(tmp_path / "cli" / "breaks.csv"), "breaks")
+    assert len(breaks["bond"]) > 0 and len(e.take_breaks()["bond"]) == 0
+    return e
+
+
+def test_engine_equals_cli_run(tmp_path):
+    e = step_like_the_cli(tmp_path)
+    assert e.info["backend"] == "cpu" and e.n_particles == 80 and e.steps == 6000
+    p = e.positions()
+    assert p.shape == (80, 3) and np.array_equal(p[:, 0], e.state()["x"])
+
+
+def test_engine_checks_the_particle_order_as_a_run(tmp_path):
+    # particle_order "spatial" with a short check interval: the engine stops where the run
+    # checks its order (the check itself must leave the trajectory as the run's).
+    step_like_the_cli(tmp_path, particle_order="spatial", order_check_every=300)
+
+
+def test_engine_errors(tmp_path):
+    with pytest.raises(rrpdem.RunError, match="stability"):
+        rrpdem.Engine(rupture_torus(tmp_path, dt=0.05))
+    with pytest.raises(rrpdem.RunError, match="f32"):
+        rrpdem.Engine(rupture_torus(tmp_path), backend="cpu", precision="f32")
+
+
+def test_engine_used_from_two_threads_is_busy_not_deadlocked(tmp_path):
+    import threading
+
+    e = rrpdem.Engine(rupture_torus(tmp_path, t_end=1.0))
+    t = threading.Thread(target=e.advance, args=(300_000,))
+    t.start()
+    try:
+        import time
+
+        time.sleep(0.2)
+        with pytest.raises(RuntimeError, match="busy"):
+            e.state()
+    finally:
+        t.join()
+    assert e.steps == 300_000 and e.diagnostics()["step"] == 300_000

@@ -1,0 +1,73 @@
+"""rrpdem.run goes through the CLI's run driver: its arrays equal what `rrpdem run` writes for
+the same scenario, bit for bit (series, final state, breaks, fragments, summary)."""
+
+import json
+
+import numpy as np
+import pytest
+import rrpdem
+from conftest import assert_columns_equal, cli, csv_exact, rupture_torus, summary_core
+
+
+def compare_with_cli(result, cli_dir):
+    """`result` (a RunResult) against the folder the CLI wrote."""
+    assert_columns_equal(result.series, csv_exact(cli_dir / "series.csv"), "series")
+    assert_columns_equal(result.final, csv_exact(cli_dir / "final_state.csv"), "final")
+    for name in ("breaks", "fragments"):
+        have = getattr(result, name)
+        if (cli_dir / f"{name}.csv").is_file():
+            assert_columns_equal(have, csv_exact(cli_dir / f"{name}.csv"), name)
+        else:
+            assert have is None
+    assert summary_core(result.summary) == summary_core(cli_dir / "summary.json")
+
+
+def test_run_equals_cli_bit_for_bit(tmp_path):
+    scenario = rupture_torus(tmp_path)
+    cli("run", scenario, "--out", tmp_path / "cli")
+    r = rrpdem.run(scenario, out=tmp_path / "py")
+    assert r.status == "completed" and r.out == tmp_path / "py"
+    # The test data can expose a mistake: bonds broke, the torus moved, many records.
+    assert r.breaks is not None and len(r.breaks["bond"]) > 0 and r.summary["final_diagnostics"]["n_broken"] > 0
+    assert len(r.series["step"]) == 6000 // 25 + 1 and r.series["step"][-1] == 6000
+    assert r.series["E"].dtype == np.float64 and r.series["step"].dtype == np.int64
+    assert r.breaks["mode"].dtype.kind == "U"
+    compare_with_cli(r, tmp_path / "cli")
+    # The folder is the CLI's too: the files are byte for byte the same.
+    for f in ("series.csv", "final_state.csv", "breaks.csv", "fragments.csv"):
+        assert (tmp_path / "py" / f).read_bytes() == (tmp_path / "cli" / f).read_bytes(), f
+
+
+def test_run_without_folder_and_options(tmp_path):
+    scenario = rupture_torus(tmp_path, t_end=1.0)
+    kept = {p.name for p in tmp_path.iterdir()}
+    r = rrpdem.run(rrpdem.Scenario(scenario), out=None, backend="cpu")
+    assert r.out is None and r.status == "completed" and r.summary["engine"]["backend"] == "cpu"
+    assert {p.name for p in tmp_path.iterdir()} == kept
+    # A dict runs too, and gives the same numbers as the file it came from.
+    again = rrpdem.run(json.loads(scenario.read_text()))
+    assert np.array_equal(again.series["E"], r.series["E"]) and np.array_equal(again.final["x"], r.final["x"])
+    # A folder holding a run is refused unless overwrite, as on the CLI.
+    rrpdem.run(scenario, out=tmp_path / "o", checkpoint_every=100, plots=True)
+    assert (tmp_path / "o" / "checkpoint.bin").is_file() and any((tmp_path / "o").glob("*.png"))
+    with pytest.raises(rrpdem.RunError, match="overwrite"):
+        rrpdem.run(scenario, out=tmp_path / "o")
+    rrpdem.run(scenario, out=tmp_path / "o", overwrite=True)
+
+
+def test_series_as_pandas_without_copy(tmp_path):
+    pd = pytest.importorskip("pandas")
+    r = rrpdem.run(rupture_torus(tmp_path, t_end=0.5))
+    frame = r.series_frame()
+    assert isinstance(frame, pd.DataFrame) and list(frame.columns) == list(r.series)
+    for name in ("E", "step", "P_x"):
+        assert np.shares_memory(frame[name].to_numpy(), r.series[name]), name
+
+
+def test_bench_measures_a_case():
+    report = rrpdem.bench("torus", steps=20, min_seconds=0.0)
+    (m,) = report["measurements"]
+    assert (m["case"], m["particles"], m["bonds"], m["threads"]) == ("torus", 80, 80, 1)
+    assert m["particle_steps_per_s"] > 0 and m["steps"] >= 20
+    with pytest.raises(ValueError, match="unknown engine"):
+        rrpdem.bench("torus", engines="tpu")
