@@ -360,7 +360,8 @@ fn check_run_against_scipy(s: &Scenario, dir: &Path) -> Vec<u32> {
         let f = fragments::counts(&fragments::label(n, &model.bonds, &broken), &model.particles.mass);
         let want =
             [f.n_fragments.to_string(), format!("{:.16e}", f.largest_fraction), format!("{:.16e}", f.debris_fraction)];
-        assert_eq!(c[c.len() - 3..], want, "series.csv row of step {step}");
+        // The fragment columns come before E_dissipated (the last column).
+        assert_eq!(c[c.len() - 4..c.len() - 1], want, "series.csv row of step {step}");
     }
     labels
 }
@@ -445,9 +446,10 @@ fn a_folder_written_before_the_fragment_columns_resumes_in_its_own_columns() {
     run_into(&s, &whole, choice(Backend::Cpu, None), RunOptions::default());
     let opts = RunOptions { stop_at: Some(700), checkpoint_every: Some(300), ..Default::default() };
     assert!(run::run_scenario(&s, &cut, false, &choice(Backend::Cpu, None), opts, &|_| {}).is_err());
-    // series.csv as the version before wrote it: every row ends with E_scale.
+    // series.csv as the version before the fragments wrote it: every row ends with E_scale
+    // (the three fragment columns and E_dissipated dropped).
     let drop3 =
-        |text: &str| -> String { text.lines().map(|l| l.rsplitn(4, ',').last().unwrap().to_string() + "\n").collect() };
+        |text: &str| -> String { text.lines().map(|l| l.rsplitn(5, ',').last().unwrap().to_string() + "\n").collect() };
     let series = read(&cut, "series.csv");
     std::fs::write(cut.join("series.csv"), drop3(&series)).unwrap();
     assert!(read(&cut, "series.csv").lines().next().unwrap().ends_with(",v_cm_z,E_scale"));
