@@ -71,15 +71,14 @@ fn bonds(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: ve
             // the watch sums it for the energy guard of this step.
             atomicOr(&bond_broken[flag.x], flag.y);
             // No loads; the energy it releases, for the watch (`broke_now`).
-            // Twin of `released_energy` (src/engine/cpu/evaluate.rs): U, plus after the initial
-            // evaluation ½ h P at the velocities the step knows (the closing half kick's share
-            // of the trapezoid rule's work, which the broken bond no longer applies).
-            var released = bend.energy + ax.energy + sh.energy;
-            if params.batch_len != 0u {
-                let power = dot(ax.force + sh.f_i, vel_at(e.x).xyz - vel_at(e.y).xyz)
-                    + dot(bend.moment + sh.m_i, omega_at(e.x).xyz) + dot(sh.m_j - bend.moment, omega_at(e.y).xyz);
-                released = released + 0.5 * params.h * power;
+            // U plus half a step of its loads' work (none at the initial evaluation).
+            var h = params.h;
+            if params.batch_len == 0u {
+                h = 0.0;
             }
+            let released = released_energy(bend.energy + ax.energy + sh.energy, ax.force + sh.f_i, bend.moment + sh.m_i,
+                                            sh.m_j - bend.moment, vel_at(e.x).xyz - vel_at(e.y).xyz, omega_at(e.x).xyz,
+                                            omega_at(e.y).xyz, h);
             bond_out[kw] = BondOutGpu(vec4<real>(vec3<real>(0.0), released), vec4<real>(vec3<real>(0.0), BROKE_NOW), zero);
             // The host sizes the records for every bond, or for what one binding holds, and
             // fails the batch with a clear error if more broke than that.

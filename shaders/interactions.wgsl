@@ -178,6 +178,13 @@ fn rupture_bounds(variant: u32, d: vec3<real>, l0: real, dhat0: vec3<real>, dq_i
                       f_max * (abs(along) + slack * s));
 }
 
+/// Twin of `interactions::rupture::released_energy`: what a bond that breaks books into
+/// `E_released`, `u + ½ h (F_i·dv + RM_i·Ω_i + RM_j·Ω_j)` (h = 0 at the initial evaluation).
+fn released_energy(u: real, f_i: vec3<real>, m_i: vec3<real>, m_j: vec3<real>, dv: vec3<real>, w_i: vec3<real>,
+                   w_j: vec3<real>, h: real) -> real {
+    return u + 0.5 * h * (dot(f_i, dv) + dot(m_i, w_i) + dot(m_j, w_j));
+}
+
 /// Whether (and in which channel, −1: it holds) a bond breaks: rupture(rupture_measures(..)),
 /// decided first on rupture_bounds so that bonds far from breaking skip the atan2s.
 fn bond_breaks(variant: u32, d: vec3<real>, l0: real, dhat0: vec3<real>, dq_i: vec4<real>, dq_j: vec4<real>,

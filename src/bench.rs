@@ -31,6 +31,28 @@ pub struct Case {
     pub model: Box<dyn Fn() -> Result<Model, String> + Send + Sync>,
 }
 
+/// The case names a bench runs: `standard` expands to `STANDARD`, others stay.
+pub fn expand_cases(cases: &[String]) -> Vec<String> {
+    cases
+        .iter()
+        .flat_map(|c| match c.as_str() {
+            "standard" => STANDARD.iter().map(|s| s.to_string()).collect(),
+            _ => vec![c.clone()],
+        })
+        .collect()
+}
+
+/// Checks a bench's counts and bandwidth (the message names the option's meaning).
+pub fn check_options(steps: u64, threads: &[usize], bandwidth: Option<f64>) -> Result<(), String> {
+    if steps == 0 || threads.contains(&0) {
+        return Err("steps and threads must be at least 1".into());
+    }
+    if bandwidth.is_some_and(|b| b.is_nan() || b <= 0.0) {
+        return Err("the bandwidth must be positive (GB/s)".into());
+    }
+    Ok(())
+}
+
 /// The standard cases, by name: `torus` (the paper's 80 spheres), `rings-N` (⌈N/100⌉ rings of
 /// 100 unit spheres on a square lattice moving onto a wall), `fcc-N` (an FCC cube of about N
 /// spheres at nearest-neighbour spacing, bonded to nearest neighbours, moving onto a wall),

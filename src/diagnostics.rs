@@ -29,7 +29,7 @@ pub struct Diagnostics {
     pub s: DVec3,
     /// Angular momentum about the origin `L = Σ x × m v + S`.
     pub l: DVec3,
-    /// Bond energy released by ruptures so far (cumulative); `E + E_released` is what stays
+    /// Bond energy released by ruptures so far (cumulative); `E + E_released + E_dissipated` is
     /// bounded.
     pub e_released: f64,
     /// Bonds broken so far.

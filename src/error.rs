@@ -54,7 +54,7 @@ pub enum EngineError {
     #[error("time step {dt} exceeds the stability estimate {h_max:.3e} ({reason}); pass --force to run anyway")]
     Unstable { dt: f64, h_max: f64, reason: String },
     #[error(
-        "energy guard: at step {step} (t = {t}) the energy error |E + E_released - E0| is {error:.3e} of E_scale (the \
+        "energy guard: at step {step} (t = {t}) the energy error |E + E_released + E_dissipated - E0| is {error:.3e} of E_scale (the \
          run's largest kinetic + elastic energy so far), above the limit {limit:.3e}{}; the time step is probably too \
          large for the speeds or overlaps reached (raise the limit with --max-energy-error if this is expected)",
         match particle {

@@ -1,4 +1,4 @@
-//! The energy guard: the deviation of the energy budget `E + E_released` from its value at
+//! The energy guard: the deviation of the energy budget `E + E_released + E_dissipated` from its value at
 //! t = 0, relative to an energy scale that does not depend on where the model sits, watched at
 //! every step (`EnergyWatch`), and the run's budget (`Budget`: that deviation and the drift of
 //! the conserved momenta), kept in checkpoints and reported in `summary.json`.
@@ -28,7 +28,7 @@ pub fn relative_deviation(e: f64, e0: f64, scale: f64) -> f64 {
     if diff == 0.0 { 0.0 } else { diff / scale }
 }
 
-/// What the guard reads of one step: the budget `E + E_released` and the mechanical energy.
+/// What the guard reads of one step: the budget `E + E_released + E_dissipated` and the mechanical energy.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct EnergyAt {
     pub step: u64,
@@ -47,7 +47,7 @@ impl EnergyAt {
 /// driver does so at its stops for one that does not.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct EnergyWatch {
-    /// `E + E_released` at step 0.
+    /// `E + E_released + E_dissipated` at step 0.
     pub e0: f64,
     /// The largest relative deviation a step may have (`max_energy_error`).
     pub limit: f64,
@@ -99,13 +99,13 @@ impl EnergyWatch {
 /// round-off where the model conserves them, so a sample of steps shows their drift.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Budget {
-    /// `E + E_released` at step 0.
+    /// `E + E_released + E_dissipated` at step 0.
     pub e0: f64,
     /// The guard's energy scale at the end: the largest `E_trans + E_rot + U_bend + U_axial +
     /// U_shear + U_contact + U_wall` of the run (see the module note).
     #[serde(default)]
     pub energy_scale: f64,
-    /// `max |E + E_released − E0| / energy scale` over the observed steps, and its step.
+    /// `max |E + E_released + E_dissipated − E0| / energy scale` over the observed steps, and its step.
     pub max_rel_energy_deviation: f64,
     #[serde(default)]
     pub max_rel_energy_deviation_step: u64,

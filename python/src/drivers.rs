@@ -195,18 +195,10 @@ pub fn bench(
     stages: bool,
 ) -> PyResult<String> {
     use rrpdem::bench as b;
-    if steps == 0 || threads.contains(&0) {
-        return Err(PyValueError::new_err("steps and threads must be at least 1"));
-    }
+    b::check_options(steps, &threads, bandwidth).map_err(PyValueError::new_err)?;
     let engines: Vec<b::EngineKind> =
         engines.iter().map(|e| b::EngineKind::parse(e)).collect::<Result<_, _>>().map_err(PyValueError::new_err)?;
-    let cases: Vec<String> = cases
-        .iter()
-        .flat_map(|c| match c.as_str() {
-            "standard" => b::STANDARD.iter().map(|s| s.to_string()).collect(),
-            _ => vec![c.clone()],
-        })
-        .collect();
+    let cases = b::expand_cases(&cases);
     let built: Vec<b::Case> =
         cases.iter().map(|c| b::case(c)).collect::<Result<_, _>>().map_err(PyValueError::new_err)?;
     let command = vec!["rrpdem.bench".to_string(), format!("cases={}", cases.join(","))];

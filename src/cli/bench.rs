@@ -17,22 +17,12 @@ pub(super) fn cmd_bench(
 ) -> Result<()> {
     use rrpdem::bench;
     check_report_paths(json, markdown)?;
-    let cases: Vec<String> = cases
-        .iter()
-        .flat_map(|c| match c.as_str() {
-            "standard" => bench::STANDARD.iter().map(|s| s.to_string()).collect(),
-            _ => vec![c.clone()],
-        })
-        .collect();
+    let cases = bench::expand_cases(cases);
     let mut report = bench::report::Report::start(std::env::args().collect());
     let engines: Vec<bench::EngineKind> =
         engines.iter().map(|e| bench::EngineKind::parse(e)).collect::<Result<_, _>>().map_err(anyhow::Error::msg)?;
-    if steps == 0 || threads.contains(&0) {
-        bail!("--steps and --threads must be at least 1");
-    }
-    if bandwidth.is_some_and(|b| b.is_nan() || b <= 0.0) {
-        bail!("--bandwidth must be positive (GB/s)");
-    }
+    bench::check_options(steps, threads, bandwidth)
+        .map_err(|e| anyhow::anyhow!("--steps, --threads, --bandwidth: {e}"))?;
     let mut failed: Vec<String> = Vec::new();
     print_header();
     for name in &cases {

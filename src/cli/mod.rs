@@ -243,7 +243,7 @@ struct Overrides {
     /// Run even when dt exceeds the stability estimate.
     #[arg(long)]
     force: bool,
-    /// Stop when |E + E_released - E0|/|E0| exceeds this [default: the scenario's, 0.05].
+    /// Stop when |E + E_released + E_dissipated - E0|/E_scale exceeds this [default: the scenario's, 0.05].
     #[arg(long)]
     max_energy_error: Option<f64>,
     /// Engine: auto (a hardware GPU if there is one, else the CPU), cpu, gpu (software adapters too).

@@ -62,6 +62,14 @@ pub fn restitution_beta(e: f64) -> f64 {
     -l / (std::f64::consts::PI * std::f64::consts::PI + l * l).sqrt()
 }
 
+/// Hertz constant `k_H = K R^{−5/2}` of the contact law `U = (2/5) K [1 − L/R]^{5/2}` with `R` the
+/// radius sum (a wall: the particle's radius), so that the elastic normal force is `k_H s^{3/2}`
+/// at overlap `s = R − L` (force per length^{3/2}).
+#[inline]
+pub fn hertz_constant(k: f64, r_sum: f64) -> f64 {
+    k / (r_sum * r_sum * r_sum.sqrt())
+}
+
 /// The dissipative loads of one contact: force on `i` (the force on `j` is `−f_i`), spatial
 /// moments on `i` and `j`, and the contact's new tangential displacement ξ.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -249,64 +257,20 @@ mod tests {
         // Slow slip, no dashpot: a spring until ξ k_t reaches μ F_n.
         let dv = DVec3::X * 1e-3;
         let h = 1e-3;
-        let stick = contact_dissipation(
-            n,
-            s,
-            f_el,
-            k_h,
-            1.0,
-            0.01,
-            0.0,
-            dv,
-            DVec3::ZERO,
-            DVec3::ZERO,
-            DVec3::ZERO,
-            h,
-            0.0,
-            0.5,
-            kappa,
-        );
+        // A sphere on a wall (no dashpot, μ = 0.5) sliding at `dv` with history `xi`.
+        let slide = |dv: DVec3, xi: DVec3| {
+            contact_dissipation(n, s, f_el, k_h, 1.0, 0.01, 0.0, dv, DVec3::ZERO, DVec3::ZERO, xi, h, 0.0, 0.5, kappa)
+        };
+        let stick = slide(dv, DVec3::ZERO);
         assert!((stick.xi - DVec3::X * 1e-6).length() < 1e-21, "{stick:?}");
         assert!((stick.f_i + DVec3::X * (k_t * 1e-6)).length() < 1e-12 * k_t * 1e-6);
         // A displacement far beyond the limit: |F_t| = μ F_n exactly, and ξ is the spring
         // length that force corresponds to.
-        let big = contact_dissipation(
-            n,
-            s,
-            f_el,
-            k_h,
-            1.0,
-            0.01,
-            0.0,
-            dv,
-            DVec3::ZERO,
-            DVec3::ZERO,
-            DVec3::X,
-            h,
-            0.0,
-            0.5,
-            kappa,
-        );
+        let big = slide(dv, DVec3::X);
         assert!((big.f_i.length() - 0.5 * f_el).abs() < 1e-12 * f_el, "{big:?}");
         assert!((big.xi.length() * k_t - 0.5 * f_el).abs() < 1e-12 * f_el);
         // ξ out of the tangent plane is turned into it keeping its length.
-        let tilted = contact_dissipation(
-            n,
-            s,
-            f_el,
-            k_h,
-            1.0,
-            0.01,
-            0.0,
-            DVec3::ZERO,
-            DVec3::ZERO,
-            DVec3::ZERO,
-            v(3e-7, 0.0, 4e-7),
-            h,
-            0.0,
-            0.5,
-            kappa,
-        );
+        let tilted = slide(DVec3::ZERO, v(3e-7, 0.0, 4e-7));
         assert!((tilted.xi - DVec3::X * 5e-7).length() < 1e-21, "{tilted:?}");
     }
 }

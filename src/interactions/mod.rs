@@ -16,7 +16,9 @@ pub mod wall;
 pub use axial::axial;
 pub use bending::bending;
 pub use contact::contact;
-pub use damping::{BondDamping, ContactLoad, Dissipation, binder_damping, contact_dissipation, restitution_beta};
+pub use damping::{
+    BondDamping, ContactLoad, Dissipation, binder_damping, contact_dissipation, hertz_constant, restitution_beta,
+};
 pub use gravity::gravity;
 pub use pendulum::{Pendulum, pendulum};
 pub use rupture::{BreakEvent, Rupture, RuptureRule, rupture, rupture_measures};

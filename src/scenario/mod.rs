@@ -51,7 +51,7 @@ pub struct Scenario {
     /// Run even when `dt` exceeds the stability estimate.
     #[serde(default)]
     pub force_dt: bool,
-    /// The energy guard: a run stops with an error when `|E + E_released − E0| / |E0|` exceeds
+    /// The energy guard: a run stops with an error when `|E + E_released + E_dissipated − E0| / E_scale` exceeds
     /// this at any checked step.
     #[serde(default = "default_max_energy_error")]
     pub max_energy_error: f64,

@@ -17,7 +17,7 @@ use super::{INTACT, ParticleAcc};
 use crate::engine::scatter::Disjoint;
 use crate::grid::NeighbourList;
 use crate::integrator::Kinematics;
-use crate::interactions::{Dissipation, Wall, binder_damping, contact_dissipation};
+use crate::interactions::{Dissipation, Wall, binder_damping, contact_dissipation, hertz_constant};
 use glam::DVec3;
 
 /// A contact's saved history: (i, j or wall index, ξ), i the lower index of a pair.
@@ -53,13 +53,14 @@ impl History {
 
     /// Before an evaluation: takes the last one's output as this one's input, and aligns the
     /// pair values with the current neighbour list.
-    fn prepare(&mut self, nbr: &NeighbourList) {
+    /// `pairs`: whether pair contacts keep a history (else only the walls' is kept).
+    fn prepare(&mut self, nbr: &NeighbourList, pairs: bool) {
         if self.promote {
             std::mem::swap(&mut self.xi, &mut self.next);
             std::mem::swap(&mut self.wall_xi, &mut self.wall_next);
         }
         self.promote = true;
-        if self.aligned == Some(nbr.rebuilds()) {
+        if !pairs || self.aligned == Some(nbr.rebuilds()) {
             return;
         }
         let n = self.off.len() - 1;
@@ -202,7 +203,7 @@ impl DissState {
     /// Readies the history for an evaluation with the current neighbour list.
     pub(super) fn prepare(&mut self, nbr: &NeighbourList) {
         if self.coef.friction() {
-            self.history.prepare(nbr);
+            self.history.prepare(nbr, self.coef.mu > 0.0);
         }
     }
 }
@@ -210,16 +211,8 @@ impl DissState {
 /// What one particle's dissipative loads are computed from (`DissPass::particle`): the state,
 /// the history read, and the arrays each particle writes its own part of.
 pub(super) struct DissPass<'a> {
-    pub(super) coef: Dissipation,
-    pub(super) h: f64,
-    pub(super) k_contact: f64,
-    pub(super) k_wall: f64,
-    pub(super) walls: &'a [Wall],
-    pub(super) kin: &'a [Kinematics],
-    pub(super) radius: &'a Column<f64>,
-    pub(super) inv_mass: &'a Column<f64>,
-    pub(super) bonds: &'a [BondRef],
-    pub(super) bond_state: &'a [u8],
+    coef: Dissipation,
+    p: PassInputs<'a>,
     inc_off: &'a [u32],
     inc: &'a [u32],
     off: &'a [u32],
@@ -252,15 +245,7 @@ impl DissState {
         let hist = &mut self.history;
         DissPass {
             coef: self.coef,
-            h: p.h,
-            k_contact: p.k_contact,
-            k_wall: p.k_wall,
-            walls: p.walls,
-            kin: p.kin,
-            radius: p.radius,
-            inv_mass: p.inv_mass,
-            bonds: p.bonds,
-            bond_state: p.bond_state,
+            p,
             inc_off: &self.inc_off,
             inc: &self.inc,
             off: &hist.off,
@@ -296,8 +281,8 @@ impl DissPass<'_> {
     /// partners in the neighbour list the history was prepared with.
     pub(super) fn particle(&self, i: usize, partners: &[u32]) -> (DVec3, DVec3, DVec3) {
         let c = &self.coef;
-        let k = &self.kin[i];
-        let (ri, inv_i) = (self.radius.get(i), self.inv_mass.get(i));
+        let k = &self.p.kin[i];
+        let (ri, inv_i) = (self.p.radius.get(i), self.p.inv_mass.get(i));
         let (mut f, mut m, mut f_wall) = (DVec3::ZERO, DVec3::ZERO, DVec3::ZERO);
         let friction = c.mu > 0.0;
         if c.pairs() {
@@ -305,19 +290,19 @@ impl DissPass<'_> {
             for (a, &j) in partners.iter().enumerate() {
                 let j = j as usize;
                 let e = base + a;
-                let kj = &self.kin[j];
-                let rs = ri + self.radius.get(j);
+                let kj = &self.p.kin[j];
+                let rs = ri + self.p.radius.get(j);
                 let d = k.x - kj.x;
                 let l2 = d.length_squared();
-                let inv = inv_i + self.inv_mass.get(j);
+                let inv = inv_i + self.p.inv_mass.get(j);
                 let mut xi_new = DVec3::ZERO;
                 if l2 < rs * rs && l2 > 0.0 && inv > 0.0 {
                     let l = l2.sqrt();
                     let s = rs - l;
                     if s > 0.0 {
-                        let k_h = self.k_contact / (rs * rs * rs.sqrt());
+                        let k_h = hertz_constant(self.p.k_contact, rs);
                         let xi = if friction { self.pair_xi(i, j, e) } else { DVec3::ZERO };
-                        let (l_i, l_j) = (l * ri / rs, l * self.radius.get(j) / rs);
+                        let (l_i, l_j) = (l * ri / rs, l * self.p.radius.get(j) / rs);
                         let o = contact_dissipation(
                             d / l,
                             s,
@@ -330,7 +315,7 @@ impl DissPass<'_> {
                             k.w,
                             kj.w,
                             xi,
-                            self.h,
+                            self.p.h,
                             c.beta,
                             c.mu,
                             c.stiffness_ratio,
@@ -347,13 +332,13 @@ impl DissPass<'_> {
             }
         }
         if c.walls() && inv_i > 0.0 {
-            for (w, wall) in self.walls.iter().enumerate() {
+            for (w, wall) in self.p.walls.iter().enumerate() {
                 let gap = (k.x - wall.point).dot(wall.normal);
                 let s = ri - gap;
                 let slot = i * self.n_walls + w;
                 let mut xi_new = DVec3::ZERO;
                 if 1.0 - gap / ri > 0.0 && s > 0.0 {
-                    let k_h = self.k_wall / (ri * ri * ri.sqrt());
+                    let k_h = hertz_constant(self.p.k_wall, ri);
                     let xi = if self.n_walls > 0 { self.wall_xi[slot] } else { DVec3::ZERO };
                     let o = contact_dissipation(
                         wall.normal,
@@ -367,7 +352,7 @@ impl DissPass<'_> {
                         k.w,
                         DVec3::ZERO,
                         xi,
-                        self.h,
+                        self.p.h,
                         c.beta_wall,
                         c.mu_wall,
                         c.stiffness_ratio,
@@ -385,11 +370,11 @@ impl DissPass<'_> {
         }
         if c.binder() {
             for &b in &self.inc[self.inc_off[i] as usize..self.inc_off[i + 1] as usize] {
-                if self.bond_state[b as usize] != INTACT {
+                if self.p.bond_state[b as usize] != INTACT {
                     continue; // broken (also at this evaluation): exerts nothing
                 }
-                let bond = &self.bonds[b as usize];
-                let (ka, kb) = (&self.kin[bond.i as usize], &self.kin[bond.j as usize]);
+                let bond = &self.p.bonds[b as usize];
+                let (ka, kb) = (&self.p.kin[bond.i as usize], &self.p.kin[bond.j as usize]);
                 let o = binder_damping(ka.x - kb.x, ka.v - kb.v, ka.w, kb.w, c.binder);
                 if bond.i as usize == i {
                     f += o.f_i;

@@ -10,8 +10,7 @@ use crate::diagnostics::Diagnostics;
 use crate::engine::scatter::{BondRanges, ENERGY_BLOCK};
 use crate::error::EngineError;
 use crate::grid::PAR_MIN;
-use crate::integrator::Kinematics;
-use crate::interactions::rupture::{BOUND_SLACK_F64, bond_breaks};
+use crate::interactions::rupture::{BOUND_SLACK_F64, bond_breaks, released_energy};
 use crate::interactions::{BondOut, BreakEvent, contact, gravity, pendulum, wall};
 use crate::model::{bond_terms_ref, bond_terms_rel};
 use glam::DVec3;
@@ -28,22 +27,6 @@ pub(super) struct Sums {
     pub(super) u_wall: f64,
     pub(super) u_gravity: f64,
     pub(super) f_wall: DVec3,
-}
-
-/// The energy a bond that breaks at the evaluation of `step` takes out of the budget: its
-/// potential `U = U^m + U^a + U^s` at this state, plus (after step 0) `½ h P` with `P` the power
-/// of its loads at the velocities the step knows (`F_i·(v_i − v_j) + RM_i·Ω_i + RM_j·Ω_j`):
-/// the second half of the trapezoid rule's work, which the step's closing half kick no longer
-/// applies once the bond exerts nothing. Booking `U` alone makes the ledger first order in h
-/// (MODEL §10, issue 25: 1.32e-2 at h = 5e-4, 6.62e-3 at 2.5e-4 on the solid torus). The GPU's
-/// twin is in shaders/bonds.wgsl.
-pub(crate) fn released_energy(o: &BondOut, ki: &Kinematics, kj: &Kinematics, step: u64, h: f64) -> f64 {
-    let u = o.u_bend + o.u_axial + o.u_shear;
-    if step == 0 {
-        return u;
-    }
-    let power = o.f_i.dot(ki.v - kj.v) + o.m_i.dot(ki.w) + o.m_j.dot(kj.w);
-    u + 0.5 * h * power
 }
 
 impl CpuEngine {
@@ -298,7 +281,17 @@ impl CpuEngine {
                     j: b.j,
                     mode: s - BROKE_NOW,
                     x: 0.5 * (ki.x + kj.x),
-                    energy: released_energy(&o, ki, kj, step, h),
+                    // At the initial evaluation no kick is missing: the potential alone.
+                    energy: released_energy(
+                        o.u_bend + o.u_axial + o.u_shear,
+                        o.f_i,
+                        o.m_i,
+                        o.m_j,
+                        ki.v - kj.v,
+                        ki.w,
+                        kj.w,
+                        if step == 0 { 0.0 } else { h },
+                    ),
                 })
             })
             .collect();
