@@ -222,3 +222,92 @@ fn rupture(measures: vec4<real>, inv_thresholds: vec4<real>, scale: real, sum: b
     }
     return -1;
 }
+
+/// Twin of `interactions::damping::hertz_constant`: k_H = K r_sum^{−5/2}, the elastic normal
+/// force being k_H s^{3/2} at overlap s.
+fn hertz_constant(k: real, r_sum: real) -> real {
+    return k / (r_sum * r_sum * sqrt(r_sum));
+}
+
+/// Dissipative loads of one contact (`contact_dissipation`): force on i (−f_i on j), spatial
+/// moments on i and j, and the contact's new tangential displacement ξ.
+struct ContactLoad {
+    f_i: vec3<real>,
+    m_i: vec3<real>,
+    m_j: vec3<real>,
+    xi: vec3<real>,
+}
+
+/// Twin of `interactions::damping::contact_dissipation` (MODEL §10), same arguments: n unit
+/// normal from j to i; s > 0 overlap; f_el = k_H s^{3/2}; m_star reduced mass; l_i, l_j arms
+/// to the contact point; dv = v_i − v_j; w_i, w_j spatial angular velocities; xi the history.
+/// Dashpot F_i = −η_n (dv·n) n, η_n = √5 β sqrt(m* k_H) s^{1/4}; with μ > 0 the spring–slider:
+/// u = dv − (l_i Ω_i + l_j Ω_j) × n, v_t = u − (u·n) n, ξ turned into the tangent plane keeping
+/// its length then ξ += h v_t, k_t = κ (3/2) k_H s^{1/2}, η_t = √κ η_n, F* = −k_t ξ − η_t v_t,
+/// F_n = max(0, f_el − η_n dv·n); |F*| > μ F_n slips: F_t = μ F_n F*/|F*|, ξ = −(F_t + η_t v_t)/k_t.
+/// Loads F_i += F_t, RM_i = −l_i n × F_t, RM_j = −l_j n × F_t.
+fn contact_dissipation(n: vec3<real>, s: real, f_el: real, k_h: real, m_star: real, l_i: real, l_j: real,
+                       dv: vec3<real>, w_i: vec3<real>, w_j: vec3<real>, xi: vec3<real>, h: real, beta: real,
+                       mu: real, kappa: real) -> ContactLoad {
+    let zero = vec3<real>(0.0);
+    let v_n = dot3(dv, n);
+    // √5 through a variable: naga does not fold sqrt of an f64 constant.
+    var five: real = 5.0;
+    let eta_n = sqrt(five) * beta * sqrt(m_star * k_h) * sqrt(sqrt(s));
+    var f_i = n * (-eta_n * v_n);
+    if mu <= 0.0 {
+        return ContactLoad(f_i, zero, zero, zero);
+    }
+    let u = dv - cross3(w_i * l_i + w_j * l_j, n);
+    let v_t = u - n * dot3(u, n);
+    let len = length3(xi);
+    let flat = xi - n * dot3(xi, n);
+    let flat_len = length3(flat);
+    var x = zero;
+    if flat_len > 0.0 {
+        x = flat * (len / flat_len);
+    }
+    x = x + v_t * h;
+    let k_t = kappa * 1.5 * k_h * sqrt(s);
+    let eta_t = sqrt(kappa) * eta_n;
+    let trial = -(x * k_t) - v_t * eta_t;
+    let f_n = max(f_el - eta_n * v_n, 0.0);
+    let limit = mu * f_n;
+    let size = length3(trial);
+    var f_t = trial;
+    if size > limit {
+        f_t = trial * (limit / size);
+        x = -(f_t + v_t * eta_t) / k_t;
+    }
+    f_i = f_i + f_t;
+    let arm = cross3(n, f_t);
+    return ContactLoad(f_i, arm * -l_i, arm * -l_j, x);
+}
+
+/// Loads of a viscous binder bond (`binder_damping`): force on i (−f_i on j), moments on i, j.
+struct BondDamping {
+    f_i: vec3<real>,
+    m_i: vec3<real>,
+    m_j: vec3<real>,
+}
+
+/// Twin of `interactions::damping::binder_damping` (MODEL §10): d = x_i − x_j, dv = v_i − v_j,
+/// gamma = (γ_a, γ_s, γ_b, γ_t); w = dv − ½ (Ω_i + Ω_j) × d, F_i = −γ_a (w·d̂) d̂ − γ_s w_⊥,
+/// shear couple RM_i = RM_j = −½ d × F^(s); with ω = Ω_i − Ω_j, RM_i = −γ_b ω_⊥ − γ_t (ω·d̂) d̂
+/// = −RM_j on top.
+fn binder_damping(d: vec3<real>, dv: vec3<real>, w_i: vec3<real>, w_j: vec3<real>, gamma: vec4<real>) -> BondDamping {
+    let len = length3(d);
+    if len <= 0.0 {
+        return BondDamping(vec3<real>(0.0), vec3<real>(0.0), vec3<real>(0.0));
+    }
+    let dh = d / len;
+    let w = dv - cross3((w_i + w_j) * 0.5, d);
+    let w_a = dot3(w, dh);
+    let f_s = (w - dh * w_a) * -gamma.y;
+    let f_i = dh * (-gamma.x * w_a) + f_s;
+    let couple = cross3(d, f_s) * -0.5;
+    let om = w_i - w_j;
+    let om_a = dot3(om, dh);
+    let rot = (om - dh * om_a) * -gamma.z - dh * (gamma.w * om_a);
+    return BondDamping(f_i, couple + rot, couple - rot);
+}

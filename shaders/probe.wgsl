@@ -1,7 +1,7 @@
 // Probe kernels for tests: the shared WGSL functions on lists of inputs, compared with their
 // Rust twins by tests/gpu_probes.rs (f64 atan2 against f64::atan2, cell_hash against
 // grid::cell_hash, finite_real against is_finite, rupture_measures and rupture against
-// interactions::rupture) and the device's own division, square root and a·b + c, compared with
+// interactions::rupture, contact_dissipation and binder_damping against interactions::damping) and the device's own division, square root and a·b + c, compared with
 // IEEE 754 by `gpu::arithmetic_on_device`.
 
 @group(3) @binding(0) var<storage, read_write> atan_in: array<vec2<real>>;
@@ -14,6 +14,8 @@
 @group(3) @binding(7) var<storage, read_write> rupture_out: array<real>;
 @group(3) @binding(8) var<storage, read_write> arith_in: array<vec4<real>>;
 @group(3) @binding(9) var<storage, read_write> arith_out: array<vec4<real>>;
+@group(3) @binding(10) var<storage, read_write> damp_in: array<vec4<real>>;
+@group(3) @binding(11) var<storage, read_write> damp_out: array<vec4<real>>;
 
 @compute @workgroup_size(WG)
 fn atan2_probe(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
@@ -85,5 +87,32 @@ fn arith_probe(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) n
     if i < arrayLength(&arith_out) {
         let v = arith_in[i];
         arith_out[i] = vec4<real>(v.x / v.y, sqrt(v.x), v.x * v.y + v.z, 0.0);
+    }
+}
+
+/// Case i: damp_in[8i ..] = (n, s), (f_el, k_h, m*, l_i), (l_j, h, β, μ), (dv, κ), (Ω_i, 0),
+/// (Ω_j, 0), (ξ, 0), γ; damp_out[7i ..] = contact_dissipation's f_i, m_i, m_j, ξ, then
+/// binder_damping's f_i, m_i, m_j for d = ξ and the same dv, Ω_i, Ω_j (w lanes 0).
+@compute @workgroup_size(WG)
+fn damping_probe(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                 @builtin(local_invocation_index) lid: u32) {
+    let i = linear_id(wid, nwg, lid, WG);
+    if i < arrayLength(&damp_out) / 7u {
+        let a = damp_in[8u * i];
+        let b = damp_in[8u * i + 1u];
+        let c = damp_in[8u * i + 2u];
+        let dv = damp_in[8u * i + 3u];
+        let w_i = damp_in[8u * i + 4u].xyz;
+        let w_j = damp_in[8u * i + 5u].xyz;
+        let xi = damp_in[8u * i + 6u].xyz;
+        let o = contact_dissipation(a.xyz, a.w, b.x, b.y, b.z, b.w, c.x, dv.xyz, w_i, w_j, xi, c.y, c.z, c.w, dv.w);
+        let g = binder_damping(xi, dv.xyz, w_i, w_j, damp_in[8u * i + 7u]);
+        damp_out[7u * i] = vec4<real>(o.f_i, 0.0);
+        damp_out[7u * i + 1u] = vec4<real>(o.m_i, 0.0);
+        damp_out[7u * i + 2u] = vec4<real>(o.m_j, 0.0);
+        damp_out[7u * i + 3u] = vec4<real>(o.xi, 0.0);
+        damp_out[7u * i + 4u] = vec4<real>(g.f_i, 0.0);
+        damp_out[7u * i + 5u] = vec4<real>(g.m_i, 0.0);
+        damp_out[7u * i + 6u] = vec4<real>(g.m_j, 0.0);
     }
 }

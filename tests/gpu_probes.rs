@@ -2,11 +2,12 @@
 //! shaders/atan2_f64.wgsl (f64 has no GPU builtin) against f64::atan2 over all quadrants and many
 //! magnitudes, the f32 builtin, `cell_hash` against `grid::cell_hash`, and the bit-level
 //! finiteness test against `is_finite`, and the rupture measures and rule against
-//! `interactions::rupture`.
+//! `interactions::rupture`, and the dissipative loads against `interactions::damping`.
 
 mod common;
 
 use common::Rng;
+use glam::DVec3;
 use rrpdem::engine::Precision;
 use rrpdem::gpu::{RuptureCase, atan2_on_device, cell_hash_on_device, finite_on_device, rupture_on_device};
 use rrpdem::interactions::rupture::rupture_bounds;
@@ -241,5 +242,82 @@ fn device_arithmetic_report_is_ieee_on_lavapipe() {
         } else {
             eprintln!("{p:?} on a hardware adapter: {r:?}");
         }
+    }
+}
+
+#[test]
+fn contact_dissipation_and_binder_damping_on_the_device_match_their_rust_twins() {
+    use rrpdem::gpu::{DampingCase, damping_on_device};
+    use rrpdem::interactions::{binder_damping, contact_dissipation};
+    // Random contacts: sticking and slipping, new (ξ = 0) and old histories, with and without
+    // friction (μ = 0 returns the dashpot alone), loads of order one.
+    let mut rng = Rng(29);
+    let mut cases = Vec::new();
+    for k in 0..3000 {
+        let s = rng.range(1e-4, 0.05);
+        let k_h = rng.range(1e2, 1e4);
+        cases.push(DampingCase {
+            n: rng.unit(),
+            s,
+            f_el: k_h * s * s.sqrt(),
+            k_h,
+            m_star: rng.range(0.1, 2.0),
+            l_i: rng.range(0.3, 1.0),
+            l_j: rng.range(0.0, 1.0),
+            dv: rng.cube(1.0),
+            w_i: rng.cube(2.0),
+            w_j: rng.cube(2.0),
+            xi: if k % 3 == 0 { DVec3::ZERO } else { rng.cube(0.01) },
+            h: rng.range(1e-4, 1e-2),
+            beta: rng.range(0.0, 0.7),
+            mu: if k % 4 == 0 { 0.0 } else { rng.range(0.05, 1.0) },
+            kappa: rng.range(0.2, 1.0),
+            gamma: [rng.range(0.0, 2.0), rng.range(0.0, 2.0), rng.range(0.0, 2.0), rng.range(0.0, 2.0)],
+        });
+    }
+    // Each load is a few tens of roundings of terms no larger than the case's scale (the
+    // largest input load), so it is within ~50 ulps of that scale; a case whose trial force is
+    // within 1e-3 of the Coulomb limit may take the other branch in f32 (or in f64 across a
+    // fused multiply-add) and is compared for its branch-free dashpot only.
+    for (p, tol) in [(Precision::F64, 1e-13), (Precision::F32, 5e-6)] {
+        let got = damping_on_device(&cases, p).unwrap_or_else(|e| panic!("{e}"));
+        let (mut worst, mut slipped, mut near) = (0.0f64, 0, 0);
+        for (c, (o, g)) in cases.iter().zip(&got) {
+            let want = contact_dissipation(
+                c.n, c.s, c.f_el, c.k_h, c.m_star, c.l_i, c.l_j, c.dv, c.w_i, c.w_j, c.xi, c.h, c.beta, c.mu, c.kappa,
+            );
+            let bond = binder_damping(c.xi, c.dv, c.w_i, c.w_j, c.gamma);
+            let k_t = c.kappa * 1.5 * c.k_h * c.s.sqrt();
+            let scale = (c.f_el + k_t * (c.xi.length() + c.h * 5.0) + 1.0) * 4.0;
+            let eta_n = 5f64.sqrt() * c.beta * (c.m_star * c.k_h).sqrt() * c.s.sqrt().sqrt();
+            let limit = c.mu * (c.f_el - eta_n * c.dv.dot(c.n)).max(0.0);
+            // The trial force: the same contact that never slips.
+            let stick = contact_dissipation(
+                c.n, c.s, c.f_el, c.k_h, c.m_star, c.l_i, c.l_j, c.dv, c.w_i, c.w_j, c.xi, c.h, c.beta, 1e300, c.kappa,
+            );
+            let trial = (stick.f_i - c.n * (-eta_n * c.dv.dot(c.n))).length();
+            let at_limit = c.mu > 0.0 && (trial - limit).abs() <= 1e-3 * limit;
+            near += at_limit as usize;
+            slipped += (c.mu > 0.0 && !at_limit && trial > limit) as usize;
+            let pairs: Vec<(DVec3, DVec3, f64)> = if at_limit {
+                vec![]
+            } else {
+                vec![
+                    (o.f_i, want.f_i, scale),
+                    (o.m_i, want.m_i, scale),
+                    (o.m_j, want.m_j, scale),
+                    (o.xi, want.xi, (c.xi.length() + c.h * 5.0 + 1e-3) * 4.0),
+                ]
+            };
+            let bond_scale = 40.0 * (c.xi.length() + 1.0);
+            for (a, b, s) in pairs.into_iter().chain([(g.f_i, bond.f_i, bond_scale), (g.m_i, bond.m_i, bond_scale)]) {
+                assert!(a.is_finite(), "{p:?}: non-finite load {a} for {c:?}");
+                worst = worst.max((a - b).length() / s);
+            }
+            worst = worst.max((g.m_j - bond.m_j).length() / bond_scale);
+        }
+        eprintln!("{p:?}: worst difference {worst:.2e} of the case's scale; {slipped} slipping, {near} at the limit");
+        assert!(worst <= tol, "{p:?}: loads differ by {worst:e} of their scale");
+        assert!(slipped > 300 && near < cases.len() / 5, "{p:?}: {slipped} slipping, {near} at the limit");
     }
 }

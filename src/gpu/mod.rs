@@ -47,6 +47,6 @@ pub use context::{AdapterChoice, AdapterReport, hardware_adapter_available, list
 pub use engine::{GpuEngine, GpuOptions};
 pub use error::GpuError;
 pub use probes::{
-    ArithmeticReport, RuptureCase, RuptureResult, arithmetic_on_device, atan2_on_device, cell_hash_on_device,
-    finite_on_device, rupture_on_device,
+    ArithmeticReport, DampingCase, RuptureCase, RuptureResult, arithmetic_on_device, atan2_on_device,
+    cell_hash_on_device, damping_on_device, finite_on_device, rupture_on_device,
 };

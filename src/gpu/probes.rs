@@ -280,3 +280,64 @@ pub fn rupture_on_device(cases: &[RuptureCase], precision: Precision) -> Result<
         })
         .collect())
 }
+
+/// One input of `damping_on_device`: the arguments of `contact_dissipation` (and, with `xi` as
+/// the bond vector, of `binder_damping`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct DampingCase {
+    pub n: DVec3,
+    pub s: f64,
+    pub f_el: f64,
+    pub k_h: f64,
+    pub m_star: f64,
+    pub l_i: f64,
+    pub l_j: f64,
+    pub dv: DVec3,
+    pub w_i: DVec3,
+    pub w_j: DVec3,
+    pub xi: DVec3,
+    pub h: f64,
+    pub beta: f64,
+    pub mu: f64,
+    pub kappa: f64,
+    pub gamma: [f64; 4],
+}
+
+/// Runs the WGSL `contact_dissipation` and `binder_damping` (shaders/interactions.wgsl) over
+/// cases, to check them against their Rust twins: per case the contact's loads and the binder's
+/// (for d = `xi`).
+pub fn damping_on_device(
+    cases: &[DampingCase],
+    precision: Precision,
+) -> Result<Vec<(crate::interactions::ContactLoad, crate::interactions::BondDamping)>, GpuError> {
+    let flat: Vec<f64> = cases
+        .iter()
+        .flat_map(|c| {
+            let v = |a: DVec3, w: f64| [a.x, a.y, a.z, w];
+            [v(c.n, c.s), [c.f_el, c.k_h, c.m_star, c.l_i], [c.l_j, c.h, c.beta, c.mu], v(c.dv, c.kappa)]
+                .into_iter()
+                .chain([v(c.w_i, 0.0), v(c.w_j, 0.0), v(c.xi, 0.0), c.gamma])
+                .flatten()
+        })
+        .collect();
+    let n = cases.len();
+    let out = 28 * n * real_size(precision);
+    let bytes = run_probe(
+        precision,
+        "damping_probe",
+        ("damp_in", "damp_out"),
+        &reals_to_bytes(&flat, precision),
+        out.max(4),
+        n as u32,
+    )?;
+    let r = bytes_to_reals(&bytes[..out], precision);
+    let v = |c: &[f64], k: usize| DVec3::new(c[4 * k], c[4 * k + 1], c[4 * k + 2]);
+    Ok(r.chunks_exact(28)
+        .map(|c| {
+            (
+                crate::interactions::ContactLoad { f_i: v(c, 0), m_i: v(c, 1), m_j: v(c, 2), xi: v(c, 3) },
+                crate::interactions::BondDamping { f_i: v(c, 4), m_i: v(c, 5), m_j: v(c, 6) },
+            )
+        })
+        .collect())
+}

@@ -172,7 +172,7 @@ pub const KERNEL_FILES: &[KernelFile] = &[
     KernelFile {
         name: "probe",
         source: include_str!("../../shaders/probe.wgsl"),
-        entry_points: &["atan2_probe", "cell_hash_probe", "finite_probe", "rupture_probe", "arith_probe"],
+        entry_points: &["atan2_probe", "cell_hash_probe", "finite_probe", "rupture_probe", "arith_probe", "damping_probe"],
         libraries: &[],
     },
 ];
