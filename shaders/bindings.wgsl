@@ -38,6 +38,51 @@
 /// (xyz). A bond's d0, L0 and d̂0 are formed from them, unless its replica has FLAG_BOND_REF.
 @group(1) @binding(10) var<storage, read_write> ref_pos: array<vec4<real>>;
 @group(1) @binding(11) var<storage, read_write> ref_cell: array<vec4<i32>>;
+/// Dissipative loads of the last force evaluation (MODEL §10; only where some replica has
+/// FLAG_DISSIPATE, a placeholder otherwise), three per particle i (`DLOAD_*` slots at 3i + k):
+/// force (xyz) with the particle's share of E_dissipated (w), moment (xyz) with the running
+/// compensation of that sum (w, `ledger_add`), and the walls' part of the force (xyz). Written
+/// by `dissipate`, added by the particle kernel, booked by the kicks.
+@group(1) @binding(23) var<storage, read_write> dload: array<vec4<real>>;
+const DLOAD_FORCE: u32 = 0u;
+const DLOAD_MOMENT: u32 = 1u;
+const DLOAD_WALL: u32 = 2u;
+
+/// Whether replica r's model dissipates (dashpots in `dload`).
+fn dissipates(r: u32) -> bool {
+    return (reps[r].flags & FLAG_DISSIPATE) != 0u;
+}
+
+/// Adds `x` to particle i's share of E_dissipated (dload lanes w of DLOAD_FORCE and
+/// DLOAD_MOMENT), compensated (Kahan): a share grows by one small term per kick over a whole run,
+/// which a plain f32 sum would lose. The share is w(DLOAD_FORCE) − w(DLOAD_MOMENT)
+/// (`dissipated_at`).
+fn ledger_add(i: u32, x: real) {
+    let a = dload[3u * i + DLOAD_FORCE];
+    let b = dload[3u * i + DLOAD_MOMENT];
+    let y = x - b.w;
+    let t = a.w + y;
+    let comp = (t - a.w) - y;
+    dload[3u * i + DLOAD_FORCE] = vec4<real>(a.xyz, t);
+    dload[3u * i + DLOAD_MOMENT] = vec4<real>(b.xyz, comp);
+}
+
+/// Particle i's share of E_dissipated (0 where its replica does not dissipate).
+fn dissipated_at(r: u32, i: u32) -> real {
+    if !dissipates(r) {
+        return 0.0;
+    }
+    return dload[3u * i + DLOAD_FORCE].w - dload[3u * i + DLOAD_MOMENT].w;
+}
+
+/// The work of the dissipative loads on particle i in a kick by `c` from (v0, w0) to (v1, w1),
+/// with its sign flipped (twin of `kick_work`, src/engine/cpu/integrate.rs): a kick changes
+/// ½ m v² by exactly (c/2) D·(v0 + v1).
+fn kick_dissipated(i: u32, c: real, v0: vec3<real>, v1: vec3<real>, w0: vec3<real>, w1: vec3<real>) -> real {
+    let f = dload[3u * i + DLOAD_FORCE].xyz;
+    let m = dload[3u * i + DLOAD_MOMENT].xyz;
+    return -(0.5 * c * (dot3(f, v0 + v1) + dot3(m, w0 + w1)));
+}
 
 /// Bond end indices (i, j).
 @group(2) @binding(0) var<storage, read_write> bond_ends: array<vec2<u32>>;
@@ -246,6 +291,10 @@ fn wall_force_at(r: u32, i: u32) -> vec3<real> {
     for (var k = w0; k < w0 + reps[r].n_walls; k++) {
         let xw = block_vector(ci, xi.xyz, walls[k].block.xyz, edge);
         f = f + wall(xw, xi.w, walls[k].point.xyz, walls[k].normal.xyz, reps[r].k_wall).force;
+    }
+    if dissipates(r) {
+        // The walls' dashpots, after the elastic forces as on the CPU.
+        f = f + dload[3u * i + DLOAD_WALL].xyz;
     }
     return f;
 }

@@ -25,7 +25,10 @@ struct SimParams {
     /// Particles in the first part of the per-particle arrays bound in two parts (the
     /// generated `<name>_at` accessors); the particle count when they are bound whole.
     part_len: u32,
-    _pad_u1: u32,
+    /// 1 when `dload` already holds the dissipative loads of the state evaluated (every
+    /// evaluation but an engine's first: after a load or a rollback they came with the state,
+    /// from velocities it no longer holds), so that `dissipate` leaves them.
+    keep_dload: u32,
 }
 
 /// Mirrors `ReplicaGpu32` / `ReplicaGpu64` in src/gpu/params.rs: one replica's parameters and
@@ -39,6 +42,10 @@ struct ReplicaGpu {
     pend_up: vec4<real>,
     /// Rupture: 1/t_c per channel (tension, shear, bending, twist); 0 = never breaks.
     rupture_inv: vec4<real>,
+    /// Binder damping (γ_a, γ_s, γ_b, γ_t), MODEL §10.
+    binder_gamma: vec4<real>,
+    /// Contact dissipation (β, β_wall, μ, μ_wall), MODEL §10.
+    damping: vec4<real>,
     k_bend: real,
     k_axial: real,
     k_shear: real,
@@ -54,8 +61,9 @@ struct ReplicaGpu {
     half_skin_sq: real,
     /// Edge of a grid cell, which is also the block of the positions (`cell`, see bindings.wgsl).
     cell_edge: real,
+    /// Tangential to normal stiffness ratio κ (MODEL §10).
+    stiffness_ratio: real,
     _pad_r0: real,
-    _pad_r1: real,
     /// The replica's particles are p_start .. p_start + n_particles of the batch.
     p_start: u32,
     n_particles: u32,
@@ -72,7 +80,7 @@ struct ReplicaGpu {
     /// FLAG_BOND_Q0: reference attitudes per bond (bond_q0), not per particle (q_ref);
     /// FLAG_BOND_REF: reference directions and lengths per bond (bond_ref), not formed from the
     /// reference positions (ref_pos, ref_cell); FLAG_WEIBULL: rupture thresholds scaled per bond
-    /// (bond_scale).
+    /// (bond_scale); FLAG_DISSIPATE: dashpots (MODEL §10, `dload`).
     flags: u32,
     /// Rupture rule: 0 = any (largest ratio ≥ 1), 1 = sum (sum of the ratios ≥ 1).
     rupture_sum: u32,

@@ -95,10 +95,16 @@ fn integrate(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg
     var v = vel_at(i).xyz;
     var w = omega_at(i).xyz;
     if kick != 0.0 {
+        let v0 = v;
+        let w0 = w;
         v = v + force_at(i).xyz * (kick * inv.z);
         w = w + moment_at(i).xyz * (kick * inv.w);
         vel_put(i, vec4<real>(v, 0.0));
         omega_put(i, vec4<real>(w, 0.0));
+        if dissipates(r) {
+            // The ledger's share of the opening kick (MODEL §10).
+            ledger_add(i, kick_dissipated(i, kick, v0, v, w0, w));
+        }
     }
     let dalpha = rotation_increment(params.integrator, h, w);
     let xr = pos_at(i);

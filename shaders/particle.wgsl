@@ -1,8 +1,9 @@
 // Per-particle kernel: total force and spatial moment at the current state (bond results
 // gathered through the CSR incidence in bond order, contacts from the Verlet list or, for an
 // overflowed list, the grid, both in particle-index order as on the CPU, walls, gravity,
-// pendulum), the particle's potential energies, then the closing kick of maps 23/25, fused with
-// the next step's opening kick inside a batch; and the particle's share of the watch's sums.
+// pendulum, then the dissipative loads of `dload`), the particle's potential energies, then the
+// closing kick of maps 23/25, fused with the next step's opening kick inside a batch, each kick
+// booking its dissipated work; and the particle's share of the watch's sums.
 
 /// Kicks after the force evaluation, in units of ½h: 0 for campello and for the initial
 /// evaluation, 1 (closing half kick) at the last step of a batch, 2 (closing + next opening
@@ -15,28 +16,6 @@ fn half_kicks_post(step: u32) -> u32 {
         return 1u;
     }
     return 2u;
-}
-
-/// First position ≥ p (below e) of a bucket whose entry is in cell `nc` of replica r and is not
-/// particle i (other cells and other replicas may share the bucket), or e.
-fn seek_member(p0: u32, e: u32, nc: vec3<i32>, r: u32, i: u32) -> u32 {
-    var p = p0;
-    while p < e {
-        let sc = sorted_cell_at(p);
-        if u32(sc.w) != i && all(sc.xyz == nc) && replica_of(u32(sc.w)) == r {
-            break;
-        }
-        p++;
-    }
-    return p;
-}
-
-/// Particle index at bucket position p, or STATUS_NONE (above every index) when p = e.
-fn member_index(p: u32, e: u32) -> u32 {
-    if p < e {
-        return u32(sorted_cell_at(p).w);
-    }
-    return STATUS_NONE;
 }
 
 @compute @workgroup_size(WG)
@@ -109,39 +88,20 @@ fn particle(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg:
         }
     } else {
         // The list overflowed: the grid (rebuilt every step while a list overflows), visited in
-        // index order like a list, as a merge of the 27 cells. Buckets are sorted by index, so
-        // each cell keeps a cursor at its next member and that member's index; every round
-        // takes the smallest and advances only that cell.
-        var cur: array<u32, 27>;
-        var end: array<u32, 27>;
-        var head: array<u32, 27>;
-        for (var k = 0; k < 27; k++) {
-            let b = cell_hash_replica(neighbour_cell(c, k), r, params.mask);
-            end[k] = bucket_start[b + 1u];
-            cur[k] = seek_member(bucket_start[b], end[k], neighbour_cell(c, k), r, i);
-            head[k] = member_index(cur[k], end[k]);
-        }
+        // index order like a list (shaders/walk.wgsl).
+        var walk = grid_walk_start(c, r, i);
         loop {
-            var next = STATUS_NONE;
-            var src = 0;
-            for (var k = 0; k < 27; k++) {
-                if head[k] < next {
-                    next = head[k];
-                    src = k;
-                }
-            }
-            if next == STATUS_NONE {
+            let at = grid_walk_next(&walk);
+            if at.x == STATUS_NONE {
                 break;
             }
-            let xj = sorted_pos_at(cur[src]);
-            let d = block_vector(c, xi - xj.xyz, neighbour_cell(c, src), edge);
+            let xj = sorted_pos_at(at.x);
+            let d = block_vector(c, xi - xj.xyz, neighbour_cell(c, i32(at.y)), edge);
             let ct = contact(d, xr.w + xj.w, k_contact);
             fi = fi + ct.force;
-            if next > i {
+            if at.z > i {
                 u_contact = u_contact + ct.energy;
             }
-            cur[src] = seek_member(cur[src] + 1u, end[src], neighbour_cell(c, src), r, i);
-            head[src] = member_index(cur[src], end[src]);
         }
     }
     var u_wall: real = 0.0;
@@ -166,6 +126,13 @@ fn particle(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg:
         mi = mi + g.moment;
         u_grav = u_grav + g.energy;
     }
+    let diss = dissipates(r);
+    if diss {
+        // The dissipative loads (shaders/dissipation.wgsl) after the conservative ones, as on
+        // the CPU.
+        fi = fi + dload[3u * i + DLOAD_FORCE].xyz;
+        mi = mi + dload[3u * i + DLOAD_MOMENT].xyz;
+    }
     var v = vel[o].xyz;
     var w = omega[o].xyz;
     let kicks = half_kicks_post(step);
@@ -176,11 +143,17 @@ fn particle(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg:
         let a = fi * (0.5 * params.h * inv.z);
         let b = mi * (0.5 * params.h * inv.w);
         for (var k = 0u; k < kicks; k++) {
+            let v0 = v;
+            let w0 = w;
             v = v + a;
             w = w + b;
             if k == 0u {
                 v_now = v;
                 w_now = w;
+            }
+            if diss {
+                // The ledger, kick by kick (MODEL §10).
+                ledger_add(i, kick_dissipated(i, 0.5 * params.h, v0, v, w0, w));
             }
         }
         vel[o] = vec4<real>(v, 0.0);

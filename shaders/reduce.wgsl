@@ -2,7 +2,8 @@
 // quantities of WG particles and WG bonds per workgroup; `reduce_partials` sums WG records per
 // workgroup, level after level, until one record is left. Record layout (NQ reals, slots REC_*
 // from the generated header): E_trans, E_rot, U_bend, U_axial, U_shear, U_contact, U_wall,
-// U_gravity, P (3), S (3), L (3), F_wall (3), Σ m x (3, relative to the position origin).
+// U_gravity, P (3), S (3), L (3), F_wall (3), Σ m x (3, relative to the position origin),
+// E_dissipated.
 
 // Batches: the sums are segmented by replica, in an order that depends only on replica-relative
 // indices, so that a replica's record is bit for bit the one of the same model alone. A host-built
@@ -81,6 +82,7 @@ fn reduce_state(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) 
         tree_sh[REC_U_CONTACT * WG + lid] = u.x;
         tree_sh[REC_U_WALL * WG + lid] = u.y;
         tree_sh[REC_U_GRAVITY * WG + lid] = u.z;
+        tree_sh[REC_E_DISS * WG + lid] = dissipated_at(r, i);
         let f_wall = wall_force_at(r, i);
         let mx = m * x;
         for (var c = 0u; c < 3u; c++) {

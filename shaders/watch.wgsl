@@ -6,7 +6,8 @@
 // taken by `watch_update`, one thread per replica: the guard's scale, deviation and trip, the
 // contact steps, the peak wall force and the separation. The particle kernel leaves each
 // particle's share in the free lanes of its results: pot.w (mechanical), force.w (released),
-// moment.w (m v·n); the wall force is recomputed from the state, as reduce_state does.
+// moment.w (m v·n); the wall force is recomputed from the state, as reduce_state does, and
+// E_dissipated is the particles' shares in `dload` (MODEL §10).
 
 /// Records of NW reals (`tree_sum`, shaders/tree.wgsl; slots W_* from the generated header).
 const RQ: u32 = NW;
@@ -89,6 +90,7 @@ fn watch_state(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) n
         var grav: real = 0.0;
         var rel: real = 0.0;
         var pn: real = 0.0;
+        var diss: real = 0.0;
         var f = vec3<real>(0.0);
         for (var j = 0u; j < WATCH_PER_LANE; j++) {
             let t = entry.y + j * WG + lid;
@@ -101,12 +103,14 @@ fn watch_state(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) n
             grav = grav + u.z;
             rel = rel + force_at(i).w;
             pn = pn + moment_at(i).w;
+            diss = diss + dissipated_at(r, i);
             f = f + wall_force_at(r, i);
         }
         tree_sh[W_MECH * WG + lid] = mech;
         tree_sh[W_GRAV * WG + lid] = grav;
         tree_sh[W_REL * WG + lid] = rel;
         tree_sh[W_PN * WG + lid] = pn;
+        tree_sh[W_DISS * WG + lid] = diss;
         for (var c = 0u; c < 3u; c++) {
             tree_sh[(W_F + c) * WG + lid] = f[c];
         }
@@ -164,7 +168,7 @@ fn watch_update(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) 
     let at = r * NW;
     let mechanical = watch_in[at + W_MECH];
     let released = watch_in[at + W_REL];
-    let budget = mechanical + watch_in[at + W_GRAV] + w.released + released;
+    let budget = mechanical + watch_in[at + W_GRAV] + w.released + released + watch_in[at + W_DISS];
     let scale = max(w.scale, mechanical);
     let dev = relative_deviation(budget, w.e0, scale);
     // Above the limit, or NaN: the step is refused and the watch left as it was; every kernel

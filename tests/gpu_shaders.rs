@@ -111,7 +111,7 @@ macro_rules! rust_offsets {
 macro_rules! sim_params_offsets {
     ($ty:ty, $real:ty) => {
         rust_offsets!($ty, $real;
-            h, n_particles, n_bonds, mask, integrator, batch_len, n_replicas, part_len, _pad_u1;
+            h, n_particles, n_bonds, mask, integrator, batch_len, n_replicas, part_len, keep_dload;
             _pad_r: 3, $real)
     };
 }
@@ -119,10 +119,10 @@ macro_rules! sim_params_offsets {
 macro_rules! replica_offsets {
     ($ty:ty, $real:ty) => {
         rust_offsets!($ty, $real;
-            gravity, pend_rho0, pend_up, rupture_inv, k_bend, k_axial, k_shear, k_contact, k_wall, inv_cell,
-            pend_g, skin, half_skin_sq, cell_edge, p_start, n_particles, b_start, n_bonds, wall_start, n_walls, shear_variant,
+            gravity, pend_rho0, pend_up, rupture_inv, binder_gamma, damping, k_bend, k_axial, k_shear, k_contact,
+            k_wall, inv_cell, pend_g, skin, half_skin_sq, cell_edge, stiffness_ratio, p_start, n_particles, b_start, n_bonds, wall_start, n_walls, shear_variant,
             flags, rupture_sum, broken_word;
-            _pad_r: 2, $real, _pad_u: 6, u32)
+            _pad_r: 1, $real, _pad_u: 6, u32)
     };
 }
 

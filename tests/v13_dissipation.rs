@@ -303,21 +303,6 @@ fn a_reversed_numbering_keeps_the_history_of_each_pair() {
 }
 
 #[test]
-fn the_gpu_engine_refuses_dissipation_with_a_clear_error() {
-    let model = cloud(0.4, ALL_ON, 0.6);
-    let err = rrpdem::gpu::GpuEngine::new(
-        &model,
-        Integrator::RrpNewmark,
-        1e-3,
-        rrpdem::engine::Precision::F64,
-        rrpdem::gpu::AdapterChoice::Any,
-    )
-    .err()
-    .expect("refused");
-    assert!(err.to_string().contains("run on the CPU engine"), "{err}");
-}
-
-#[test]
 fn bad_coefficients_are_refused_with_their_field_names() {
     let base = r#""name": "b", "dt": 1e-3, "t_end": 1, "particle": {"mass": 1, "inertia": 1, "diameter": 1},
         "bodies": [{"type": "particles", "particles": [{"x": [0, 0, 0]}]}]"#;

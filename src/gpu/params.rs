@@ -25,6 +25,9 @@ pub const FLAG_BOND_REF: u32 = 32;
 /// Bit of `ReplicaGpu::flags`: the rupture thresholds are scaled per bond (Weibull, `bond_scale`);
 /// without it every scale is 1 and `bond_scale` is not read.
 pub const FLAG_WEIBULL: u32 = 64;
+/// Bit of `ReplicaGpu::flags`: the replica's model dissipates (MODEL §10): `dissipate` computes
+/// its dashpots into `dload`, which the particle kernel adds and the ledger books.
+pub const FLAG_DISSIPATE: u32 = 128;
 
 /// What the batch-wide `SimParams` is built from.
 pub struct ParamInputs {
@@ -36,6 +39,9 @@ pub struct ParamInputs {
     pub n_replicas: u32,
     /// `SimParams::part_len`.
     pub part_len: u32,
+    /// `SimParams::keep_dload`: the force evaluations of a batch of length 0 keep the
+    /// dissipative loads `dload` holds (all but an engine's first).
+    pub keep_dload: bool,
 }
 
 /// What one replica's `ReplicaGpu` is built from: its model's parameters, its grid and skin,
@@ -77,7 +83,8 @@ macro_rules! sim_params {
             /// Particles in the first part of the per-particle arrays bound in two parts
             /// (`shader::Parts::Two`); the particle count when they are bound whole.
             pub part_len: u32,
-            pub _pad_u1: u32,
+            /// 1: `dissipate` keeps `dload` in the evaluations of this batch (`ParamInputs`).
+            pub keep_dload: u32,
         }
 
         const _: () = assert!(std::mem::size_of::<$name>() == $size);
@@ -94,7 +101,7 @@ macro_rules! sim_params {
                     batch_len: 0,
                     n_replicas: p.n_replicas,
                     part_len: p.part_len,
-                    _pad_u1: 0,
+                    keep_dload: p.keep_dload as u32,
                 }
             }
         }
@@ -107,6 +114,10 @@ macro_rules! sim_params {
             pub pend_rho0: [$real; 4],
             pub pend_up: [$real; 4],
             pub rupture_inv: [$real; 4],
+            /// Binder damping (γ_a, γ_s, γ_b, γ_t), MODEL §10.
+            pub binder_gamma: [$real; 4],
+            /// (β, β_wall, μ, μ_wall) of the contacts, MODEL §10 (`interactions::Dissipation`).
+            pub damping: [$real; 4],
             pub k_bend: $real,
             pub k_axial: $real,
             pub k_shear: $real,
@@ -117,7 +128,9 @@ macro_rules! sim_params {
             pub skin: $real,
             pub half_skin_sq: $real,
             pub cell_edge: $real,
-            pub _pad_r: [$real; 2],
+            /// Tangential to normal stiffness ratio κ.
+            pub stiffness_ratio: $real,
+            pub _pad_r: [$real; 1],
             pub p_start: u32,
             pub n_particles: u32,
             pub b_start: u32,
@@ -161,6 +174,10 @@ macro_rules! sim_params {
                 if p.bond_refs {
                     flags |= FLAG_BOND_REF;
                 }
+                let diss = prm.dissipation.unwrap_or_default();
+                if prm.dissipation.is_some() {
+                    flags |= FLAG_DISSIPATE;
+                }
                 let rupture = prm.rupture.as_ref();
                 let inv = rupture.map_or([0.0; 4], |r| r.inv_thresholds);
                 $rep {
@@ -168,6 +185,8 @@ macro_rules! sim_params {
                     pend_rho0: v4(pend.map_or(glam::DVec3::ZERO, |p| p.rho0)),
                     pend_up: v4(pend.map_or(glam::DVec3::ZERO, |p| p.up)),
                     rupture_inv: inv.map(|x| x as $real),
+                    binder_gamma: diss.binder.map(|x| x as $real),
+                    damping: [diss.beta, diss.beta_wall, diss.mu, diss.mu_wall].map(|x| x as $real),
                     k_bend: prm.k_bend as $real,
                     k_axial: prm.k_axial as $real,
                     k_shear: prm.k_shear as $real,
@@ -178,7 +197,8 @@ macro_rules! sim_params {
                     skin: p.skin as $real,
                     half_skin_sq: (0.25 * p.skin * p.skin) as $real,
                     cell_edge: p.cell_edge as $real,
-                    _pad_r: [0.0; 2],
+                    stiffness_ratio: diss.stiffness_ratio as $real,
+                    _pad_r: [0.0; 1],
                     p_start: p.p_start,
                     n_particles: p.n_particles,
                     b_start: p.b_start,
@@ -215,13 +235,13 @@ macro_rules! sim_params {
 
 // SimParams: four reals (16 B in f32, 32 B in f64) and eight u32 (32 B): 48 / 64, multiples of
 // 16 (uniform) and of the 8-byte alignment of f64.
-// ReplicaGpu: four vec4 (64 / 128 B), twelve reals (48 / 96 B), sixteen u32 (64 B) = 176 / 288,
+// ReplicaGpu: six vec4 (96 / 192 B), twelve reals (48 / 96 B), sixteen u32 (64 B) = 208 / 352,
 // multiples of the 16- / 32-byte alignment of vec4, so the array stride is the size and there
 // is no implicit tail padding in either precision.
 // WallGpu: two vec4 of reals (32 / 64 B) and two vec4<i32> (32 B, the second padding) = 64 / 96,
 // multiples of the vec4 alignment (16 / 32 B) for the same reason.
-sim_params!(SimParams32, ReplicaGpu32, WallGpu32, f32, 48, 176, 64);
-sim_params!(SimParams64, ReplicaGpu64, WallGpu64, f64, 64, 288, 96);
+sim_params!(SimParams32, ReplicaGpu32, WallGpu32, f32, 48, 208, 64);
+sim_params!(SimParams64, ReplicaGpu64, WallGpu64, f64, 64, 352, 96);
 
 /// Bytes of one `ReplicaGpu` in a precision.
 pub fn replica_gpu_size(precision: crate::engine::Precision) -> usize {

@@ -149,7 +149,7 @@ pub fn state_bits(snap: &[Kinematics], d: &Diagnostics) -> Vec<u64> {
         .map(f64::to_bits)
         .collect();
     let vectors = [d.p, d.s, d.l, d.f_wall, d.x_cm, d.v_cm].into_iter().flat_map(|m| m.to_array());
-    v.extend(d.components().into_iter().chain(vectors).chain([d.e_released]).map(f64::to_bits));
+    v.extend(d.components().into_iter().chain(vectors).chain([d.e_released, d.e_dissipated]).map(f64::to_bits));
     v.extend([d.step, d.t.to_bits(), d.n_broken]);
     v
 }

@@ -226,6 +226,8 @@ pub struct GpuEngine {
     break_overflow: bool,
     /// Steps that rebuilt the grid and the neighbour lists (`neighbour_rebuilds`).
     rebuilds: u64,
+    /// `SimParams::keep_dload`: false until the first force evaluation has filled `dload`.
+    dload_kept: bool,
     /// What it was built with (`renumber` builds it again).
     adapter: AdapterChoice,
     options: GpuOptions,
@@ -283,9 +285,11 @@ impl GpuEngine {
                 "integrator `{integrator}` (MODEL §13) runs on the CPU engine only: use backend `cpu`"
             )))));
         }
-        if models.iter().any(|m| m.params.dissipation.is_some()) {
+        if models.iter().any(|m| m.params.dissipation.is_some_and(|d| d.friction())) {
             return Err(GpuError::InitialState(Box::new(EngineError::Unsupported(
-                "damping and friction (MODEL §10) run on the CPU engine only in this version: use backend `cpu`".into(),
+                "friction (MODEL §10: `friction.coefficient` or `friction.wall_coefficient` above 0) runs on the CPU \
+                 engine only in this version (damping runs on both): use backend `cpu`"
+                    .into(),
             ))));
         }
         let key = CacheKey { adapter, precision, max_workgroups: options.max_workgroups_per_dimension };
@@ -310,6 +314,13 @@ impl GpuEngine {
         let have = ctx.limits.max_storage_buffer_binding_size.min(ctx.limits.max_buffer_size);
         let have = options.max_binding_size.map_or(have, |m| m.min(have));
         let part_len = two_part_limit(&ctx, n, precision, have)?;
+        if part_len.is_some() && models.iter().any(|m| m.params.dissipation.is_some()) {
+            return Err(GpuError::DissipationTooLarge {
+                what: "a per-particle array",
+                particles: n,
+                max_binding: have,
+            });
+        }
         let pipe = match part_len {
             Some(_) => {
                 Arc::new(DemPipeline::with_parts(&ctx.device, precision, lease.pipe.max_workgroups(), Parts::Two)?)
@@ -345,6 +356,7 @@ impl GpuEngine {
             mask: (bucket_count(layout.n as u64, have) - 1) as u32,
             n_replicas: models.len() as u32,
             part_len: part_len.map_or(layout.n, |p| p as u32),
+            keep_dload: false,
         };
         let params = params_bytes(&global, precision, 0);
         let reps_b = reps_bytes(&reps, &layout, precision);
@@ -381,6 +393,7 @@ impl GpuEngine {
             fallback_steps: 0,
             break_overflow: false,
             rebuilds: 0,
+            dload_kept: false,
             adapter,
             options,
             _lease: lease,
@@ -389,6 +402,9 @@ impl GpuEngine {
             EngineError::Gpu(g) => g,
             other => GpuError::InitialState(Box::new(other)),
         })?;
+        // From now on `dload` holds the dissipative loads of the current state (evaluated,
+        // loaded or restored with it): evaluations keep them.
+        e.dload_kept = true;
         for (r, err) in failures {
             e.reps[r].failure = Some(err);
             e.reps[r].held = true;

@@ -9,10 +9,10 @@ use crate::diagnostics::Diagnostics;
 use crate::error::EngineError;
 use crate::gpu::context::map_read;
 use crate::gpu::shader::{
-    NQ, REC_E_ROT, REC_E_TRANS, REC_F_WALL, REC_L, REC_MASS_X, REC_P, REC_S, REC_U_AXIAL, REC_U_BEND, REC_U_CONTACT,
-    REC_U_GRAVITY, REC_U_SHEAR, REC_U_WALL, RSTATUS_BAD_PARTICLE, RSTATUS_BAD_STEP, RSTATUS_CONTACT_WALL,
-    RSTATUS_EXACT_PARTICLE, RSTATUS_EXACT_STEP, RSTATUS_GRID_PARTICLE, RSTATUS_GRID_STEP, RSTATUS_LEN, STATUS_BREAKS,
-    STATUS_LEN, STATUS_MAX_NBR, STATUS_NONE, STATUS_OVERFLOW, STATUS_REBUILDS,
+    NQ, REC_E_DISS, REC_E_ROT, REC_E_TRANS, REC_F_WALL, REC_L, REC_MASS_X, REC_P, REC_S, REC_U_AXIAL, REC_U_BEND,
+    REC_U_CONTACT, REC_U_GRAVITY, REC_U_SHEAR, REC_U_WALL, RSTATUS_BAD_PARTICLE, RSTATUS_BAD_STEP,
+    RSTATUS_CONTACT_WALL, RSTATUS_EXACT_PARTICLE, RSTATUS_EXACT_STEP, RSTATUS_GRID_PARTICLE, RSTATUS_GRID_STEP,
+    RSTATUS_LEN, STATUS_BREAKS, STATUS_LEN, STATUS_MAX_NBR, STATUS_NONE, STATUS_OVERFLOW, STATUS_REBUILDS,
 };
 use crate::gpu::state::{Stage, StageQueries};
 use crate::interactions::BreakEvent;
@@ -572,6 +572,7 @@ fn diagnostics_from_record(r: &[f64], step: u64, t: f64) -> Diagnostics {
         f_wall: v(REC_F_WALL),
         // Σ m (x − origin) until `finish_batch` turns it into the centre of mass.
         x_cm: v(REC_MASS_X),
+        e_dissipated: r[REC_E_DISS],
         ..Default::default()
     }
 }

@@ -5,8 +5,11 @@
 //! Saved-state layout: the origin of the stored positions (three little-endian f64), then the raw
 //! device arrays pos (offsets, with the radius in w), vel, quat, omega, four reals per particle
 //! each, and in f32 the blocks (four i32 per particle); with rupture, then `E_released` (f64),
-//! `n_broken` (u64) and the broken flags (u32 per bond). The forces are a function of this state
-//! alone, so loading it and re-evaluating continues bit for bit.
+//! `n_broken` (u64) and the broken flags (u32 per bond); with dissipation (MODEL §10), then the
+//! raw `dload` (three vec4 per particle: the dissipative loads of the last evaluation and each
+//! particle's share of E_dissipated). The conservative forces are a function of this state
+//! alone and the dissipative ones are in it, so loading it and re-evaluating (keeping `dload`)
+//! continues bit for bit.
 
 use super::GpuEngine;
 use super::upload::walls_bytes;
@@ -32,7 +35,12 @@ impl GpuEngine {
         let l = &self.state.layout;
         let rupture = if l.rupture[r] { RUPTURE_TOTALS_BYTES + 4 * l.n_bonds[r] as usize } else { 0 };
         let cells = if uses_blocks(self.precision) { CELL_BYTES * l.n_particles[r] as usize } else { 0 };
-        ORIGIN_BYTES + STATE_ARRAYS.len() * self.state.array_bytes(r) + cells + rupture
+        ORIGIN_BYTES + STATE_ARRAYS.len() * self.state.array_bytes(r) + cells + rupture + self.dload_bytes(r)
+    }
+
+    /// Bytes of replica r's `dload` in a saved state (0 without dissipation).
+    fn dload_bytes(&self, r: usize) -> usize {
+        if self.reps[r].params.dissipation.is_some() { 3 * self.state.array_bytes(r) } else { 0 }
     }
 
     /// Replica r's kinematics, positions joined from their blocks and offsets.
@@ -79,6 +87,10 @@ impl GpuEngine {
             false => Vec::new(),
         };
         let broken = self.state.read_broken_raw(&self.ctx.device, &self.ctx.queue, r)?;
+        let dload = match self.dload_bytes(r) {
+            0 => Vec::new(),
+            _ => self.state.read_dload_raw(&self.ctx.device, &self.ctx.queue, r)?,
+        };
         let rep = &self.reps[r];
         let mut data = Vec::with_capacity(self.state_bytes(r));
         for c in rep.frame.origin.to_array() {
@@ -93,6 +105,7 @@ impl GpuEngine {
             data.extend_from_slice(&rep.n_broken.to_le_bytes());
             data.extend_from_slice(&broken);
         }
+        data.extend_from_slice(&dload);
         Ok(EngineState { kind: self.state_kind_str(), step: rep.step, data })
     }
 
@@ -119,10 +132,14 @@ impl GpuEngine {
         if blocks > 0 {
             gather(&mut out, cells, &perm.particles);
         }
+        let (rupture, dload) = rest.split_at(rest.len() - self.dload_bytes(0));
         if self.state.layout.rupture[0] {
-            let (totals, flags) = rest.split_at(RUPTURE_TOTALS_BYTES);
+            let (totals, flags) = rupture.split_at(RUPTURE_TOTALS_BYTES);
             out.extend_from_slice(totals);
             gather(&mut out, flags, &perm.bonds);
+        }
+        if !dload.is_empty() {
+            gather(&mut out, dload, &perm.particles);
         }
         debug_assert_eq!(out.len(), data.len());
         out
@@ -162,7 +179,8 @@ impl GpuEngine {
         let (head, rest) = saved.data.split_at(ORIGIN_BYTES);
         let (arrays, rest) = rest.split_at(STATE_ARRAYS.len() * len);
         let blocks = if uses_blocks(self.precision) { self.state.layout.n_particles[0] as usize } else { 0 };
-        let (cells, rupture_bytes) = rest.split_at(CELL_BYTES * blocks);
+        let (cells, rest) = rest.split_at(CELL_BYTES * blocks);
+        let (rupture_bytes, dload) = rest.split_at(rest.len() - self.dload_bytes(0));
         let c: Vec<f64> = head.chunks_exact(8).map(|b| f64::from_le_bytes(b.try_into().unwrap_or([0; 8]))).collect();
         let origin = DVec3::new(c[0], c[1], c[2]);
         if !origin.is_finite() {
@@ -191,6 +209,8 @@ impl GpuEngine {
         if blocks > 0 {
             self.state.write_cells_raw(&self.ctx.queue, cells, 0);
         }
+        // The loads at the saved node, which the evaluation below keeps (`SimParams::keep_dload`).
+        self.state.write_dload_raw(&self.ctx.queue, dload, 0);
         let rep = &mut self.reps[0];
         if rupture {
             let (totals, flags) = rupture_bytes.split_at(RUPTURE_TOTALS_BYTES);

@@ -21,6 +21,7 @@ impl GpuEngine {
             mask: self.state.buckets - 1,
             n_replicas: self.reps.len() as u32,
             part_len: self.state.part_len(),
+            keep_dload: self.dload_kept,
         };
         params_bytes(&inputs, self.precision, batch_len)
     }

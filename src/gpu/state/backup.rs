@@ -10,7 +10,7 @@
 use super::super::batch::broken_words;
 use super::super::frame::uses_blocks;
 use super::super::sizes::{CELL_BYTES, real_size};
-use super::{BROKEN, CELL, DemState, STATE_ARRAYS};
+use super::{BROKEN, CELL, DLOAD, DemState, STATE_ARRAYS};
 
 /// The device-side copies of `STATE_ARRAYS` made at the start of each `advance`, in the same
 /// order.
@@ -33,8 +33,8 @@ impl DemState {
     }
 
     /// Records the copy of replica r's ranges of the backup back into the state arrays (its
-    /// particles' four arrays and, with rupture, its bonds' broken flags): the other replicas
-    /// keep their state.
+    /// particles' four arrays, with rupture its bonds' broken flags, with dissipation its
+    /// particles' dissipative loads): the other replicas keep their state.
     pub fn record_restore(&self, encoder: &mut wgpu::CommandEncoder, r: usize) {
         self.record_replica_copy(encoder, r, true);
     }
@@ -55,6 +55,7 @@ impl DemState {
             let (at, len) = match a {
                 _ if a == BROKEN.0 => (4 * self.layout.broken_word[r] as u64, 4 * broken_words(nb)),
                 _ if a == CELL.0 => (c * p0, c * np),
+                _ if a == DLOAD.0 => (3 * v4 * p0, 3 * v4 * np),
                 _ => (v4 * p0, v4 * np),
             };
             if len > 0 {
@@ -69,11 +70,12 @@ impl DemState {
         }
     }
 
-    /// (state buffer, backup buffer) pairs: the state arrays, the blocks, and the broken flags
-    /// with rupture.
+    /// (state buffer, backup buffer) pairs: the state arrays, the blocks, the broken flags with
+    /// rupture, the dissipative loads with dissipation.
     fn backed_up(&self) -> impl Iterator<Item = (&'static str, &'static str)> {
         let broken = self.rupture.then_some(BROKEN);
         let cell = uses_blocks(self.precision).then_some(CELL);
-        STATE_ARRAYS.into_iter().zip(BACKUP_ARRAYS).chain(cell).chain(broken)
+        let dload = self.dissipation.then_some(DLOAD);
+        STATE_ARRAYS.into_iter().zip(BACKUP_ARRAYS).chain(cell).chain(broken).chain(dload)
     }
 }

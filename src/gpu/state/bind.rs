@@ -45,7 +45,7 @@ const MAIN_KERNELS: [&str; 7] =
     ["integrate_check", "drift_anchor", "integrate", "grid_clear", "grid_count", "grid_scatter", "grid_order"];
 
 /// Kernels dispatched in chunks (`gpu::chunks`), each chunk with bind groups of its own.
-const CHUNKED_KERNELS: [&str; 5] = ["particle", "nbr_build", "bonds", "halo_copy", "reduce_state"];
+const CHUNKED_KERNELS: [&str; 6] = ["particle", "dissipate", "nbr_build", "bonds", "halo_copy", "reduce_state"];
 
 /// The binding of the state buffer that WGSL variable `name` is bound to, outside the chunk
 /// windows: a whole buffer, or, for a `shader::PARTED` array bound in two parts of `part_len`

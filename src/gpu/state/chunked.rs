@@ -174,6 +174,14 @@ impl DemState {
         plan: ChunkPlan,
     ) -> Result<(), GpuError> {
         self.check_windows(&plan)?;
+        if self.dissipation && plan.particles.len() > 1 {
+            // `dissipate` reads partners and bond ends across the whole batch.
+            return Err(GpuError::DissipationTooLarge {
+                what: "the neighbour lists, incidence or bonds",
+                particles: self.n as u64,
+                max_binding: self.max_binding,
+            });
+        }
         let storage = wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST | wgpu::BufferUsages::COPY_SRC;
         // The halo: its offsets (planned with the state) and the copies and their lists.
         queue.write_buffer(&self.buffers["halo_off"], 0, bytemuck::cast_slice(&plan.halo_off));
@@ -194,8 +202,15 @@ impl DemState {
         }
         let chunk_bind = self.bind_chunks(device, queue, pipe, &plan)?;
         let replicas = self.layout.replicas() as u32;
-        let steps =
-            super::record::step_dispatches(self.n, replicas, self.buckets, &self.scan_lens, &plan, &self.watch.groups);
+        let steps = super::record::step_dispatches(
+            self.n,
+            replicas,
+            self.buckets,
+            &self.scan_lens,
+            &plan,
+            &self.watch.groups,
+            self.dissipation,
+        );
         let (grid_full, grid_args, set) = self.bind_grid_args(device, queue, pipe, &steps)?;
         self.bind.insert("grid_args_set", set);
         self.steps = steps;

@@ -46,6 +46,11 @@ pub const CELL: (&str, &str) = ("cell", "cell_backup");
 /// With rupture, the broken flags are state too (one bit per bond, each replica's from a word
 /// boundary: `BatchLayout::broken_word`), with their own backup.
 const BROKEN: (&str, &str) = ("bond_broken", "bond_broken_backup");
+/// Where some replica dissipates (MODEL §10), the dissipative loads of the last evaluation and
+/// each particle's share of E_dissipated (`DLOAD_BYTES` per particle, shaders/bindings.wgsl) are
+/// state too: the loads at a node come from the velocities of the half step before it, which
+/// the state arrays no longer hold. With their own backup.
+pub const DLOAD: (&str, &str) = ("dload", "dload_backup");
 
 /// Buffers and bind groups of a batch of replicas on one device.
 pub struct DemState {
@@ -68,6 +73,8 @@ pub struct DemState {
     pub nbr_offsets: Vec<u32>,
     /// Bonds of some replica may break: the rupture buffers are real (placeholders otherwise).
     pub rupture: bool,
+    /// Some replica dissipates (MODEL §10): `dload` is real and `dissipate` runs.
+    pub dissipation: bool,
     /// Bytes of device memory held by the buffers (the neighbour lists' growth included).
     pub bytes: u64,
     memory_budget: Option<u64>,
@@ -165,6 +172,7 @@ impl DemState {
             nbr_max_capacity: inputs.nbr_capacity,
             nbr_offsets: Vec::new(),
             rupture: inputs.models.iter().any(|m| m.params.rupture.is_some()),
+            dissipation: inputs.models.iter().any(|m| m.params.dissipation.is_some()),
             bytes: a.bytes,
             memory_budget: inputs.memory_budget,
             buffers: a.buffers,

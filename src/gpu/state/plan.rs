@@ -22,7 +22,7 @@ use super::super::sizes::{CELL_BYTES, MIN_BUFFER, bond_out_elem, particle_part_l
 use super::super::watch::watch_gpu_size;
 use super::chunked::{Paged, incidence, nbr_overlap};
 use super::record::initial_status;
-use super::{BROKEN, CELL};
+use super::{BROKEN, CELL, DLOAD};
 use crate::engine::Precision;
 use crate::model::{Bond, Model};
 use glam::{DQuat, DVec3};
@@ -416,6 +416,9 @@ impl<'a> Planned<'a> {
         let replicas = shape.layout.replicas();
         let nr_records = shape.break_capacity as usize;
         let blocks = if uses_blocks(precision) { CELL_BYTES * n } else { 0 };
+        // The dissipative loads (three vec4 per particle) and their backup, where some replica
+        // dissipates (MODEL §10); placeholders otherwise.
+        let dload = if s.models.iter().any(|m| m.params.dissipation.is_some()) { 3 * v4 } else { 0 };
         for (name, len) in [
             ("force", v4),
             ("moment", v4),
@@ -440,6 +443,8 @@ impl<'a> Planned<'a> {
             ("quat_backup", v4),
             ("omega_backup", v4),
             (CELL.1, blocks),
+            (DLOAD.0, dload),
+            (DLOAD.1, dload),
             ("break_at", 4 * rs * nr_records),
             ("break_id", 16 * nr_records),
         ] {

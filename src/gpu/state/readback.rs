@@ -182,3 +182,26 @@ impl DemState {
         }
     }
 }
+
+impl DemState {
+    /// Replica r's dissipative loads and ledger shares (`DLOAD`: three vec4 per particle), raw.
+    pub fn read_dload_raw(&self, device: &wgpu::Device, queue: &wgpu::Queue, r: usize) -> Result<Vec<u8>, GpuError> {
+        let (at, len) = self.dload_range(r);
+        Ok(self.read_buffers_raw(device, queue, &[(super::DLOAD.0, at, len)])?.swap_remove(0))
+    }
+
+    /// Overwrites replica r's dissipative loads with raw bytes of `read_dload_raw`'s length.
+    pub fn write_dload_raw(&self, queue: &wgpu::Queue, bytes: &[u8], r: usize) {
+        let (at, len) = self.dload_range(r);
+        debug_assert_eq!(bytes.len() as u64, len);
+        if len > 0 {
+            queue.write_buffer(&self.buffers[super::DLOAD.0], at, bytes);
+        }
+    }
+
+    /// Byte offset and length of replica r's part of `dload`.
+    fn dload_range(&self, r: usize) -> (u64, u64) {
+        let per = 3 * 4 * real_size(self.precision) as u64;
+        (per * self.layout.p_start[r] as u64, per * self.layout.n_particles[r] as u64)
+    }
+}

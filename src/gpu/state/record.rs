@@ -29,7 +29,8 @@ pub enum Stage {
     Grid,
     /// The per-bond kernel (with rupture, the break test) and the halo copies.
     Bonds,
-    /// The per-particle kernel: bond gather, contacts, walls, fields, closing kick.
+    /// The dissipative loads (MODEL §10, where some replica dissipates) and the per-particle
+    /// kernel: bond gather, contacts, walls, fields, closing kick.
     Particle,
     /// The watch (energy guard, impact measures), when some replica is watched: its sums per
     /// replica, level after level, and the update of each replica's watch.
@@ -99,8 +100,8 @@ pub(super) struct Dispatch {
 }
 
 /// Every dispatch of a step, in the order it is recorded, for `n` particles of `replicas`
-/// replicas, a grid of `buckets` buckets scanned in levels of `scan_lens`, the chunks of `plan`
-/// and the watch's levels of `watch_groups` workgroups: the one description of a step
+/// replicas, a grid of `buckets` buckets scanned in levels of `scan_lens`, the chunks of `plan`,
+/// the watch's levels of `watch_groups` workgroups and, with `dissipate`, the dissipative loads: the one description of a step
 /// (`record_stage` records it, `bind_grid_args` sizes the indirect arguments from it). Made again
 /// whenever the chunks change (`replan`).
 pub(super) fn step_dispatches(
@@ -110,6 +111,7 @@ pub(super) fn step_dispatches(
     scan_lens: &[u32],
     plan: &ChunkPlan,
     watch_groups: &[u32],
+    dissipate: bool,
 ) -> Vec<Dispatch> {
     use {Groups::*, Launch::*, Stage::*};
     let d =
@@ -148,7 +150,11 @@ pub(super) fn step_dispatches(
         v.push(d(Bonds, "bonds", Chunk(c), ch.gpu.b_end - ch.gpu.b_first, WG, Always));
         v.push(d(Bonds, "halo_copy", Chunk(c), ch.gpu.fill_end - ch.gpu.fill_first, WG, Always));
     }
-    // Per particle chunk: bond gather, contacts, walls, fields, closing kick.
+    // Per particle chunk: with `dissipate` (some replica dissipates) the dissipative loads (MODEL
+    // §10), then bond gather, contacts, walls, fields, closing kick.
+    for (c, ch) in plan.particles.iter().enumerate().filter(|_| dissipate) {
+        v.push(d(Particle, "dissipate", Chunk(c), ch.gpu.p_end - ch.gpu.p_first, WG, Always));
+    }
     for (c, ch) in plan.particles.iter().enumerate() {
         v.push(d(Particle, "particle", Chunk(c), ch.gpu.p_end - ch.gpu.p_first, WG, Always));
     }
@@ -346,7 +352,7 @@ mod tests {
             bonds: vec![b(0, 640, 0, 0), b(640, 999, 0, 3)],
             ..Default::default()
         };
-        let steps = step_dispatches(1000, 2, 2048, &[2049, 5, 1], &plan, &[16, 1]);
+        let steps = step_dispatches(1000, 2, 2048, &[2049, 5, 1], &plan, &[16, 1], false);
         let names: Vec<(Stage, &str, u32)> = steps.iter().map(|s| (s.stage, s.kernel, s.items)).collect();
         use Stage::*;
         let want = vec![

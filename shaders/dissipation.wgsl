@@ -1,0 +1,132 @@
+// Dissipative loads of MODEL §10 (twin of `DissPass::particle`, src/engine/cpu/dissipation.rs):
+// per particle of a dissipating replica, the normal dashpots of its contacts (partners in index
+// order, from the Verlet list or, for an overflowed list, the grid walk), of its walls (in wall
+// order) and the viscous binder of its intact bonds (in incidence order), from the positions of
+// this evaluation and the velocities the step already knows (v_{k+½}, Ω_{k+½}: right-endpoint
+// forcing). Written into `dload` before the particle kernel adds them: a kernel of its own, since
+// the particle kernel kicks the velocities this one reads at the partners. Pair friction and its
+// history run on the CPU engine only (the GPU engine refuses μ > 0).
+
+@compute @workgroup_size(WG)
+fn dissipate(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+             @builtin(local_invocation_index) lid: u32) {
+    let i = chunk.p_first + linear_id(wid, nwg, lid, WG);
+    if i >= chunk.p_end {
+        return;
+    }
+    let r = replica_of(i);
+    // In an evaluation that keeps `dload` (`SimParams::keep_dload`) only a step computes it.
+    if !dissipates(r) || (params.keep_dload != 0u && params.batch_len == 0u) || frozen(r, current_step()) {
+        return;
+    }
+    let edge = reps[r].cell_edge;
+    let beta = reps[r].damping.x;
+    let beta_wall = reps[r].damping.y;
+    let kappa = reps[r].stiffness_ratio;
+    let h = params.h;
+    let xr = pos_at(i);
+    let xi = xr.xyz;
+    let ri = xr.w;
+    let c = cell_at(i).xyz;
+    let vi = vel_at(i).xyz;
+    let wi = omega_at(i).xyz;
+    let inv_i = inertial_at(i).z;
+    let zero = vec3<real>(0.0);
+    var f = zero;
+    var m = zero;
+    var f_wall = zero;
+    if beta > 0.0 {
+        let k_contact = reps[r].k_contact;
+        let cnt = nbr_count[i];
+        let base = nbr_offsets[i];
+        let listed = cnt <= nbr_offsets[i + 1u] - base;
+        var walk: GridWalk;
+        if !listed {
+            walk = grid_walk_start(c, r, i);
+        }
+        var k = 0u;
+        loop {
+            // The next partner j and x_i − x_j, from the list or the grid walk.
+            var j: u32;
+            var d: vec3<real>;
+            var rj: real;
+            if listed {
+                if k >= cnt {
+                    break;
+                }
+                j = nbr[base - chunk.nbr_win + k];
+                k++;
+                let xj = pos_at(j);
+                d = block_vector(c, xi - xj.xyz, cell_at(j).xyz, edge);
+                rj = xj.w;
+            } else {
+                let at = grid_walk_next(&walk);
+                if at.x == STATUS_NONE {
+                    break;
+                }
+                j = at.z;
+                let xj = sorted_pos_at(at.x);
+                d = block_vector(c, xi - xj.xyz, neighbour_cell(c, i32(at.y)), edge);
+                rj = xj.w;
+            }
+            let rs = ri + rj;
+            let l2 = dot3(d, d);
+            let inv = inv_i + inertial_at(j).z;
+            if l2 < rs * rs && l2 > 0.0 && inv > 0.0 {
+                let l = sqrt(l2);
+                let s = rs - l;
+                if s > 0.0 {
+                    let k_h = hertz_constant(k_contact, rs);
+                    let o = contact_dissipation(d / l, s, k_h * s * sqrt(s), k_h, 1.0 / inv, l * ri / rs, l * rj / rs,
+                                                vi - vel_at(j).xyz, wi, omega_at(j).xyz, zero, h, beta, 0.0, kappa);
+                    f = f + o.f_i;
+                    m = m + o.m_i;
+                }
+            }
+        }
+    }
+    if beta_wall > 0.0 && inv_i > 0.0 {
+        for (var w = reps[r].wall_start; w < reps[r].wall_start + reps[r].n_walls; w++) {
+            let xw = block_vector(c, xi, walls[w].block.xyz, edge);
+            let gap = dot3(xw - walls[w].point.xyz, walls[w].normal.xyz);
+            let s = ri - gap;
+            if 1.0 - gap / ri > 0.0 && s > 0.0 {
+                let k_h = hertz_constant(reps[r].k_wall, ri);
+                let o = contact_dissipation(walls[w].normal.xyz, s, k_h * s * sqrt(s), k_h, 1.0 / inv_i, gap, 0.0, vi,
+                                            wi, zero, zero, h, beta_wall, 0.0, kappa);
+                f = f + o.f_i;
+                m = m + o.m_i;
+                f_wall = f_wall + o.f_i;
+            }
+        }
+    }
+    let gamma = reps[r].binder_gamma;
+    if any(gamma != vec4<real>(0.0)) {
+        let rupture = (reps[r].flags & FLAG_RUPTURE) != 0u;
+        for (var p = inc_offsets[i]; p < inc_offsets[i + 1u]; p++) {
+            let e = inc_entries[p - chunk.inc_win];
+            let b = e >> 1u;
+            if rupture {
+                // Broken, at this evaluation too (the bond kernel ran before): exerts nothing.
+                let bit = broken_bit(r, b);
+                if (atomicLoad(&bond_broken[bit.x]) & bit.y) != 0u {
+                    continue;
+                }
+            }
+            let ends = bond_ends[b - chunk.bond_win];
+            let o = binder_damping(pair_vector(ends.x, ends.y, edge), vel_at(ends.x).xyz - vel_at(ends.y).xyz,
+                                   omega_at(ends.x).xyz, omega_at(ends.y).xyz, gamma);
+            if (e & 1u) == 0u {
+                f = f + o.f_i;
+                m = m + o.m_i;
+            } else {
+                f = f - o.f_i;
+                m = m + o.m_j;
+            }
+        }
+    }
+    // The ledger's lanes (w) are the kicks' (`ledger_add`): kept.
+    dload[3u * i + DLOAD_FORCE] = vec4<real>(f, dload[3u * i + DLOAD_FORCE].w);
+    dload[3u * i + DLOAD_MOMENT] = vec4<real>(m, dload[3u * i + DLOAD_MOMENT].w);
+    dload[3u * i + DLOAD_WALL] = vec4<real>(f_wall, 0.0);
+}
