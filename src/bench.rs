@@ -59,10 +59,14 @@ pub fn check_options(steps: u64, threads: &[usize], bandwidth: Option<f64>) -> R
 /// `solid-torus-N` (a solid torus of about N FCC spheres, D_t = 3, D_c = 1, as in
 /// `scenarios/solid_torus_impact.json` without rupture, spheres of mass 100, moving onto a wall),
 /// `solid-torus-rupture-N` (the same torus with its binder breaking as in that scenario:
-/// objective shear, tension 0.06, shear 0.6), `tori-N` (N copies of the paper torus stepped as a study batch steps its variants: on the CPU
+/// objective shear, tension 0.06, shear 0.6), any of these with `+damped` or `+friction`
+/// (`dissipative_case`: MODEL §10 on), `tori-N` (N copies of the paper torus stepped as a study batch steps its variants: on the CPU
 /// one engine each, in parallel over the copies; on the GPU one state holding all of them;
 /// `measure` treats it specially).
 pub fn case(name: &str) -> Result<Case, String> {
+    if let Some((base, extra)) = name.split_once('+') {
+        return dissipative_case(name, base, extra);
+    }
     // A count the model cannot hold is an error here, not an allocation failure while building.
     let max = crate::scenario::generators::MAX_PARTICLES;
     let n = |s: &str| -> Result<usize, String> {
@@ -97,10 +101,41 @@ pub fn case(name: &str) -> Result<Case, String> {
         Box::new(move || solid_torus(count))
     } else {
         return Err(format!(
-            "unknown case `{name}` (torus, rings-N, fcc-N, solid-torus-N, solid-torus-rupture-N, tori-N)"
+            "unknown case `{name}` (torus, rings-N, fcc-N, solid-torus-N, solid-torus-rupture-N, tori-N; the one-model \
+             cases also with +damped or +friction)"
         ));
     };
     Ok(Case { name: name.into(), model })
+}
+
+/// Case `name` = `base+extra`: the case `base` with the dissipation of MODEL §10 on, as
+/// `scenarios/solid_torus_impact_damped.json` has it: `+damped` the dashpots (restitution 0.5
+/// between spheres, 0.3 at the walls, binder γ = 0.5 axial and shear, 0.01 bending and twist),
+/// `+friction` those and Coulomb friction (0.3 between spheres, 0.5 at the walls).
+fn dissipative_case(name: &str, base: &str, extra: &str) -> Result<Case, String> {
+    use crate::interactions::{Dissipation, restitution_beta};
+    let friction = match extra {
+        "damped" => false,
+        "friction" => true,
+        _ => return Err(format!("`{name}`: after `+` a case takes `damped` or `friction`, not `{extra}`")),
+    };
+    if base.starts_with("tori-") || base.contains('+') {
+        return Err(format!("`{name}`: `+{extra}` applies to one model (torus, rings-N, fcc-N, solid-torus-N, …)"));
+    }
+    let inner = case(base)?;
+    let model = move || {
+        let mut m = (inner.model)()?;
+        m.params.dissipation = Some(Dissipation {
+            beta: restitution_beta(0.5),
+            beta_wall: restitution_beta(0.3),
+            mu: if friction { 0.3 } else { 0.0 },
+            mu_wall: if friction { 0.5 } else { 0.0 },
+            stiffness_ratio: 2.0 / 7.0,
+            binder: [0.5, 0.5, 0.01, 0.01],
+        });
+        Ok(m)
+    };
+    Ok(Case { name: name.into(), model: Box::new(model) })
 }
 
 const PAPER: &str = r#""dt": 1e-3, "t_end": 1, "shear": "paper", "particle": {"mass": 1, "inertia": 1},

@@ -275,6 +275,9 @@ fn host_elem_sizes(p: Precision) -> Vec<(String, u32)> {
             ("rupture_out", rs),
             ("arith_in", 4 * rs),
             ("arith_out", 4 * rs),
+            ("damp_in", 4 * rs),
+            ("damp_out", 4 * rs),
+            ("dload", 4 * rs),
         ]
         .map(|(n, e)| (n.to_string(), e)),
     );
@@ -317,7 +320,7 @@ fn every_wgsl_struct_is_mirrored_and_checked_or_internal() {
     // A struct added to the shaders must either get a Rust mirror checked above, or be one
     // that lives only inside the kernels (the interaction functions' return values).
     let checked = ["SimParams", "ReplicaGpu", "WallGpu", "ChunkGpu", "BondOutGpu", "WatchGpu"];
-    let internal = ["ForceOut", "MomentOut", "ShearOut"];
+    let internal = ["ForceOut", "MomentOut", "ShearOut", "ContactLoad", "BondDamping", "GridWalk"];
     for p in [Precision::F32, Precision::F64] {
         for file in KERNEL_FILES {
             let c = compose_and_validate(file, p).unwrap();

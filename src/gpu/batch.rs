@@ -145,6 +145,8 @@ pub struct BatchTotals {
     pub bond_refs: bool,
     /// Some replica scales its rupture thresholds per bond (Weibull): `bond_scale` is real.
     pub weibull: bool,
+    /// Some replica dissipates (MODEL §10): `dload` and its backup are real.
+    pub dissipation: bool,
     /// Words of broken flags (each replica's from a word boundary).
     pub broken_words: u64,
     /// Records out of each reduction level (level 0 first), over all replicas.
@@ -180,6 +182,7 @@ impl BatchTotals {
         self.walls += m.params.walls.len() as u64;
         self.rupture |= m.params.rupture.is_some();
         self.weibull |= m.params.weibull();
+        self.dissipation |= m.params.dissipation.is_some();
         self.broken_words += broken_words(m.bonds.len() as u64);
         self.bond_attitudes |= bond_attitudes;
         self.bond_refs |= bond_refs;
@@ -235,6 +238,7 @@ pub fn binding_sizes(t: &BatchTotals, precision: Precision) -> Vec<(&'static str
         ("neighbour list offsets", 4 * (n + 1)),
         ("replica parameters", super::params::replica_gpu_size(precision) as u64 * t.replicas),
         ("broken flags (a bit per bond)", if t.rupture { 4 * t.broken_words } else { 0 }),
+        ("dissipative loads", if t.dissipation { 3 * particle_elem(precision) * n } else { 0 }),
     ];
     sizes
 }
@@ -306,6 +310,8 @@ pub fn planned_sizes(t: &BatchTotals, precision: Precision, nbr_capacity: u32) -
     let nw = if t.rupture { t.broken_words } else { 0 };
     let rec = nr.min(MAX_BREAK_RECORDS);
     v.extend([v4, v4, v4, v4, cell_backup, 4 * nw, 4 * nw, 4 * rs * rec, 16 * rec]); // backups, rupture
+    let dload = if t.dissipation { 3 * v4 } else { 0 };
+    v.extend([dload, dload]); // dissipative loads and their backup
     // Scan levels: auxiliary arrays, the top-sum placeholder and one uniform per level.
     let block = 2 * SCAN_WG as u64;
     let mut lens = vec![buckets + 1];

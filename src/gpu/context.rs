@@ -104,11 +104,12 @@ pub struct GpuContext {
     lost: Arc<Mutex<Option<String>>>,
 }
 
-/// Storage buffers the widest kernel (`particle`) binds.
-pub const STORAGE_BUFFERS_NEEDED: u32 = 25;
+/// Storage buffers the widest kernel (`particle`) binds (26 since it adds the dissipative
+/// loads `dload`, MODEL §10; lavapipe offers 32).
+pub const STORAGE_BUFFERS_NEEDED: u32 = 26;
 /// The same with the per-particle arrays bound in two parts (`shader::Parts::Two`): the
 /// particle kernel's random reads (`pos`, `cell`, `sorted_pos`, `sorted_cell`) add a binding each.
-pub const STORAGE_BUFFERS_NEEDED_PARTS: u32 = 29;
+pub const STORAGE_BUFFERS_NEEDED_PARTS: u32 = 30;
 
 impl GpuContext {
     /// Picks an adapter and opens a device with the adapter's own limits (wgpu's defaults cap
