@@ -377,6 +377,22 @@ pub fn gpu_bytes_per_step(n: usize, bonds: usize, partners: usize, precision: Pr
     per_particle * n as f64 + per_bond * bonds as f64 + 4.0 * partners as f64
 }
 
+/// The bytes MODEL §10's dashpots add to a GPU step (`gpu_bytes_per_step`'s conventions):
+/// `dissipate` reads the particle's pos (and block), vel, omega, inertial, its list count and
+/// offset, each list entry and, per bond end, the incidence entry and the bond's ends (the
+/// partners' and ends' arrays counted as cached), and writes three vec4 of `dload`; the particle
+/// kernel reads and writes two of them (loads and ledger lanes); the watch reads all three.
+pub fn gpu_dissipation_bytes_per_step(n: usize, bonds: usize, partners: usize, precision: Precision) -> f64 {
+    let rs = match precision {
+        Precision::F32 => 4.0,
+        Precision::F64 => 8.0,
+    };
+    let v4 = 4.0 * rs;
+    let block = if crate::gpu::frame::uses_blocks(precision) { 16.0 } else { 0.0 };
+    let per_particle = 4.0 * v4 + block + 8.0 + 3.0 * v4 + 4.0 * v4 + 3.0 * v4;
+    per_particle * n as f64 + 24.0 * bonds as f64 + 4.0 * partners as f64
+}
+
 /// Runs `case` on `engine` with `threads` rayon threads: a warm-up of `steps / 10` steps, then
 /// `steps` timed steps (repeated until at least `min_seconds` have passed). An owned model is
 /// dropped once the engine is built (the engine keeps what it needs), so that the peak memory
@@ -433,7 +449,11 @@ pub fn measure(
                 let bytes = e.device_bytes();
                 let (all, grid, waits) = e.step_costs();
                 step_costs = Some(((all, grid), waits));
-                (Box::new(e), Some(bytes), gpu_bytes_per_step(n, nb, partners, p))
+                let mut per_step = gpu_bytes_per_step(n, nb, partners, p);
+                if model.params.dissipation.is_some() {
+                    per_step += gpu_dissipation_bytes_per_step(n, nb, partners, p);
+                }
+                (Box::new(e), Some(bytes), per_step)
             }
         };
         let built = Built {

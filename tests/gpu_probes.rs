@@ -276,11 +276,13 @@ fn contact_dissipation_and_binder_damping_on_the_device_match_their_rust_twins()
         });
     }
     // Each load is a few tens of roundings of terms no larger than the case's scale (the
-    // largest input load, times 4), so it is within ~80 f32 ulps (5e-6) of that scale: the
-    // slip branch rescales ξ by k_t, which amplifies the error of ξ·k_t; a case whose trial force is
-    // within 1e-3 of the Coulomb limit may take the other branch in f32 (or in f64 across a
-    // fused multiply-add) and is compared for its branch-free dashpot only.
-    for (p, tol) in [(Precision::F64, 1e-13), (Precision::F32, 5e-6)] {
+    // largest input load, times 4); the slip branch rescales ξ by k_t, which amplifies the error
+    // of ξ·k_t. Measured in f32: 3.8e-6 of the scale on lavapipe (IEEE), 8.7e-6 on an H100 (fused
+    // a·b + c, division within 2 ulp, `rrpdem info`): held to 2e-5 (~340 ulps). f64: 0 on
+    // lavapipe, 1.8e-15 on the H100. A case whose trial force is within 1e-3 of the Coulomb limit
+    // may take the other branch in f32 (or in f64 across a fused multiply-add): its contact
+    // loads are left out (its binder loads, which have no branch, are compared).
+    for (p, tol) in [(Precision::F64, 1e-13), (Precision::F32, 2e-5)] {
         let got = damping_on_device(&cases, p).unwrap_or_else(|e| panic!("{e}"));
         let (mut worst, mut slipped, mut near) = (0.0f64, 0, 0);
         for (c, (o, g)) in cases.iter().zip(&got) {
