@@ -48,6 +48,46 @@ const DLOAD_FORCE: u32 = 0u;
 const DLOAD_MOMENT: u32 = 1u;
 const DLOAD_WALL: u32 = 2u;
 
+/// The tangential history of the frictional contacts (MODEL §10; where some replica has
+/// friction, placeholders otherwise), in two copies: the evaluation at batch step s of replica
+/// r reads copy (reps[r].hist_parity + s) mod 2 and writes the other (`hist_copies`). Per copy c
+/// and particle i, row c·N + i: the contacts with higher-index partners j > i (the pair's owner
+/// is its lower index), `hist_count` of them, partner indices ascending in `hist_key` and ξ
+/// (xyz, seen from i) in `hist_xi`, HIST_SLOTS each. A contact that opens is left out (it
+/// forgets ξ). Walls: ξ of particle i at the replica's wall w in `whist`, row (c·N + i)·W + w,
+/// W = reps[r].wall_slots.
+@group(2) @binding(34) var<storage, read_write> hist_count: array<u32>;
+@group(2) @binding(35) var<storage, read_write> hist_key: array<u32>;
+@group(2) @binding(36) var<storage, read_write> hist_xi: array<vec4<real>>;
+@group(2) @binding(37) var<storage, read_write> whist: array<vec4<real>>;
+
+/// The copies of the history the evaluation at batch step `step` of replica r reads (x) and
+/// writes (y), as row offsets (copy · N).
+fn hist_copies(r: u32, step: u32) -> vec2<u32> {
+    let c = (reps[r].hist_parity + step) & 1u;
+    return vec2<u32>(c * params.n_particles, (1u - c) * params.n_particles);
+}
+
+/// ξ of the contact of particle `owner` (row `row` of a copy) with partner `key`, or zero:
+/// a binary search of its sorted partners.
+fn hist_find(row: u32, key: u32) -> vec3<real> {
+    var lo = 0u;
+    var hi = hist_count[row];
+    while lo < hi {
+        let mid = (lo + hi) / 2u;
+        let k = hist_key[row * HIST_SLOTS + mid];
+        if k == key {
+            return hist_xi[row * HIST_SLOTS + mid].xyz;
+        }
+        if k < key {
+            lo = mid + 1u;
+        } else {
+            hi = mid;
+        }
+    }
+    return vec3<real>(0.0);
+}
+
 /// Whether replica r's model dissipates (dashpots in `dload`).
 fn dissipates(r: u32) -> bool {
     return (reps[r].flags & FLAG_DISSIPATE) != 0u;
@@ -266,7 +306,7 @@ fn held(r: u32) -> bool {
 /// workgroup schedule. Replicas fail independently: the others go on.
 fn failed_before(r: u32, step: u32) -> bool {
     let first = min(min(rstatus(r, RSTATUS_EXACT_STEP), rstatus(r, RSTATUS_BAD_STEP)), rstatus(r, RSTATUS_GRID_STEP));
-    return min(first, rstatus(r, RSTATUS_GUARD_STEP)) < step;
+    return min(min(first, rstatus(r, RSTATUS_GUARD_STEP)), rstatus(r, RSTATUS_HIST_STEP)) < step;
 }
 
 /// Nothing of replica r may change any more: the host froze it, an earlier step failed, or this
@@ -276,7 +316,8 @@ fn failed_before(r: u32, step: u32) -> bool {
 /// report and the final state depend on the schedule; the state freezes from the next step on.
 fn frozen(r: u32, step: u32) -> bool {
     return held(r) || rstatus(r, RSTATUS_EXACT_STEP) != STATUS_NONE || rstatus(r, RSTATUS_GRID_STEP) != STATUS_NONE
-        || rstatus(r, RSTATUS_BAD_STEP) < step || rstatus(r, RSTATUS_GUARD_STEP) < step;
+        || rstatus(r, RSTATUS_BAD_STEP) < step || rstatus(r, RSTATUS_GUARD_STEP) < step
+        || rstatus(r, RSTATUS_HIST_STEP) < step;
 }
 
 /// The total force of replica r's walls on particle i, recomputed from the state with `wall` as

@@ -3,9 +3,11 @@
 // order, from the Verlet list or, for an overflowed list, the grid walk), of its walls (in wall
 // order) and the viscous binder of its intact bonds (in incidence order), from the positions of
 // this evaluation and the velocities the step already knows (v_{k+½}, Ω_{k+½}: right-endpoint
-// forcing). Written into `dload` before the particle kernel adds them: a kernel of its own, since
-// the particle kernel kicks the velocities this one reads at the partners. Pair friction and its
-// history run on the CPU engine only (the GPU engine refuses μ > 0).
+// forcing), with the spring–sliders of the frictional contacts, whose history ξ it reads from
+// one copy of `hist_*`/`whist` and writes to the other (shaders/bindings.wgsl: each pair's ξ
+// kept by its lower index, looked up by the higher one). Written into `dload` before the particle
+// kernel adds them: a kernel of its own, since the particle kernel kicks the velocities this one
+// reads at the partners.
 
 @compute @workgroup_size(WG)
 fn dissipate(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
@@ -22,7 +24,14 @@ fn dissipate(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg
     let edge = reps[r].cell_edge;
     let beta = reps[r].damping.x;
     let beta_wall = reps[r].damping.y;
+    let mu = reps[r].damping.z;
+    let mu_wall = reps[r].damping.w;
     let kappa = reps[r].stiffness_ratio;
+    let step = current_step();
+    // Rows of particle i in the history copy read and in the one written.
+    let copies = hist_copies(r, step);
+    let row_in = copies.x + i;
+    let row_out = copies.y + i;
     let h = params.h;
     let xr = pos_at(i);
     let xi = xr.xyz;
@@ -35,8 +44,15 @@ fn dissipate(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg
     var f = zero;
     var m = zero;
     var f_wall = zero;
-    if beta > 0.0 {
+    if beta > 0.0 || mu > 0.0 {
         let k_contact = reps[r].k_contact;
+        // Own contacts (j > i) come in partner order, as the history holds them: a cursor.
+        var own = 0u;
+        var own_count = 0u;
+        var written = 0u;
+        if mu > 0.0 {
+            own_count = hist_count[row_in];
+        }
         let cnt = nbr_count[i];
         let base = nbr_offsets[i];
         let listed = cnt <= nbr_offsets[i + 1u] - base;
@@ -77,26 +93,67 @@ fn dissipate(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg
                 let s = rs - l;
                 if s > 0.0 {
                     let k_h = hertz_constant(k_contact, rs);
+                    // ξ of the pair seen from i: its own row for j > i, else j's, negated.
+                    var xi_in = zero;
+                    if mu > 0.0 {
+                        if j > i {
+                            while own < own_count && hist_key[row_in * HIST_SLOTS + own] < j {
+                                own++;
+                            }
+                            if own < own_count && hist_key[row_in * HIST_SLOTS + own] == j {
+                                xi_in = hist_xi[row_in * HIST_SLOTS + own].xyz;
+                            }
+                        } else {
+                            xi_in = -hist_find(copies.x + j, i);
+                        }
+                    }
                     let o = contact_dissipation(d / l, s, k_h * s * sqrt(s), k_h, 1.0 / inv, l * ri / rs, l * rj / rs,
-                                                vi - vel_at(j).xyz, wi, omega_at(j).xyz, zero, h, beta, 0.0, kappa);
+                                                vi - vel_at(j).xyz, wi, omega_at(j).xyz, xi_in, h, beta, mu, kappa);
                     f = f + o.f_i;
                     m = m + o.m_i;
+                    if mu > 0.0 && j > i {
+                        if written < HIST_SLOTS {
+                            hist_key[row_out * HIST_SLOTS + written] = j;
+                            hist_xi[row_out * HIST_SLOTS + written] = vec4<real>(o.xi, 0.0);
+                        }
+                        written++;
+                    }
                 }
             }
         }
+        if mu > 0.0 {
+            hist_count[row_out] = min(written, HIST_SLOTS);
+            if written > HIST_SLOTS {
+                // More contacts than the history holds: the replica fails (lowest particle of
+                // its first such step), and the host says why.
+                atomicMin(&status[rslot(r, RSTATUS_HIST_STEP)], step);
+                atomicMin(&status[rslot(r, RSTATUS_HIST_PARTICLE)], i);
+            }
+        }
     }
-    if beta_wall > 0.0 && inv_i > 0.0 {
+    if (beta_wall > 0.0 || mu_wall > 0.0) && inv_i > 0.0 {
+        let slots = reps[r].wall_slots;
         for (var w = reps[r].wall_start; w < reps[r].wall_start + reps[r].n_walls; w++) {
             let xw = block_vector(c, xi, walls[w].block.xyz, edge);
             let gap = dot3(xw - walls[w].point.xyz, walls[w].normal.xyz);
             let s = ri - gap;
+            let slot = w - reps[r].wall_start;
+            var xi_new = zero;
             if 1.0 - gap / ri > 0.0 && s > 0.0 {
                 let k_h = hertz_constant(reps[r].k_wall, ri);
+                var xi_in = zero;
+                if mu_wall > 0.0 {
+                    xi_in = whist[row_in * slots + slot].xyz;
+                }
                 let o = contact_dissipation(walls[w].normal.xyz, s, k_h * s * sqrt(s), k_h, 1.0 / inv_i, gap, 0.0, vi,
-                                            wi, zero, zero, h, beta_wall, 0.0, kappa);
+                                            wi, zero, xi_in, h, beta_wall, mu_wall, kappa);
                 f = f + o.f_i;
                 m = m + o.m_i;
                 f_wall = f_wall + o.f_i;
+                xi_new = o.xi;
+            }
+            if mu_wall > 0.0 {
+                whist[row_out * slots + slot] = vec4<real>(xi_new, 0.0);
             }
         }
     }

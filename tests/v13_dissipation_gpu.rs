@@ -1,7 +1,7 @@
-//! V13 (MODEL §10) on the GPU engine: the dashpots (pairs and walls) and the viscous binder
-//! against the CPU reference in f64 and f32, with rupture; the ledger E_dissipated; bit-identical
-//! resumes, batches and rollbacks; the grid walk of an overflowed neighbour list; friction
-//! refused with a message that names the CPU engine.
+//! V13 (MODEL §10) on the GPU engine: the dashpots (pairs and walls), the viscous binder and
+//! the spring–sliders with their contact history, against the CPU reference in f64 and f32,
+//! with rupture; the ledger E_dissipated; bit-identical resumes, batches and rollbacks, and the
+//! history through a reversed numbering; the grid walk of an overflowed neighbour list.
 
 mod common;
 
@@ -21,37 +21,56 @@ use rrpdem::model::Model;
 const DT: f64 = 1e-3;
 
 /// A bonded 6×5×4 block of overlapping spheres falling on a floor with every dashpot on and
-/// distinct coefficients (pairs e = 0.5, wall e = 0.3, binder γ distinct per channel).
-fn block() -> Model {
+/// distinct coefficients (pairs e = 0.5, wall e = 0.3, binder γ distinct per channel), and
+/// friction μ between spheres, μ_w at the floor.
+fn block_with(mu: f64, mu_wall: f64) -> Model {
     let mut prm = lattice_params();
     prm.dissipation = Some(Dissipation {
         beta: restitution_beta(0.5),
         beta_wall: restitution_beta(0.3),
-        mu: 0.0,
-        mu_wall: 0.0,
+        mu,
+        mu_wall,
         stiffness_ratio: 2.0 / 7.0,
         binder: [0.8, 0.5, 0.05, 0.03],
     });
     lattice_model_with(6, 5, 4, 0.97, true, 17, prm)
 }
 
+fn block() -> Model {
+    block_with(0.0, 0.0)
+}
+
 /// A 300-sphere solid torus hitting a wall at speed 1 with rupture and every dashpot on.
 fn torus() -> Model {
-    model_from_json(
-        r#"{"name": "t", "dt": 1e-3, "t_end": 1, "particle": {"mass": 1, "inertia": 1},
+    torus_with("")
+}
+
+/// `torus` with friction: 0.3 between spheres, 0.5 at the wall.
+fn torus_friction() -> Model {
+    torus_with(r#""friction": {"coefficient": 0.3, "wall_coefficient": 0.5},"#)
+}
+
+/// The torus's scenario with `extra` fields (each followed by a comma).
+fn torus_with(extra: &str) -> Model {
+    let json = r#"{"name": "t", "dt": 1e-3, "t_end": 1, "particle": {"mass": 1, "inertia": 1}, EXTRA
         "stiffness": {"bending": 10, "axial": 200, "shear": 200, "contact": 2100, "wall": 2100}, "shear": "objective",
         "walls": [{"point": [0, 0, 0], "normal": [1, 0, 0]}], "rupture": {"tension": 0.01, "shear": 0.1},
         "damping": {"restitution": 0.5, "wall_restitution": 0.3,
             "binder": {"axial": 0.5, "shear": 0.4, "bending": 0.01, "twist": 0.02}},
         "bodies": [{"type": "torus_solid", "torus_diameter": 3, "tube_diameter": 1, "particles": 300,
-            "lattice": "fcc", "gap": 0.02, "velocity": [-1, 0, 0]}]}"#,
-    )
-    .1
+            "lattice": "fcc", "gap": 0.02, "velocity": [-1, 0, 0]}]}"#;
+    model_from_json(&json.replace("EXTRA", extra)).1
 }
 
 #[test]
 fn damped_runs_on_the_gpu_match_the_cpu_in_f64_and_f32() {
-    for (name, model, steps) in [("block", block(), 400u64), ("torus", torus(), 600)] {
+    let cases = [
+        ("block", block(), 400u64),
+        ("torus", torus(), 600),
+        ("block with friction", block_with(0.3, 0.5), 400),
+        ("torus with friction", torus_friction(), 600),
+    ];
+    for (name, model, steps) in cases {
         let mut c = cpu(&model, Integrator::RrpNewmark, DT);
         let e0 = c.diagnostics().unwrap().budget_total().abs();
         for p in [Precision::F64, Precision::F32] {
@@ -75,14 +94,20 @@ fn damped_runs_on_the_gpu_match_the_cpu_in_f64_and_f32() {
             // As V7 for the conservative model (tests/gpu_parity.rs): f64 1e-10 of the size (6)
             // and of E0 — both engines make the same f64 operations but for a few summation
             // orders; f32 1e-4 (round-off 6e-8 grown over a few hundred steps of contacts).
+            // With friction and rupture together, f32 rounding that moves a contact across the
+            // Coulomb limit switches its force by up to μ F_n for a step, and the breaks that follow
+            // amplify it: the f32 run is held to its ledger, 5e-3 of E0, and positions to 1e-2
+            // (measured 5e-4 E0 and 1.8e-3 at 600 steps).
+            let chaotic = p == Precision::F32 && name == "torus with friction";
             let (tol_x, tol_e) = match p {
                 Precision::F64 => (6e-10, 1e-10 * e0),
+                Precision::F32 if chaotic => (1e-2, 5e-3 * e0),
                 Precision::F32 => (1e-4 * 6.0, 1e-4 * e0),
             };
             assert!(dx <= tol_x, "{name} {p:?}: positions differ by {dx:e}");
             assert!(de <= tol_e && dd <= tol_e, "{name} {p:?}: energies {de:e}, E_dissipated {dd:e}");
             assert!(dw <= tol_e * 1e3, "{name} {p:?}: wall force differs by {dw:e}");
-            if name == "torus" {
+            if name.starts_with("torus") {
                 assert!(dc.n_broken > 0 && dg.n_broken == dc.n_broken || p == Precision::F32, "{name} {p:?}");
             }
         }
@@ -116,7 +141,8 @@ fn the_gpu_ledger_is_second_order_and_dashpots_only_take_energy() {
 
 #[test]
 fn damped_gpu_runs_resume_batch_and_roll_back_bit_for_bit() {
-    let model = torus();
+    // With friction: the contact history is saved, backed up and batched with the rest.
+    let model = torus_friction();
     for p in [Precision::F64, Precision::F32] {
         let mut whole = gpu(&model, Integrator::RrpNewmark, DT, p);
         Engine::advance(&mut whole, 500).unwrap();
@@ -136,7 +162,7 @@ fn damped_gpu_runs_resume_batch_and_roll_back_bit_for_bit() {
         assert_eq!(common::gpu::bits(&mut first), want, "{p:?}: rolled back");
         // A batch with a conservative model and the block: each replica as alone.
         let plain = lattice_model_with(3, 3, 3, 0.97, true, 5, lattice_params());
-        let other = block();
+        let other = block_with(0.2, 0.0);
         let mut b = GpuEngine::new_batch(
             &[&plain, &model, &other],
             Integrator::RrpNewmark,
@@ -173,16 +199,51 @@ fn an_overflowed_list_gives_the_same_dashpots_bit_for_bit() {
 }
 
 #[test]
-fn friction_is_refused_on_the_gpu_and_auto_picks_the_cpu() {
-    let mut model = block();
-    if let Some(d) = model.params.dissipation.as_mut() {
-        d.mu_wall = 0.4;
+fn a_reversed_numbering_keeps_the_history_of_each_pair_on_the_gpu() {
+    // The numbering reversed at step 300 (`Engine::renumber`, as a run's re-sort does): every
+    // pair changes its lower index, so each ξ moves to the other sphere's row, negated. The run
+    // then differs from the straight one by the order of its sums only: 1e-10 as on the CPU
+    // (tests/v13_dissipation.rs; dropping the history moves a sphere by ~5e-3 there).
+    use rrpdem::order::Order;
+    let model = block_with(0.4, 0.5);
+    let mut straight = gpu(&model, Integrator::RrpNewmark, DT, Precision::F64);
+    Engine::advance(&mut straight, 600).unwrap();
+    let want = Engine::snapshot(&mut straight).unwrap();
+    let (n, nb) = (model.particles.len(), model.bonds.len());
+    let rev = Order::from_parts((0..n as u32).rev().collect(), (0..nb as u32).rev().collect(), n, nb).unwrap();
+    let reordered = rev.apply(&model);
+    let mut e = gpu(&model, Integrator::RrpNewmark, DT, Precision::F64);
+    Engine::advance(&mut e, 300).unwrap();
+    Engine::renumber(&mut e, &reordered, &rev).unwrap();
+    Engine::advance(&mut e, 300).unwrap();
+    let got = Engine::snapshot(&mut e).unwrap();
+    let worst = (0..n).map(|k| (got[k].x - want[n - 1 - k].x).length()).fold(0.0, f64::max);
+    eprintln!("reversed numbering: {worst:.2e}");
+    assert!(worst < 1e-10, "reversed numbering moved a sphere by {worst:e}");
+}
+
+#[test]
+fn a_sphere_with_more_frictional_contacts_than_the_history_holds_fails_with_a_message() {
+    // A sphere of diameter 6 at index 0 resting among 30 unit spheres that all touch it: 30
+    // contacts with higher-index partners, more than HIST_SLOTS.
+    let mut parts = vec![r#"{"x": [0, 0, 0], "diameter": 6}"#.to_string()];
+    for k in 0..30 {
+        let a = k as f64 * std::f64::consts::TAU / 30.0;
+        let z = if k % 2 == 0 { 0.3 } else { -0.3 };
+        parts.push(format!(r#"{{"x": [{}, {}, {z}], "diameter": 1}}"#, 3.45 * a.cos(), 3.45 * a.sin()));
     }
-    let err =
-        GpuEngine::new(&model, Integrator::RrpNewmark, DT, Precision::F64, AdapterChoice::Any).err().expect("refused");
-    let text = err.to_string();
-    assert!(text.contains("friction") && text.contains("backend `cpu`"), "{text}");
-    let auto = rrpdem::engine::create(&model, Integrator::RrpNewmark, DT, rrpdem::engine::Backend::Auto, None)
-        .unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(auto.info().backend, "cpu", "auto picks the CPU engine for friction");
+    let json = format!(
+        r#"{{"name": "c", "dt": 1e-3, "t_end": 1, "particle": {{"mass": 1, "inertia": 0.1, "diameter": 1}},
+        "stiffness": {{"contact": 1e3}}, "friction": {{"coefficient": 0.3}},
+        "bodies": [{{"type": "particles", "particles": [{}]}}]}}"#,
+        parts.join(",")
+    );
+    let model = model_from_json(&json).1;
+    let cpu_ok = cpu(&model, Integrator::RrpNewmark, DT).advance(10);
+    assert!(cpu_ok.is_ok(), "the CPU engine has no such bound");
+    let err = match GpuEngine::new(&model, Integrator::RrpNewmark, DT, Precision::F64, AdapterChoice::Any) {
+        Err(e) => e.to_string(),
+        Ok(mut g) => Engine::advance(&mut g, 10).err().map(|e| e.to_string()).unwrap_or_default(),
+    };
+    assert!(err.contains("particle 0") && err.contains("backend `cpu`"), "{err}");
 }

@@ -193,14 +193,8 @@ pub fn create(
             _ => Ok(Box::new(CpuEngine::new(model, integrator, dt)?)),
         },
         Backend::Gpu => gpu(AdapterChoice::Any),
-        // `em` and `sm` (MODEL §13) and friction (§10) run on the CPU engine only.
-        Backend::Auto
-            if !integrator.is_implicit()
-                && !model.params.dissipation.is_some_and(|d| d.friction())
-                && hardware_adapter_available() =>
-        {
-            gpu(AdapterChoice::HardwareOnly)
-        }
+        // `em` and `sm` (MODEL §13) run on the CPU engine only.
+        Backend::Auto if !integrator.is_implicit() && hardware_adapter_available() => gpu(AdapterChoice::HardwareOnly),
         Backend::Auto => Ok(Box::new(CpuEngine::new(model, integrator, dt)?)),
     }
 }

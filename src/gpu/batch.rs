@@ -6,6 +6,7 @@
 //! the incidence are offset on upload), its bonds `b_start[r] ..`, its walls `wall_start[r] ..`.
 //! Each particle carries its replica in bits 1.. of its `fixed` word (bit 0: fixed).
 
+use super::shader::HIST_SLOTS;
 use super::shader::{NQ, NW, RSTATUS_LEN, SCAN_WG, STATUS_LEN, WATCH_PER_LANE, WG};
 use super::sizes::{INITIAL_NBR_CAPACITY, MAX_BREAK_RECORDS, MIN_BUFFER, bond_out_elem, particle_elem, real_size};
 use super::watch::watch_gpu_size;
@@ -147,6 +148,11 @@ pub struct BatchTotals {
     pub weibull: bool,
     /// Some replica dissipates (MODEL §10): `dload` and its backup are real.
     pub dissipation: bool,
+    /// Some replica has pair friction, some wall friction (the contact history is real), and
+    /// the most walls of a replica.
+    pub pair_friction: bool,
+    pub wall_friction: bool,
+    pub max_walls: u64,
     /// Words of broken flags (each replica's from a word boundary).
     pub broken_words: u64,
     /// Records out of each reduction level (level 0 first), over all replicas.
@@ -183,6 +189,10 @@ impl BatchTotals {
         self.rupture |= m.params.rupture.is_some();
         self.weibull |= m.params.weibull();
         self.dissipation |= m.params.dissipation.is_some();
+        let d = m.params.dissipation.unwrap_or_default();
+        self.pair_friction |= d.mu > 0.0;
+        self.wall_friction |= d.mu_wall > 0.0;
+        self.max_walls = self.max_walls.max(m.params.walls.len() as u64);
         self.broken_words += broken_words(m.bonds.len() as u64);
         self.bond_attitudes |= bond_attitudes;
         self.bond_refs |= bond_refs;
@@ -239,6 +249,8 @@ pub fn binding_sizes(t: &BatchTotals, precision: Precision) -> Vec<(&'static str
         ("replica parameters", super::params::replica_gpu_size(precision) as u64 * t.replicas),
         ("broken flags (a bit per bond)", if t.rupture { 4 * t.broken_words } else { 0 }),
         ("dissipative loads", if t.dissipation { 3 * particle_elem(precision) * n } else { 0 }),
+        ("contact history (friction)", if t.pair_friction { 2 * rs * 4 * HIST_SLOTS as u64 * n } else { 0 }),
+        ("wall contact history (friction)", if t.wall_friction { 2 * rs * 4 * t.max_walls * n } else { 0 }),
     ];
     sizes
 }
@@ -312,6 +324,11 @@ pub fn planned_sizes(t: &BatchTotals, precision: Precision, nbr_capacity: u32) -
     v.extend([v4, v4, v4, v4, cell_backup, 4 * nw, 4 * nw, 4 * rs * rec, 16 * rec]); // backups, rupture
     let dload = if t.dissipation { 3 * v4 } else { 0 };
     v.extend([dload, dload]); // dissipative loads and their backup
+    // The contact history (two copies) and its backup: counts, partners, ξ, walls' ξ.
+    let s = HIST_SLOTS as u64;
+    let (count, keys, xi) = if t.pair_friction { (8 * n, 8 * n * s, 2 * v4 * s) } else { (0, 0, 0) };
+    let walls = if t.wall_friction { 2 * v4 * t.max_walls } else { 0 };
+    v.extend([count, count, keys, keys, xi, xi, walls, walls]);
     // Scan levels: auxiliary arrays, the top-sum placeholder and one uniform per level.
     let block = 2 * SCAN_WG as u64;
     let mut lens = vec![buckets + 1];

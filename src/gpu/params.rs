@@ -64,6 +64,9 @@ pub struct ReplicaInputs<'a> {
     pub bond_refs: bool,
     /// First word of its broken flags.
     pub broken_word: u32,
+    /// `ReplicaGpu::hist_parity`, `wall_slots`.
+    pub hist_parity: u32,
+    pub wall_slots: u32,
 }
 
 macro_rules! sim_params {
@@ -142,7 +145,11 @@ macro_rules! sim_params {
             pub rupture_sum: u32,
             /// First word of its broken flags (`BatchLayout::broken_word`).
             pub broken_word: u32,
-            pub _pad_u: [u32; 6],
+            /// The copy of the contact history the next evaluation reads (`hist_copies`).
+            pub hist_parity: u32,
+            /// Wall slots per particle of the wall history (the most walls of any replica).
+            pub wall_slots: u32,
+            pub _pad_u: [u32; 4],
         }
 
         const _: () = assert!(std::mem::size_of::<$rep>() == $rep_size);
@@ -212,7 +219,9 @@ macro_rules! sim_params {
                     flags,
                     rupture_sum: rupture.is_some_and(|r| r.rule == RuptureRule::Sum) as u32,
                     broken_word: p.broken_word,
-                    _pad_u: [0; 6],
+                    hist_parity: p.hist_parity,
+                    wall_slots: p.wall_slots,
+                    _pad_u: [0; 4],
                 }
             }
         }

@@ -37,6 +37,7 @@
 //! Only the origin-dependent diagnostics see it: the host adds it back in snapshots, in `L`
 //! (`o × P`) and in the gravity energy (`−M g·o`).
 
+mod history;
 mod run;
 mod saved;
 mod upload;
@@ -149,6 +150,10 @@ struct Replica {
     /// (shaders/watch.wgsl), and as it was at the backup point (for `rollback`).
     watch: Option<Watch>,
     backup_watch: Option<Watch>,
+    /// The copy of the contact history its next evaluation reads (`ReplicaGpu::hist_parity`):
+    /// flips with every evaluation that computes the dissipative loads; and at the backup point.
+    hist_parity: u32,
+    backup_parity: u32,
 }
 
 impl Replica {
@@ -192,6 +197,8 @@ impl Replica {
             held: false,
             watch: None,
             backup_watch: None,
+            hist_parity: 0,
+            backup_parity: 0,
         }
     }
 }
@@ -284,13 +291,6 @@ impl GpuEngine {
             return Err(GpuError::InitialState(Box::new(EngineError::Unsupported(format!(
                 "integrator `{integrator}` (MODEL §13) runs on the CPU engine only: use backend `cpu`"
             )))));
-        }
-        if models.iter().any(|m| m.params.dissipation.is_some_and(|d| d.friction())) {
-            return Err(GpuError::InitialState(Box::new(EngineError::Unsupported(
-                "friction (MODEL §10: `friction.coefficient` or `friction.wall_coefficient` above 0) runs on the CPU \
-                 engine only in this version (damping runs on both): use backend `cpu`"
-                    .into(),
-            ))));
         }
         let key = CacheKey { adapter, precision, max_workgroups: options.max_workgroups_per_dimension };
         let lease = cache::lease(key, options.fresh_device)?;
@@ -403,8 +403,12 @@ impl GpuEngine {
             other => GpuError::InitialState(Box::new(other)),
         })?;
         // From now on `dload` holds the dissipative loads of the current state (evaluated,
-        // loaded or restored with it): evaluations keep them.
+        // loaded or restored with it): evaluations keep them. That evaluation wrote the other
+        // copy of the contact history.
         e.dload_kept = true;
+        for rep in &mut e.reps {
+            rep.hist_parity ^= 1;
+        }
         for (r, err) in failures {
             e.reps[r].failure = Some(err);
             e.reps[r].held = true;

@@ -9,10 +9,11 @@ use crate::diagnostics::Diagnostics;
 use crate::error::EngineError;
 use crate::gpu::context::map_read;
 use crate::gpu::shader::{
-    NQ, REC_E_DISS, REC_E_ROT, REC_E_TRANS, REC_F_WALL, REC_L, REC_MASS_X, REC_P, REC_S, REC_U_AXIAL, REC_U_BEND,
-    REC_U_CONTACT, REC_U_GRAVITY, REC_U_SHEAR, REC_U_WALL, RSTATUS_BAD_PARTICLE, RSTATUS_BAD_STEP,
+    HIST_SLOTS, NQ, REC_E_DISS, REC_E_ROT, REC_E_TRANS, REC_F_WALL, REC_L, REC_MASS_X, REC_P, REC_S, REC_U_AXIAL,
+    REC_U_BEND, REC_U_CONTACT, REC_U_GRAVITY, REC_U_SHEAR, REC_U_WALL, RSTATUS_BAD_PARTICLE, RSTATUS_BAD_STEP,
     RSTATUS_CONTACT_WALL, RSTATUS_EXACT_PARTICLE, RSTATUS_EXACT_STEP, RSTATUS_GRID_PARTICLE, RSTATUS_GRID_STEP,
-    RSTATUS_LEN, STATUS_BREAKS, STATUS_LEN, STATUS_MAX_NBR, STATUS_NONE, STATUS_OVERFLOW, STATUS_REBUILDS,
+    RSTATUS_HIST_PARTICLE, RSTATUS_HIST_STEP, RSTATUS_LEN, STATUS_BREAKS, STATUS_LEN, STATUS_MAX_NBR, STATUS_NONE,
+    STATUS_OVERFLOW, STATUS_REBUILDS,
 };
 use crate::gpu::state::{Stage, StageQueries};
 use crate::interactions::BreakEvent;
@@ -266,6 +267,16 @@ impl GpuEngine {
                 value: h * h * wh.length_squared(),
             }));
         }
+        if failed(RSTATUS_HIST_STEP) && !failed(RSTATUS_GRID_STEP) && !failed(RSTATUS_BAD_STEP) {
+            let particle = w(RSTATUS_HIST_PARTICLE) as usize - p0;
+            let step = if steps == 0 { start } else { start + w(RSTATUS_HIST_STEP) as u64 + 1 };
+            self.reps[r].step = step;
+            return Ok(Some(EngineError::Unsupported(format!(
+                "particle {particle} touches more than {HIST_SLOTS} spheres of higher index with friction at step \
+                 {step}: the GPU engine keeps the tangential history of at most {HIST_SLOTS} such contacts per sphere \
+                 (MODEL §10); run this model with backend `cpu`"
+            ))));
+        }
         // A position the grid refuses stops the step before its forces (as on the CPU), so at
         // most one of the two is set; the grid's comes first if both were.
         let grid = failed(RSTATUS_GRID_STEP);
@@ -331,6 +342,9 @@ impl GpuEngine {
     /// by copying the state arrays for `rollback`. Returns the replicas that failed in it.
     fn advance_batch(&mut self, steps: u32, backup: bool) -> Result<Vec<(usize, EngineError)>, EngineError> {
         self.ctx.queue.write_buffer(self.state.buffer("params"), 0, &self.params_bytes(steps));
+        // The replicas' copies of the contact history this batch starts from.
+        self.write_reps();
+        let before: Vec<u64> = self.reps.iter().map(|r| r.step).collect();
         self.start_watch();
         let mut done = 0u64;
         while done < steps as u64 {
@@ -352,7 +366,12 @@ impl GpuEngine {
             }
             self.ctx.queue.submit([encoder.finish()]);
         }
-        self.finish_batch(steps as u64)
+        let failures = self.finish_batch(steps as u64);
+        // Each step a replica took evaluated its loads once, from one copy into the other.
+        for (rep, b) in self.reps.iter_mut().zip(before) {
+            rep.hist_parity ^= (rep.step.wrapping_sub(b) & 1) as u32;
+        }
+        failures
     }
 
     /// Marks the start of an `advance`: the backup point of every replica (the backup copies
@@ -362,6 +381,7 @@ impl GpuEngine {
             rep.backup_step = Some(rep.step);
             rep.backup_rupture = (rep.e_released, rep.n_broken);
             rep.backup_watch.clone_from(&rep.watch);
+            rep.backup_parity = rep.hist_parity;
         }
     }
 
@@ -397,6 +417,7 @@ impl GpuEngine {
         rep.backup_step = Some(rep.step);
         rep.backup_rupture = (rep.e_released, rep.n_broken);
         rep.backup_watch.clone_from(&rep.watch);
+        rep.backup_parity = rep.hist_parity;
         Ok(())
     }
 
@@ -437,6 +458,7 @@ impl GpuEngine {
         rep.step = step;
         (rep.e_released, rep.n_broken) = rep.backup_rupture;
         rep.watch.clone_from(&rep.backup_watch);
+        rep.hist_parity = rep.backup_parity;
         // Breaks after the restored step never happened.
         self.breaks.retain(|(q, e)| *q != r || e.step <= step);
         // Its lists were built for the state it leaves.

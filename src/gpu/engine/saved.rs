@@ -6,8 +6,7 @@
 //! device arrays pos (offsets, with the radius in w), vel, quat, omega, four reals per particle
 //! each, and in f32 the blocks (four i32 per particle); with rupture, then `E_released` (f64),
 //! `n_broken` (u64) and the broken flags (u32 per bond); with dissipation (MODEL §10), then the
-//! raw `dload` (three vec4 per particle: the dissipative loads of the last evaluation and each
-//! particle's share of E_dissipated). The conservative forces are a function of this state
+//! raw `dload` and the contact history (`history`). The conservative forces are a function of this state
 //! alone and the dissipative ones are in it, so loading it and re-evaluating (keeping `dload`)
 //! continues bit for bit.
 
@@ -35,12 +34,7 @@ impl GpuEngine {
         let l = &self.state.layout;
         let rupture = if l.rupture[r] { RUPTURE_TOTALS_BYTES + 4 * l.n_bonds[r] as usize } else { 0 };
         let cells = if uses_blocks(self.precision) { CELL_BYTES * l.n_particles[r] as usize } else { 0 };
-        ORIGIN_BYTES + STATE_ARRAYS.len() * self.state.array_bytes(r) + cells + rupture + self.dload_bytes(r)
-    }
-
-    /// Bytes of replica r's `dload` in a saved state (0 without dissipation).
-    fn dload_bytes(&self, r: usize) -> usize {
-        if self.reps[r].params.dissipation.is_some() { 3 * self.state.array_bytes(r) } else { 0 }
+        ORIGIN_BYTES + STATE_ARRAYS.len() * self.state.array_bytes(r) + cells + rupture + self.dissipation_bytes(r)
     }
 
     /// Replica r's kinematics, positions joined from their blocks and offsets.
@@ -87,10 +81,7 @@ impl GpuEngine {
             false => Vec::new(),
         };
         let broken = self.state.read_broken_raw(&self.ctx.device, &self.ctx.queue, r)?;
-        let dload = match self.dload_bytes(r) {
-            0 => Vec::new(),
-            _ => self.state.read_dload_raw(&self.ctx.device, &self.ctx.queue, r)?,
-        };
+        let dissipation = self.save_dissipation(r)?;
         let rep = &self.reps[r];
         let mut data = Vec::with_capacity(self.state_bytes(r));
         for c in rep.frame.origin.to_array() {
@@ -105,13 +96,13 @@ impl GpuEngine {
             data.extend_from_slice(&rep.n_broken.to_le_bytes());
             data.extend_from_slice(&broken);
         }
-        data.extend_from_slice(&dload);
+        data.extend_from_slice(&dissipation);
         Ok(EngineState { kind: self.state_kind_str(), step: rep.step, data })
     }
 
     /// A one-replica raw state (`save_state_of`) renumbered by `perm`: the per-particle arrays
     /// and blocks gathered by particle, the broken flags by bond; origin and totals as they are.
-    pub(super) fn permuted_state(&self, data: &[u8], perm: &crate::order::Order) -> Vec<u8> {
+    pub(super) fn permuted_state(&self, data: &[u8], perm: &crate::order::Order) -> Result<Vec<u8>, EngineError> {
         let n = self.state.n as usize;
         let len = self.state.array_bytes(0);
         let blocks = if uses_blocks(self.precision) { CELL_BYTES * n } else { 0 };
@@ -132,17 +123,15 @@ impl GpuEngine {
         if blocks > 0 {
             gather(&mut out, cells, &perm.particles);
         }
-        let (rupture, dload) = rest.split_at(rest.len() - self.dload_bytes(0));
+        let (rupture, dissipation) = rest.split_at(rest.len() - self.dissipation_bytes(0));
         if self.state.layout.rupture[0] {
             let (totals, flags) = rupture.split_at(RUPTURE_TOTALS_BYTES);
             out.extend_from_slice(totals);
             gather(&mut out, flags, &perm.bonds);
         }
-        if !dload.is_empty() {
-            gather(&mut out, dload, &perm.particles);
-        }
+        out.extend(self.permuted_dissipation(dissipation, perm)?);
         debug_assert_eq!(out.len(), data.len());
-        out
+        Ok(out)
     }
 
     /// `Engine::load_state`: a one-replica saved state of this engine's kind, size and (f32 with
@@ -180,7 +169,7 @@ impl GpuEngine {
         let (arrays, rest) = rest.split_at(STATE_ARRAYS.len() * len);
         let blocks = if uses_blocks(self.precision) { self.state.layout.n_particles[0] as usize } else { 0 };
         let (cells, rest) = rest.split_at(CELL_BYTES * blocks);
-        let (rupture_bytes, dload) = rest.split_at(rest.len() - self.dload_bytes(0));
+        let (rupture_bytes, dissipation) = rest.split_at(rest.len() - self.dissipation_bytes(0));
         let c: Vec<f64> = head.chunks_exact(8).map(|b| f64::from_le_bytes(b.try_into().unwrap_or([0; 8]))).collect();
         let origin = DVec3::new(c[0], c[1], c[2]);
         if !origin.is_finite() {
@@ -209,8 +198,9 @@ impl GpuEngine {
         if blocks > 0 {
             self.state.write_cells_raw(&self.ctx.queue, cells, 0);
         }
-        // The loads at the saved node, which the evaluation below keeps (`SimParams::keep_dload`).
-        self.state.write_dload_raw(&self.ctx.queue, dload, 0);
+        // The loads at the saved node, which the evaluation below keeps (`SimParams::keep_dload`),
+        // and the contact history.
+        self.load_dissipation(dissipation);
         let rep = &mut self.reps[0];
         if rupture {
             let (totals, flags) = rupture_bytes.split_at(RUPTURE_TOTALS_BYTES);
@@ -257,7 +247,7 @@ impl GpuEngine {
             )));
         }
         let saved = self.save_state_of(0)?;
-        let data = self.permuted_state(&saved.data, perm);
+        let data = self.permuted_state(&saved.data, perm)?;
         let mut fresh = GpuEngine::build(
             self._lease.same_device(),
             &[model],

@@ -35,6 +35,7 @@ impl GpuEngine {
 
 /// The per-replica parameter buffer (`ReplicaGpu` per replica).
 pub(super) fn reps_bytes(reps: &[Replica], layout: &BatchLayout, precision: Precision) -> Vec<u8> {
+    let wall_slots = reps.iter().map(|r| r.params.walls.len()).max().unwrap_or(0) as u32;
     let inputs = |r: usize| ReplicaInputs {
         params: &reps[r].params,
         inv_cell: reps[r].inv_cell,
@@ -49,6 +50,8 @@ pub(super) fn reps_bytes(reps: &[Replica], layout: &BatchLayout, precision: Prec
         bond_attitudes: reps[r].bond_attitudes,
         bond_refs: reps[r].bond_refs,
         broken_word: layout.broken_word[r],
+        hist_parity: reps[r].hist_parity,
+        wall_slots,
     };
     match precision {
         Precision::F32 => {

@@ -9,6 +9,7 @@
 
 use super::super::batch::broken_words;
 use super::super::frame::uses_blocks;
+use super::super::shader::HIST_SLOTS;
 use super::super::sizes::{CELL_BYTES, real_size};
 use super::{BROKEN, CELL, DLOAD, DemState, STATE_ARRAYS};
 
@@ -51,14 +52,21 @@ impl DemState {
         let (p0, np) = (self.layout.p_start[r] as u64, self.layout.n_particles[r] as u64);
         let nb = self.layout.n_bonds[r] as u64;
         let c = CELL_BYTES as u64;
+        let n = self.n as u64;
         for (a, b) in self.backed_up() {
-            let (at, len) = match a {
-                _ if a == BROKEN.0 => (4 * self.layout.broken_word[r] as u64, 4 * broken_words(nb)),
-                _ if a == CELL.0 => (c * p0, c * np),
-                _ if a == DLOAD.0 => (3 * v4 * p0, 3 * v4 * np),
-                _ => (v4 * p0, v4 * np),
+            // The contact history: the replica's rows in both copies (`hist_copies`).
+            let rows = |per: u64| [(per * p0, per * np), (per * (n + p0), per * np)];
+            let ranges = match a {
+                _ if a == BROKEN.0 => vec![(4 * self.layout.broken_word[r] as u64, 4 * broken_words(nb))],
+                _ if a == CELL.0 => vec![(c * p0, c * np)],
+                _ if a == DLOAD.0 => vec![(3 * v4 * p0, 3 * v4 * np)],
+                "hist_count" => rows(4).to_vec(),
+                "hist_key" => rows(4 * HIST_SLOTS as u64).to_vec(),
+                "hist_xi" => rows(v4 * HIST_SLOTS as u64).to_vec(),
+                "whist" => rows(v4 * self.wall_slots as u64).to_vec(),
+                _ => vec![(v4 * p0, v4 * np)],
             };
-            if len > 0 {
+            for (at, len) in ranges.into_iter().filter(|&(_, len)| len > 0) {
                 // Backup and state share one layout, so their pieces pair up.
                 let (source, target) = if restore { (b, a) } else { (a, b) };
                 for ((src, from, bytes, _), (dst, to, _, _)) in
@@ -71,11 +79,15 @@ impl DemState {
     }
 
     /// (state buffer, backup buffer) pairs: the state arrays, the blocks, the broken flags with
-    /// rupture, the dissipative loads with dissipation.
+    /// rupture, the dissipative loads with dissipation, the contact history with friction.
     fn backed_up(&self) -> impl Iterator<Item = (&'static str, &'static str)> {
         let broken = self.rupture.then_some(BROKEN);
         let cell = uses_blocks(self.precision).then_some(CELL);
         let dload = self.dissipation.then_some(DLOAD);
-        STATE_ARRAYS.into_iter().zip(BACKUP_ARRAYS).chain(cell).chain(broken).chain(dload)
+        let pairs =
+            [("hist_count", "hist_count_backup"), ("hist_key", "hist_key_backup"), ("hist_xi", "hist_xi_backup")];
+        let pairs = pairs.into_iter().filter(|_| self.friction.0);
+        let walls = self.friction.1.then_some(("whist", "whist_backup"));
+        STATE_ARRAYS.into_iter().zip(BACKUP_ARRAYS).chain(cell).chain(broken).chain(dload).chain(pairs).chain(walls)
     }
 }

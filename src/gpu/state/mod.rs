@@ -75,6 +75,10 @@ pub struct DemState {
     pub rupture: bool,
     /// Some replica dissipates (MODEL §10): `dload` is real and `dissipate` runs.
     pub dissipation: bool,
+    /// Some replica has pair friction, some wall friction: the contact history `hist_*`, and
+    /// `whist` (of `wall_slots` per particle and copy), are real.
+    pub friction: (bool, bool),
+    pub wall_slots: u32,
     /// Bytes of device memory held by the buffers (the neighbour lists' growth included).
     pub bytes: u64,
     memory_budget: Option<u64>,
@@ -173,6 +177,11 @@ impl DemState {
             nbr_offsets: Vec::new(),
             rupture: inputs.models.iter().any(|m| m.params.rupture.is_some()),
             dissipation: inputs.models.iter().any(|m| m.params.dissipation.is_some()),
+            friction: (
+                inputs.models.iter().any(|m| m.params.dissipation.is_some_and(|d| d.mu > 0.0)),
+                inputs.models.iter().any(|m| m.params.dissipation.is_some_and(|d| d.mu_wall > 0.0)),
+            ),
+            wall_slots: plan::wall_slots(inputs.models),
             bytes: a.bytes,
             memory_budget: inputs.memory_budget,
             buffers: a.buffers,

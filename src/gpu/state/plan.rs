@@ -419,6 +419,8 @@ impl<'a> Planned<'a> {
         // The dissipative loads (three vec4 per particle) and their backup, where some replica
         // dissipates (MODEL §10); placeholders otherwise.
         let dload = if s.models.iter().any(|m| m.params.dissipation.is_some()) { 3 * v4 } else { 0 };
+        // The frictional contacts' history, two copies (`hist_copies`), and its backup.
+        let (pairs, walls) = hist_sizes(s.models, n, precision);
         for (name, len) in [
             ("force", v4),
             ("moment", v4),
@@ -445,6 +447,14 @@ impl<'a> Planned<'a> {
             (CELL.1, blocks),
             (DLOAD.0, dload),
             (DLOAD.1, dload),
+            ("hist_count", pairs.0),
+            ("hist_count_backup", pairs.0),
+            ("hist_key", pairs.1),
+            ("hist_key_backup", pairs.1),
+            ("hist_xi", pairs.2),
+            ("hist_xi_backup", pairs.2),
+            ("whist", walls),
+            ("whist_backup", walls),
             ("break_at", 4 * rs * nr_records),
             ("break_id", 16 * nr_records),
         ] {
@@ -600,6 +610,27 @@ fn allocate<'a>(
 }
 
 /// u32 words as bytes.
+/// Bytes of the contact history (two copies, shaders/bindings.wgsl) of a batch of `n`
+/// particles: (hist_count, hist_key, hist_xi) where some replica has pair friction, and whist
+/// where some replica has wall friction (zeros otherwise: placeholders).
+pub(crate) fn hist_sizes(models: &[&Model], n: usize, precision: Precision) -> ((usize, usize, usize), usize) {
+    let slots = super::super::shader::HIST_SLOTS;
+    let v4 = 4 * real_size(precision);
+    let d = |m: &&Model| m.params.dissipation.unwrap_or_default();
+    let pairs = if models.iter().any(|m| d(m).mu > 0.0) {
+        (2 * 4 * n, 2 * 4 * n * slots, 2 * v4 * n * slots)
+    } else {
+        (0, 0, 0)
+    };
+    let walls = if models.iter().any(|m| d(m).mu_wall > 0.0) { 2 * v4 * n * wall_slots(models) as usize } else { 0 };
+    (pairs, walls)
+}
+
+/// Wall slots per particle of the wall history: the most walls of any replica.
+pub(crate) fn wall_slots(models: &[&Model]) -> u32 {
+    models.iter().map(|m| m.params.walls.len()).max().unwrap_or(0) as u32
+}
+
 fn words(v: &[u32]) -> Vec<u8> {
     bytemuck::cast_slice::<u32, u8>(v).to_vec()
 }

@@ -205,3 +205,24 @@ impl DemState {
         (per * self.layout.p_start[r] as u64, per * self.layout.n_particles[r] as u64)
     }
 }
+
+impl DemState {
+    /// Copies `len` bytes at `offset` of each named buffer back, raw, with one host wait (for
+    /// the parts of a saved state that are not per-particle vec4 arrays: the contact history).
+    pub fn read_ranges_raw(
+        &self,
+        device: &wgpu::Device,
+        queue: &wgpu::Queue,
+        parts: &[(&str, u64, u64)],
+    ) -> Result<Vec<Vec<u8>>, GpuError> {
+        self.read_buffers_raw(device, queue, parts)
+    }
+
+    /// Overwrites the bytes at `offset` of a named (unpaged) buffer (queued before the next
+    /// submit).
+    pub fn write_range_raw(&self, queue: &wgpu::Queue, name: &str, offset: u64, bytes: &[u8]) {
+        if !bytes.is_empty() {
+            queue.write_buffer(&self.buffers[name], offset, bytes);
+        }
+    }
+}

@@ -1,0 +1,183 @@
+//! The dissipation's part of a saved state (MODEL §10): after the rupture part, a replica that
+//! dissipates stores its raw `dload` (three vec4 per particle: the loads of its last evaluation
+//! and each particle's share of E_dissipated) and, with friction, the contact history its next
+//! evaluation reads: with pair friction per particle the count of its contacts with
+//! higher-index partners (u32), `HIST_SLOTS` partner indices (u32, replica-relative) and
+//! `HIST_SLOTS` ξ (vec4 of reals); with wall friction per particle ξ at each of its walls (vec4).
+//! Loaded into copy 0 of the history; renumbered by moving each pair to its new lower index.
+
+use super::GpuEngine;
+use crate::error::EngineError;
+use crate::gpu::shader::HIST_SLOTS;
+use crate::gpu::sizes::real_size;
+
+/// What a replica's dissipation tail holds, in bytes per part.
+struct Tail {
+    dload: usize,
+    count: usize,
+    keys: usize,
+    xi: usize,
+    walls: usize,
+}
+
+impl Tail {
+    fn total(&self) -> usize {
+        self.dload + self.count + self.keys + self.xi + self.walls
+    }
+}
+
+impl GpuEngine {
+    fn tail(&self, r: usize) -> Tail {
+        let d = self.reps[r].params.dissipation.unwrap_or_default();
+        let on = self.reps[r].params.dissipation.is_some();
+        let np = self.state.layout.n_particles[r] as usize;
+        let v4 = 4 * real_size(self.precision);
+        let pairs = d.mu > 0.0;
+        Tail {
+            dload: if on { 3 * v4 * np } else { 0 },
+            count: if pairs { 4 * np } else { 0 },
+            keys: if pairs { 4 * HIST_SLOTS * np } else { 0 },
+            xi: if pairs { v4 * HIST_SLOTS * np } else { 0 },
+            walls: if d.mu_wall > 0.0 { v4 * self.reps[r].params.walls.len() * np } else { 0 },
+        }
+    }
+
+    /// Bytes of replica r's dissipation tail in a saved state (0 without dissipation).
+    pub(super) fn dissipation_bytes(&self, r: usize) -> usize {
+        self.tail(r).total()
+    }
+
+    /// Replica r's dissipation tail (module note).
+    pub(super) fn save_dissipation(&mut self, r: usize) -> Result<Vec<u8>, EngineError> {
+        let t = self.tail(r);
+        if t.total() == 0 {
+            return Ok(Vec::new());
+        }
+        let mut out = self.state.read_dload_raw(&self.ctx.device, &self.ctx.queue, r)?;
+        let (n, p0, np) = (self.state.n as u64, self.state.layout.p_start[r] as u64, self.np(r));
+        let row = self.reps[r].hist_parity as u64 * n + p0;
+        let v4 = 4 * real_size(self.precision) as u64;
+        let slots = self.state.wall_slots as u64;
+        let s = HIST_SLOTS as u64;
+        let parts = [
+            ("hist_count", 4 * row, t.count as u64),
+            ("hist_key", 4 * s * row, t.keys as u64),
+            ("hist_xi", v4 * s * row, t.xi as u64),
+            ("whist", v4 * slots * row, if t.walls > 0 { v4 * slots * np } else { 0 }),
+        ];
+        let got = self.state.read_ranges_raw(&self.ctx.device, &self.ctx.queue, &parts)?;
+        out.extend_from_slice(&got[0]);
+        // Partner indices relative to the replica, as its model alone numbers them.
+        out.extend(
+            got[1]
+                .chunks_exact(4)
+                .flat_map(|b| (u32::from_le_bytes([b[0], b[1], b[2], b[3]]).wrapping_sub(p0 as u32)).to_le_bytes()),
+        );
+        out.extend_from_slice(&got[2]);
+        // Each particle's walls (the batch's rows hold `wall_slots`).
+        let own = t.walls / np.max(1) as usize;
+        for rowb in got[3].chunks_exact((v4 * slots).max(1) as usize) {
+            out.extend_from_slice(&rowb[..own]);
+        }
+        debug_assert_eq!(out.len(), t.total());
+        Ok(out)
+    }
+
+    fn np(&self, r: usize) -> u64 {
+        self.state.layout.n_particles[r] as u64
+    }
+
+    /// Loads a one-replica dissipation tail (`save_dissipation`'s bytes): `dload`, and the
+    /// history into copy 0, which the next evaluation then reads.
+    pub(super) fn load_dissipation(&mut self, bytes: &[u8]) {
+        let t = self.tail(0);
+        let (dload, rest) = bytes.split_at(t.dload);
+        self.state.write_dload_raw(&self.ctx.queue, dload, 0);
+        let (count, rest) = rest.split_at(t.count);
+        let (keys, rest) = rest.split_at(t.keys);
+        let (xi, walls) = rest.split_at(t.xi);
+        for (name, part) in [("hist_count", count), ("hist_key", keys), ("hist_xi", xi), ("whist", walls)] {
+            self.state.write_range_raw(&self.ctx.queue, name, 0, part);
+        }
+        self.reps[0].hist_parity = 0;
+    }
+
+    /// A one-replica dissipation tail renumbered by `perm` (new particle k was old
+    /// `perm.particles[k]`): `dload` and the walls' history gathered by particle; each pair's ξ
+    /// moved to its new lower index (negated where the order of its two particles flips) and
+    /// each particle's pairs sorted by partner.
+    pub(super) fn permuted_dissipation(
+        &self,
+        bytes: &[u8],
+        perm: &crate::order::Order,
+    ) -> Result<Vec<u8>, EngineError> {
+        let t = self.tail(0);
+        let np = perm.particles.len();
+        let mut out = Vec::with_capacity(bytes.len());
+        let gather = |out: &mut Vec<u8>, part: &[u8]| {
+            let size = part.len() / np.max(1);
+            for &k in &perm.particles {
+                out.extend_from_slice(&part[k as usize * size..(k as usize + 1) * size]);
+            }
+        };
+        let (dload, rest) = bytes.split_at(t.dload);
+        gather(&mut out, dload);
+        let (count, rest) = rest.split_at(t.count);
+        let (keys, rest) = rest.split_at(t.keys);
+        let (xi, walls) = rest.split_at(t.xi);
+        if t.count > 0 {
+            let v4 = 4 * real_size(self.precision);
+            let mut new_of = vec![0u32; np];
+            for (new, &old) in perm.particles.iter().enumerate() {
+                new_of[old as usize] = new as u32;
+            }
+            let word = |b: &[u8], k: usize| u32::from_le_bytes([b[4 * k], b[4 * k + 1], b[4 * k + 2], b[4 * k + 3]]);
+            // (owner, partner, ξ bytes, negated) of every stored pair, in the new numbering.
+            let mut pairs: Vec<(u32, u32, Vec<u8>, bool)> = Vec::new();
+            for a in 0..np {
+                for s in 0..word(count, a) as usize {
+                    let slot = a * HIST_SLOTS + s;
+                    let (na, nb) = (new_of[a], new_of[word(keys, slot) as usize]);
+                    let x = xi[slot * v4..(slot + 1) * v4].to_vec();
+                    pairs.push(if na < nb { (na, nb, x, false) } else { (nb, na, x, true) });
+                }
+            }
+            pairs.sort_by_key(|p| (p.0, p.1));
+            let (mut c, mut k, mut x) = (vec![0u32; np], vec![0u32; np * HIST_SLOTS], vec![0u8; np * HIST_SLOTS * v4]);
+            for (owner, partner, bytes, negate) in pairs {
+                let o = owner as usize;
+                if c[o] as usize >= HIST_SLOTS {
+                    return Err(EngineError::Unsupported(format!(
+                        "renumbered, particle {owner} would keep more than {HIST_SLOTS} frictional contacts with \
+                         higher-index spheres (the GPU engine's bound, MODEL §10); run this model with backend `cpu`"
+                    )));
+                }
+                let slot = o * HIST_SLOTS + c[o] as usize;
+                k[slot] = partner;
+                let target = &mut x[slot * v4..(slot + 1) * v4];
+                target.copy_from_slice(&bytes);
+                if negate {
+                    negate_reals(target, self.precision);
+                }
+                c[o] += 1;
+            }
+            out.extend(c.iter().flat_map(|w| w.to_le_bytes()));
+            out.extend(k.iter().flat_map(|w| w.to_le_bytes()));
+            out.extend_from_slice(&x);
+        }
+        if !walls.is_empty() {
+            gather(&mut out, walls);
+        }
+        debug_assert_eq!(out.len(), bytes.len());
+        Ok(out)
+    }
+}
+
+/// Negates the three reals of a raw vec4 (little-endian, the device's precision) by their sign
+/// bits: exact, as the CPU's `-ξ`.
+fn negate_reals(v: &mut [u8], precision: crate::engine::Precision) {
+    let rs = real_size(precision);
+    for lane in 0..3 {
+        v[(lane + 1) * rs - 1] ^= 0x80;
+    }
+}
