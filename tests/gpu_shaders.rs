@@ -278,6 +278,10 @@ fn host_elem_sizes(p: Precision) -> Vec<(String, u32)> {
             ("damp_in", 4 * rs),
             ("damp_out", 4 * rs),
             ("dload", 4 * rs),
+            ("hist_count", 4),
+            ("hist_key", 4),
+            ("hist_xi", 4 * rs),
+            ("whist", 4 * rs),
         ]
         .map(|(n, e)| (n.to_string(), e)),
     );

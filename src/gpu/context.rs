@@ -107,9 +107,11 @@ pub struct GpuContext {
 /// Storage buffers the widest kernel (`particle`) binds (26 since it adds the dissipative
 /// loads `dload`, MODEL §10; lavapipe offers 32).
 pub const STORAGE_BUFFERS_NEEDED: u32 = 26;
-/// The same with the per-particle arrays bound in two parts (`shader::Parts::Two`): the
-/// particle kernel's random reads (`pos`, `cell`, `sorted_pos`, `sorted_cell`) add a binding each.
-pub const STORAGE_BUFFERS_NEEDED_PARTS: u32 = 30;
+/// The same with the per-particle arrays bound in two parts (`shader::Parts::Two`), where the
+/// widest is `dissipate` (MODEL §10): its random reads of the partners' pos, vel, omega,
+/// inertial, cell and the grid's sorted copies add a binding each. (Dissipation itself runs only
+/// on models whose arrays bind whole; the kernel is compiled for every pipeline.)
+pub const STORAGE_BUFFERS_NEEDED_PARTS: u32 = 31;
 
 impl GpuContext {
     /// Picks an adapter and opens a device with the adapter's own limits (wgpu's defaults cap
