@@ -6,6 +6,15 @@
 //! by the pendulum field. Shear is quartic (no small-strain stiffness) and is not counted.
 //! For the paper's torus this gives ω ≈ 240 (axial) and ≈ 450 (wall impact at v0 = 1),
 //! i.e. `h_max ≈ 4.4e-3` (MODEL §5).
+//!
+//! MODEL §10's loads tighten it where they are on (`damped`): a mode of frequency ω with a
+//! dashpot of rate λ (damping per mass) integrated with the velocity the step knows is stable
+//! for `h < 2/(λ/2 + sqrt(ω² + λ²/4))` (λ = 2ζω: the central-difference limit
+//! `(2/ω)(sqrt(1 + ζ²) − ζ)`; ω = 0: `h < 2/λ`, a pure dashpot). The Hertz dashpot has the
+//! damping ratio `ζ = β sqrt(5/6)` at every overlap (η_n over 2 sqrt(m* · 1.5 k_H s^{1/2})); the
+//! tangential spring adds a mode of stiffness κ times the normal one acting on the contact
+//! point's mobility `1/m* + l_i²/J_i + l_j²/J_j`, with the dashpot √κ η_n; the binder's dashpots
+//! add their rates, bounded per particle by Gershgorin as the springs are.
 
 use crate::model::{Model, Params, Particles};
 use serde::Serialize;
@@ -46,9 +55,13 @@ pub fn estimate_parts(p: &Particles, prm: &Params, bonds: impl Iterator<Item = (
             best = (omega2, what());
         }
     };
-    // Gershgorin rows of M^{-1/2} K M^{-1/2} for the axial and bending springs.
+    // Gershgorin rows of M^{-1/2} K M^{-1/2} for the axial and bending springs, and of
+    // M^{-1/2} C M^{-1/2} for the binder's dashpots (MODEL §10).
+    let loss = prm.dissipation.unwrap_or_default();
+    let g = loss.binder;
     let mut ax = vec![0.0f64; n];
     let mut bend = vec![0.0f64; n];
+    let (mut ax_rate, mut bend_rate) = (vec![0.0f64; n], vec![0.0f64; n]);
     for (i, j, l0) in bonds {
         let (i, j) = (i as usize, j as usize);
         let k = prm.k_axial / (l0 * l0);
@@ -58,10 +71,22 @@ pub fn estimate_parts(p: &Particles, prm: &Params, bonds: impl Iterator<Item = (
         let offr = prm.k_bend / (p.inertia[i] * p.inertia[j]).sqrt();
         bend[i] += prm.k_bend / p.inertia[i] + offr;
         bend[j] += prm.k_bend / p.inertia[j] + offr;
+        if loss.binder() {
+            // Translation: the axial or shear dashpot; rotation: bending or twist, and the
+            // shear dashpot's couple ½ d × F (arm L0/2 at each end).
+            let c = g[0].max(g[1]);
+            let off = c / (p.mass[i] * p.mass[j]).sqrt();
+            ax_rate[i] += c / p.mass[i] + off;
+            ax_rate[j] += c / p.mass[j] + off;
+            let c = g[2].max(g[3]) + 0.25 * g[1] * l0 * l0;
+            let offr = c / (p.inertia[i] * p.inertia[j]).sqrt();
+            bend_rate[i] += c / p.inertia[i] + offr;
+            bend_rate[j] += c / p.inertia[j] + offr;
+        }
     }
     for i in (0..n).filter(|&i| !p.fixed[i]) {
-        consider(ax[i], &|| format!("binder axial mode at particle {i}"));
-        consider(bend[i], &|| format!("binder bending mode at particle {i}"));
+        consider(damped(ax[i], ax_rate[i]), &|| format!("binder axial mode at particle {i}"));
+        consider(damped(bend[i], bend_rate[i]), &|| format!("binder bending mode at particle {i}"));
     }
     // Impact speed: the fastest particle's speed (translation plus spin at its surface),
     // plus the speed gravity can add over the extent of the scenario.
@@ -77,7 +102,9 @@ pub fn estimate_parts(p: &Particles, prm: &Params, bonds: impl Iterator<Item = (
             if !prm.walls.is_empty() && prm.k_wall > 0.0 {
                 // ½ m v² = (2/5) K δ^{5/2}; dF/d(gap) = 1.5 K δ^{1/2} / r².
                 let delta = (1.25 * m * v_imp * v_imp / prm.k_wall).powf(0.4);
-                consider(1.5 * prm.k_wall * delta.sqrt() / (r * r * m), &|| {
+                let mobility = 1.0 + r * r * m / p.inertia[i];
+                let omega2 = 1.5 * prm.k_wall * delta.sqrt() / (r * r * m);
+                consider(contact_mode(omega2, loss.beta_wall, loss.mu_wall, loss.stiffness_ratio, mobility), &|| {
                     format!("wall impact at speed {v_imp:.3} (particle {i})")
                 });
             }
@@ -86,7 +113,9 @@ pub fn estimate_parts(p: &Particles, prm: &Params, bonds: impl Iterator<Item = (
                 let mu = 0.5 * m;
                 let rs = 2.0 * r;
                 let delta = (2.5 * m * v_imp * v_imp / prm.k_contact).powf(0.4);
-                consider(1.5 * prm.k_contact * delta.sqrt() / (rs * rs * mu), &|| {
+                let mobility = 1.0 + r * r * m / p.inertia[i];
+                let omega2 = 1.5 * prm.k_contact * delta.sqrt() / (rs * rs * mu);
+                consider(contact_mode(omega2, loss.beta, loss.mu, loss.stiffness_ratio, mobility), &|| {
                     format!("particle impact at speed {v_imp:.3} (particle {i})")
                 });
             }
@@ -105,6 +134,34 @@ pub fn estimate_parts(p: &Particles, prm: &Params, bonds: impl Iterator<Item = (
         limiting: best.1,
         warnings: size_spread(p).into_iter().collect(),
     }
+}
+
+/// ω² of the undamped mode whose stable step equals that of a mode of frequency² `omega2` with a
+/// dashpot of rate `lambda` (module note); `omega2` itself without one.
+fn damped(omega2: f64, lambda: f64) -> f64 {
+    if lambda <= 0.0 {
+        return omega2;
+    }
+    let w = 0.5 * lambda + (omega2 + 0.25 * lambda * lambda).sqrt();
+    w * w
+}
+
+/// The stiffest mode of a Hertz contact of normal frequency² `omega2` with MODEL §10's loads:
+/// its normal dashpot (`β`), and with friction (`μ` > 0) the tangential spring (κ times the
+/// normal stiffness) and its dashpot (√κ η_n) on the contact point's `mobility` (its inverse
+/// mass over that of the normal mode, ≥ 1). `omega2` itself without dissipation.
+fn contact_mode(omega2: f64, beta: f64, mu: f64, kappa: f64, mobility: f64) -> f64 {
+    if beta <= 0.0 && mu <= 0.0 {
+        return omega2;
+    }
+    let zeta = beta * (5.0f64 / 6.0).sqrt();
+    let omega = omega2.sqrt();
+    let normal = damped(omega2, 2.0 * zeta * omega);
+    if mu <= 0.0 {
+        return normal;
+    }
+    let tangential = damped(kappa * omega2 * mobility, 2.0 * kappa.sqrt() * zeta * omega * mobility);
+    normal.max(tangential)
 }
 
 /// Largest over median radius above which a run is warned that it will be slow.
@@ -143,6 +200,7 @@ fn size_spread(p: &Particles) -> Option<String> {
 /// that start 10 % overlapped with a stiff contact look harmless to the estimate and blow up.
 fn overlaps_at_start(p: &Particles, prm: &Params, v_imp: f64, consider: &mut impl FnMut(f64, &dyn Fn() -> String)) {
     let n = p.len();
+    let loss = prm.dissipation.unwrap_or_default();
     // Overlap a Hertz contact of stiffness k reaches when a reduced mass mu meets it at speed v.
     let impact = |mu: f64, v: f64, k: f64| (1.25 * mu * v * v / k).powf(0.4);
     if prm.k_wall > 0.0 {
@@ -152,9 +210,17 @@ fn overlaps_at_start(p: &Particles, prm: &Params, v_imp: f64, consider: &mut imp
                 let d0 = 1.0 - (p.x[i] - w.point).dot(w.normal) / r;
                 if d0 > 0.0 {
                     let delta = d0 + impact(m, v_imp, prm.k_wall);
-                    consider(1.5 * prm.k_wall * delta.sqrt() / (r * r * m), &|| {
-                        format!("wall contact at particle {i}, overlapping {:.3}% of its radius at t = 0", 100.0 * d0)
-                    });
+                    let omega2 = 1.5 * prm.k_wall * delta.sqrt() / (r * r * m);
+                    let mobility = 1.0 + r * r * m / p.inertia[i];
+                    consider(
+                        contact_mode(omega2, loss.beta_wall, loss.mu_wall, loss.stiffness_ratio, mobility),
+                        &|| {
+                            format!(
+                                "wall contact at particle {i}, overlapping {:.3}% of its radius at t = 0",
+                                100.0 * d0
+                            )
+                        },
+                    );
                 }
             }
         }
@@ -186,7 +252,16 @@ fn overlaps_at_start(p: &Particles, prm: &Params, v_imp: f64, consider: &mut imp
                 _ => p.mass[i] * p.mass[j] / (p.mass[i] + p.mass[j]),
             };
             let delta = d0 + impact(mu, 2.0 * v_imp, prm.k_contact);
-            let omega2 = 1.5 * prm.k_contact * delta.sqrt() / (rs * rs * mu);
+            // The contact point's mobility over 1/m*: arms of about the radii.
+            let arm = |k: usize| if p.fixed[k] { 0.0 } else { p.radius[k] * p.radius[k] / p.inertia[k] };
+            let mobility = 1.0 + mu * (arm(i) + arm(j));
+            let omega2 = contact_mode(
+                1.5 * prm.k_contact * delta.sqrt() / (rs * rs * mu),
+                loss.beta,
+                loss.mu,
+                loss.stiffness_ratio,
+                mobility,
+            );
             if best.is_none_or(|b| omega2 > b.0) {
                 best = Some((omega2, j, d0));
             }

@@ -370,3 +370,55 @@ fn ledger_error_per_term() {
         eprintln!("{name}: {errs:?}");
     }
 }
+
+#[test]
+fn the_stable_step_estimate_counts_the_dashpots() {
+    // Two spheres (m = 1) joined by a bond of negligible stiffness with an axial dashpot γ_a =
+    // 10, separating at 1: their relative velocity goes as (1 − h λ)^k with λ = γ_a/m* = 20, so
+    // the step is stable below exactly h = 2/λ = 0.1, which the estimate must give.
+    let run = |dt: f64| {
+        let json = format!(
+            r#"{{"name": "d", "dt": {dt}, "t_end": 10, "force_dt": true,
+            "particle": {{"mass": 1, "inertia": 1, "diameter": 1}},
+            "stiffness": {{"axial": 1e-9, "bending": 1e-9, "shear": 1e-9, "contact": 1e-9}},
+            "damping": {{"binder": {{"axial": 10}}}},
+            "bodies": [{{"type": "particles", "particles": [{{"x": [0, 0, 0], "v": [-0.5, 0, 0]}},
+                {{"x": [1, 0, 0], "v": [0.5, 0, 0]}}], "bonds": [[0, 1]]}}]}}"#
+        );
+        let model = scenario_from(&json).build_model().unwrap();
+        let h_max = rrpdem::stability::estimate(&model).h_max;
+        let mut e = CpuEngine::new(&model, Integrator::RrpNewmark, dt).unwrap();
+        e.advance(60).unwrap();
+        let s = e.snapshot().unwrap();
+        (h_max, (s[1].v - s[0].v).length())
+    };
+    // At the nodes: the first and the closing half kicks give (1 − hλ/2) each, so after 60 steps
+    // |v_rel| = (1 − hλ/2)² |1 − hλ|^59: 0.01 · 0.8^59 = 1.9e-8 at h = 0.09, 0.01 · 1.2^59 = 470
+    // at 0.11; the bond's 1e-9 stiffness adds a force of ~1e-10 that the decaying velocity
+    // feels at ~1e-5 of its 1.9e-8 (measured 2.6e-5; the growing one 1e-9): held to 1e-3.
+    let (h_max, stable) = run(0.09);
+    assert!((h_max - 0.1).abs() < 1e-6, "estimate {h_max}, want 0.1");
+    let (_, unstable) = run(0.11);
+    let (want_s, want_u) = (0.01 * 0.8f64.powi(59), 0.01 * 1.2f64.powi(59));
+    assert!(
+        (stable / want_s - 1.0).abs() < 1e-3 && (unstable / want_u - 1.0).abs() < 1e-3,
+        "|v_rel| after 60 steps: {stable:e} at 0.9 h_max (want {want_s:e}), {unstable:e} at 1.1 (want {want_u:e})"
+    );
+    // The contact dashpot and the tangential spring tighten it; restitution 1 and μ = 0 do not.
+    let base = |extra: &str| {
+        let json = format!(
+            r#"{{"name": "c", "dt": 1e-4, "t_end": 1, "particle": {{"mass": 1, "inertia": 0.1, "diameter": 1}},
+            "stiffness": {{"contact": 1e6, "wall": 1e6}}, "walls": [{{"point": [0, 0, 0], "normal": [0, 0, 1]}}],
+            {extra} "bodies": [{{"type": "particles", "particles": [{{"x": [0, 0, 0.6], "v": [0, 0, -1]}}]}}]}}"#
+        );
+        rrpdem::stability::estimate(&scenario_from(&json).build_model().unwrap()).h_max
+    };
+    let plain = base("");
+    assert_eq!(base(r#""damping": {"wall_restitution": 1},"#), plain);
+    let damped = base(r#""damping": {"wall_restitution": 0.1},"#);
+    let sliding =
+        base(r#""damping": {"wall_restitution": 0.1}, "friction": {"wall_coefficient": 0.5, "stiffness_ratio": 1},"#);
+    // e = 0.1: β = 0.59, ζ = 0.54: h_max falls by sqrt(1 + ζ²) − ζ = 0.60.
+    assert!((damped / plain - 0.597).abs() < 0.01, "{damped} / {plain}");
+    assert!(sliding < damped, "tangential spring κ = 1 on a contact point of mobility 3.5: {sliding} ≥ {damped}");
+}

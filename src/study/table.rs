@@ -9,7 +9,7 @@ use serde_json::Value;
 use std::path::Path;
 
 /// Columns of `study.csv` after `variant` and the varied pointers.
-pub const OUTCOME_COLUMNS: [&str; 20] = [
+pub const OUTCOME_COLUMNS: [&str; 21] = [
     "status",
     "steps",
     "t_final",
@@ -28,6 +28,7 @@ pub const OUTCOME_COLUMNS: [&str; 20] = [
     "impact_speed",
     "rebound_speed",
     "restitution",
+    "e_dissipated",
     "wall_time_s",
     "particle_steps_per_s",
 ];
@@ -77,6 +78,7 @@ pub fn table(study: &Study, path: &Path, out: &Path) -> Table {
                     &i["impact_speed"],
                     &i["rebound_speed"],
                     &i["restitution"],
+                    &s["final_diagnostics"]["e_dissipated"],
                     &s["wall_time_s"],
                     &s["particle_steps_per_s"],
                 ];
