@@ -455,3 +455,42 @@ fn compare_against_prints_the_differences_of_the_two_runs() {
     assert!(out.lines().any(|l| l.starts_with("em") && l.contains("energy error")), "{out}");
     assert!(out.lines().any(|l| l.starts_with("sm") && l.contains("energy error")), "{out}");
 }
+
+/// `compare_tracked` (what `rrpdem compare --against` runs: each integrator stepped once, one
+/// step at a time) gives the differences of `compare` (fresh engines, one batch each) to the
+/// bit, and the energy errors of step-by-step runs: a CPU engine's state after n single steps
+/// is that of one batch of n (the RRP maps close each step at the end of an `advance`; the
+/// ring checks that path with contacts and rotations).
+#[test]
+fn compare_tracked_steps_each_integrator_once_with_the_same_outputs() {
+    use rrpdem::compare::{compare, compare_tracked};
+    let ring = std::fs::read_to_string(shipped("torus_impact.json")).unwrap();
+    let (_, ring) = from_json(&ring).unwrap();
+    let (s4, four) = load("four_mass.json");
+    let cases = [
+        (&four, s4.dt, Integrator::Em, Integrator::Sm, 100),
+        (&four, s4.dt, Integrator::RrpNewmark, Integrator::Em, 100),
+        (&ring, 1e-3, Integrator::RrpNewmark, Integrator::RrpExact, 50),
+        (&ring, 1e-3, Integrator::Campello, Integrator::RrpNewmark, 50),
+    ];
+    for (m, dt, a, b, steps) in cases {
+        let fresh = |i| CpuEngine::new(m, i, dt).unwrap();
+        let (mut ea, mut eb) = (fresh(a), fresh(b));
+        let batch = compare(&mut ea, &mut eb, steps).unwrap();
+        let (mut ea, mut eb) = (fresh(a), fresh(b));
+        let (diffs, tracked) = compare_tracked(&mut ea, &mut eb, steps).unwrap();
+        assert_eq!(diffs.len(), batch.len());
+        for (x, y) in diffs.iter().zip(&batch) {
+            let same = (&x.quantity, x.max_abs.to_bits(), x.scale.to_bits(), &x.at)
+                == (&y.quantity, y.max_abs.to_bits(), y.scale.to_bits(), &y.at);
+            assert!(same, "{a} vs {b}: {x:?} vs {y:?}");
+        }
+        for (integ, t) in [a, b].into_iter().zip(tracked) {
+            let (d, _) = run(m, integ, dt, steps);
+            let want = d.iter().map(|x| (x.total() - d[0].total()).abs()).fold(0.0, f64::max) / d[0].total().abs();
+            assert_eq!(t.energy_error.to_bits(), want.to_bits(), "{integ}: {} vs {want}", t.energy_error);
+            assert!(t.seconds_per_step > 0.0);
+        }
+        assert!(batch[0].max_abs > 0.0, "{a} and {b} differ");
+    }
+}
