@@ -121,7 +121,7 @@ pub fn compare_tracked(
     steps: u64,
 ) -> Result<(Vec<Difference>, [Tracked; 2]), EngineError> {
     let scales = Scales::of(a)?;
-    let mut track = |e: &mut dyn Engine| -> Result<Tracked, EngineError> {
+    let track = |e: &mut dyn Engine| -> Result<Tracked, EngineError> {
         let e0 = e.diagnostics()?.total();
         let started = std::time::Instant::now();
         let mut worst = 0.0f64;

@@ -6,7 +6,7 @@
 use super::check_step;
 use anyhow::{Result, bail};
 use rrpdem::compare::{Difference, compare, compare_tracked, default_tolerance, exceeding};
-use rrpdem::engine::{self, CpuEngine, Engine, Precision};
+use rrpdem::engine::{self, CpuEngine, Precision};
 use rrpdem::integrator::Integrator;
 use rrpdem::scenario::{Backend, MAX_STEPS, Scenario};
 use rrpdem::stability;
