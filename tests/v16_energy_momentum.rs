@@ -62,9 +62,9 @@ fn momentum_drifts(d: &[Diagnostics], model: &Model) -> (f64, f64) {
 }
 
 /// The energy identity of a step holds to `|G|` times the correction the solve leaves (≤ 1e-13
-/// of the positions, ~1 here; `accept` polishes it to ~1e-15) plus the rounding of the energy
-/// sums (a few 1e-17 of E per step), so over 480 steps `em` stays well inside 1e-13 of E — the
-/// bound V16 sets. `sm` conserves a shadow energy only: its error is O(h²) and bounded, 1.7e-4
+/// of the positions, ~1 here; the solve polishes it to the rounding of the step's displacement,
+/// `engine::cpu::implicit`) plus the rounding of the energy sums (a few 1e-17 of E per step), so
+/// over 480 steps `em` stays well inside 1e-13 of E — the bound V16 sets. `sm` conserves a shadow energy only: its error is O(h²) and bounded, 1.7e-4
 /// here, so the same check sets the schemes apart. The run exchanges energy (the kinetic energy
 /// ranges over a factor 17), so a gradient that is not the discrete one cannot pass.
 #[test]
