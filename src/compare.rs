@@ -40,44 +40,98 @@ pub fn exceeding(diffs: &[Difference], tolerance: f64) -> Vec<&Difference> {
     diffs.iter().filter(|d| d.max_rel.is_nan() || d.max_rel > tolerance).collect()
 }
 
+/// What the differences are measured against: the first engine's initial state (its size,
+/// largest speeds and mechanical energy), taken before either engine steps.
+struct Scales {
+    size: f64,
+    vmax: f64,
+    wmax: f64,
+    mech0: f64,
+}
+
+impl Scales {
+    fn of(a: &mut dyn Engine) -> Result<Scales, EngineError> {
+        let s0 = a.snapshot()?;
+        let mech0 = crate::guard::mechanical_energy(&a.diagnostics()?);
+        let (lo, hi) =
+            s0.iter().fold((glam::DVec3::INFINITY, glam::DVec3::NEG_INFINITY), |(l, h), k| (l.min(k.x), h.max(k.x)));
+        let vmax = s0.iter().map(|k| k.v.length()).fold(0.0, f64::max);
+        let wmax = s0.iter().map(|k| k.w.length()).fold(0.0, f64::max);
+        Ok(Scales { size: (hi - lo).length(), vmax, wmax, mech0 })
+    }
+
+    /// The differences of the two engines' current states.
+    fn differences(&self, a: &mut dyn Engine, b: &mut dyn Engine) -> Result<Vec<Difference>, EngineError> {
+        let (sa, sb) = (a.snapshot()?, b.snapshot()?);
+        let (da, db) = (a.diagnostics()?, b.diagnostics()?);
+        let e0 = self.mech0.max(crate::guard::mechanical_energy(&da));
+        let pairs = || sa.iter().zip(&sb).enumerate();
+        let at = |i: usize| format!("particle {i}");
+        let (vmax, wmax) = (self.vmax, self.wmax);
+        let mut out = vec![
+            difference("position", self.size, pairs().map(|(i, (p, q))| ((p.x - q.x).length(), at(i)))),
+            difference(
+                "velocity",
+                if vmax > 0.0 { vmax } else { 1.0 },
+                pairs().map(|(i, (p, q))| ((p.v - q.v).length(), at(i))),
+            ),
+            difference("attitude [rad]", 1.0, pairs().map(|(i, (p, q))| (rrp::distance(p.q, q.q), at(i)))),
+            difference(
+                "angular velocity",
+                if wmax > 0.0 { wmax } else { 1.0 },
+                pairs().map(|(i, (p, q))| ((p.w - q.w).length(), at(i))),
+            ),
+        ];
+        let names = ["E_trans", "E_rot", "U_bend", "U_axial", "U_shear", "U_contact", "U_wall", "U_gravity"];
+        for (name, (x, y)) in names.iter().zip(da.components().iter().zip(db.components())) {
+            out.push(difference(name, e0, std::iter::once(((x - y).abs(), name.to_string()))));
+        }
+        out.push(difference("E", e0, std::iter::once(((da.total() - db.total()).abs(), "E".to_string()))));
+        Ok(out)
+    }
+}
+
 /// Steps both engines `steps` steps (in one batch each) and reports their differences.
 /// Scales: positions by the size of the initial configuration, velocities and angular
 /// velocities by their largest initial magnitude (or 1), attitudes in radians, energies by the
 /// energy guard's scale (`crate::guard`: the larger kinetic + elastic energy of the two states,
 /// which does not depend on the origin as |E0| does).
 pub fn compare(a: &mut dyn Engine, b: &mut dyn Engine, steps: u64) -> Result<Vec<Difference>, EngineError> {
-    let s0 = a.snapshot()?;
-    let mech0 = crate::guard::mechanical_energy(&a.diagnostics()?);
-    let (lo, hi) =
-        s0.iter().fold((glam::DVec3::INFINITY, glam::DVec3::NEG_INFINITY), |(l, h), k| (l.min(k.x), h.max(k.x)));
-    let size = (hi - lo).length();
-    let vmax = s0.iter().map(|k| k.v.length()).fold(0.0, f64::max);
-    let wmax = s0.iter().map(|k| k.w.length()).fold(0.0, f64::max);
+    let scales = Scales::of(a)?;
     a.advance(steps)?;
     b.advance(steps)?;
-    let (sa, sb) = (a.snapshot()?, b.snapshot()?);
-    let (da, db) = (a.diagnostics()?, b.diagnostics()?);
-    let e0 = mech0.max(crate::guard::mechanical_energy(&da));
-    let pairs = || sa.iter().zip(&sb).enumerate();
-    let at = |i: usize| format!("particle {i}");
-    let mut out = vec![
-        difference("position", size, pairs().map(|(i, (p, q))| ((p.x - q.x).length(), at(i)))),
-        difference(
-            "velocity",
-            if vmax > 0.0 { vmax } else { 1.0 },
-            pairs().map(|(i, (p, q))| ((p.v - q.v).length(), at(i))),
-        ),
-        difference("attitude [rad]", 1.0, pairs().map(|(i, (p, q))| (rrp::distance(p.q, q.q), at(i)))),
-        difference(
-            "angular velocity",
-            if wmax > 0.0 { wmax } else { 1.0 },
-            pairs().map(|(i, (p, q))| ((p.w - q.w).length(), at(i))),
-        ),
-    ];
-    let names = ["E_trans", "E_rot", "U_bend", "U_axial", "U_shear", "U_contact", "U_wall", "U_gravity"];
-    for (name, (x, y)) in names.iter().zip(da.components().iter().zip(db.components())) {
-        out.push(difference(name, e0, std::iter::once(((x - y).abs(), name.to_string()))));
-    }
-    out.push(difference("E", e0, std::iter::once(((da.total() - db.total()).abs(), "E".to_string()))));
-    Ok(out)
+    scales.differences(a, b)
+}
+
+/// One engine's run in `compare_tracked`: the largest `|E − E0| / |E0|` at its steps and the
+/// wall-clock seconds per step (the step and its diagnostics).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Tracked {
+    pub energy_error: f64,
+    pub seconds_per_step: f64,
+}
+
+/// `compare` with each engine stepped one step at a time (each alone, `a` first), watching its
+/// energy error and timing it: one run per engine gives both the energy errors and the
+/// differences (`rrpdem compare --against`). The differences are `compare`'s: a CPU engine's
+/// state after `steps` single steps is the bits of one batch of `steps`.
+pub fn compare_tracked(
+    a: &mut dyn Engine,
+    b: &mut dyn Engine,
+    steps: u64,
+) -> Result<(Vec<Difference>, [Tracked; 2]), EngineError> {
+    let scales = Scales::of(a)?;
+    let track = |e: &mut dyn Engine| -> Result<Tracked, EngineError> {
+        let e0 = e.diagnostics()?.total();
+        let started = std::time::Instant::now();
+        let mut worst = 0.0f64;
+        for _ in 0..steps {
+            e.advance(1)?;
+            worst = worst.max((e.diagnostics()?.total() - e0).abs());
+        }
+        let seconds_per_step = started.elapsed().as_secs_f64() / steps.max(1) as f64;
+        Ok(Tracked { energy_error: worst / e0.abs(), seconds_per_step })
+    };
+    let tracked = [track(a)?, track(b)?];
+    Ok((scales.differences(a, b)?, tracked))
 }

@@ -5,8 +5,8 @@
 
 use super::check_step;
 use anyhow::{Result, bail};
-use rrpdem::compare::{Difference, compare, default_tolerance, exceeding};
-use rrpdem::engine::{self, CpuEngine, Engine, Precision};
+use rrpdem::compare::{Difference, compare, compare_tracked, default_tolerance, exceeding};
+use rrpdem::engine::{self, CpuEngine, Precision};
 use rrpdem::integrator::Integrator;
 use rrpdem::scenario::{Backend, MAX_STEPS, Scenario};
 use rrpdem::stability;
@@ -64,21 +64,9 @@ pub(super) fn cmd_compare_integrators(
     eprintln!("rrpdem compare: {} — {steps} steps of {} with {a} against {b}", scenario.name, scenario.dt);
     let mut ea = CpuEngine::new(&model, a, scenario.dt)?;
     let mut eb = CpuEngine::new(&model, b, scenario.dt)?;
-    // Energy errors step by step (each engine alone), then the differences of the end states.
-    let mut errors = Vec::new();
-    for e in [&mut ea, &mut eb] {
-        let e0 = e.diagnostics()?.total();
-        let started = std::time::Instant::now();
-        let mut worst = 0.0f64;
-        for _ in 0..steps {
-            e.advance(1)?;
-            worst = worst.max((e.diagnostics()?.total() - e0).abs());
-        }
-        errors.push((worst / e0.abs(), started.elapsed().as_secs_f64() / steps as f64));
-    }
-    let mut ea = CpuEngine::new(&model, a, scenario.dt)?;
-    let mut eb = CpuEngine::new(&model, b, scenario.dt)?;
-    let diffs = compare(&mut ea, &mut eb, steps)?;
+    // One run per integrator gives its energy errors step by step and the end state compared.
+    let (diffs, tracked) = compare_tracked(&mut ea, &mut eb, steps)?;
+    let errors = tracked.map(|t| (t.energy_error, t.seconds_per_step));
     println!("{a} vs {b} on the CPU engine, dt = {}", scenario.dt);
     for (name, (err, cost)) in [a, b].iter().zip(&errors) {
         println!("{:<18} energy error {:>10.3e}  {:>10.3e} s/step", name.as_str(), err, cost);
