@@ -149,9 +149,13 @@ pub(super) struct DissState {
     pub(super) coef: Dissipation,
     /// Dissipative force and moment on each particle at the last evaluation.
     pub(super) loads: Vec<ParticleAcc>,
-    /// Particle i's bonds, in bond order: `inc[inc_off[i]..inc_off[i + 1]]` (binder damping).
+    /// Particle i's bonds, in bond order: `inc[inc_off[i]..inc_off[i + 1]]` (binder damping),
+    /// and beside each the bond's other end `peer >> 1` with bit 0 set where i is the bond's
+    /// second end: the pass then never reads the bond records (40 B each, scattered over the
+    /// bond array), only the states.
     inc_off: Vec<u32>,
     inc: Vec<u32>,
+    peer: Vec<u32>,
     pub(super) history: History,
     /// Work of the dissipative loads so far, with its sign flipped (MODEL §10 ledger).
     pub(super) e_dissipated: f64,
@@ -163,7 +167,7 @@ pub(super) struct DissState {
 
 impl DissState {
     pub(super) fn new(coef: Dissipation, n: usize, bonds: &[BondRef], walls: usize) -> DissState {
-        let (mut inc_off, mut inc) = (vec![0u32; n + 1], Vec::new());
+        let (mut inc_off, mut inc, mut peer) = (vec![0u32; n + 1], Vec::new(), Vec::new());
         if coef.binder() {
             for b in bonds {
                 inc_off[b.i as usize + 1] += 1;
@@ -174,10 +178,13 @@ impl DissState {
             }
             let mut fill = inc_off.clone();
             inc = vec![0u32; 2 * bonds.len()];
+            peer = vec![0u32; 2 * bonds.len()];
             for (k, b) in bonds.iter().enumerate() {
-                for p in [b.i as usize, b.j as usize] {
-                    inc[fill[p] as usize] = k as u32;
-                    fill[p] += 1;
+                for (p, other, second) in [(b.i, b.j, 0), (b.j, b.i, 1)] {
+                    let at = fill[p as usize] as usize;
+                    inc[at] = k as u32;
+                    peer[at] = other << 1 | second;
+                    fill[p as usize] += 1;
                 }
             }
         }
@@ -186,6 +193,7 @@ impl DissState {
             loads: vec![ParticleAcc::default(); n],
             inc_off,
             inc,
+            peer,
             history: History::new(n, walls, coef.mu_wall > 0.0),
             e_dissipated: 0.0,
             v_eval: vec![[DVec3::ZERO; 2]; n],
@@ -196,7 +204,7 @@ impl DissState {
     pub(super) fn bytes(&self) -> usize {
         self.loads.capacity() * size_of::<ParticleAcc>()
             + self.v_eval.capacity() * 48
-            + 4 * (self.inc_off.capacity() + self.inc.capacity())
+            + 4 * (self.inc_off.capacity() + self.inc.capacity() + self.peer.capacity())
             + self.history.bytes()
     }
 
@@ -215,6 +223,7 @@ pub(super) struct DissPass<'a> {
     p: PassInputs<'a>,
     inc_off: &'a [u32],
     inc: &'a [u32],
+    peer: &'a [u32],
     off: &'a [u32],
     keys: &'a [u32],
     xi: &'a [DVec3],
@@ -235,7 +244,6 @@ pub(super) struct PassInputs<'a> {
     pub(super) kin: &'a [Kinematics],
     pub(super) radius: &'a Column<f64>,
     pub(super) inv_mass: &'a Column<f64>,
-    pub(super) bonds: &'a [BondRef],
     pub(super) bond_state: &'a [u8],
 }
 
@@ -248,6 +256,7 @@ impl DissState {
             p,
             inc_off: &self.inc_off,
             inc: &self.inc,
+            peer: &self.peer,
             off: &hist.off,
             keys: &hist.keys,
             xi: &hist.xi,
@@ -369,14 +378,16 @@ impl DissPass<'_> {
             }
         }
         if c.binder() {
-            for &b in &self.inc[self.inc_off[i] as usize..self.inc_off[i + 1] as usize] {
+            let range = self.inc_off[i] as usize..self.inc_off[i + 1] as usize;
+            for (&b, &peer) in self.inc[range.clone()].iter().zip(&self.peer[range]) {
                 if self.p.bond_state[b as usize] != INTACT {
                     continue; // broken (also at this evaluation): exerts nothing
                 }
-                let bond = &self.p.bonds[b as usize];
-                let (ka, kb) = (&self.p.kin[bond.i as usize], &self.p.kin[bond.j as usize]);
+                // The bond's ends in its own order (i first where i is its first end).
+                let (other, second) = ((peer >> 1) as usize, peer & 1 == 1);
+                let (ka, kb) = if second { (&self.p.kin[other], k) } else { (k, &self.p.kin[other]) };
                 let o = binder_damping(ka.x - kb.x, ka.v - kb.v, ka.w, kb.w, c.binder);
-                if bond.i as usize == i {
+                if !second {
                     f += o.f_i;
                     m += o.m_i;
                 } else {

@@ -192,7 +192,6 @@ impl CpuEngine {
                 kin,
                 radius,
                 inv_mass: &self.inv_mass,
-                bonds: &self.bonds,
                 bond_state: &self.bond_state,
             })
         });
