@@ -260,7 +260,8 @@ class Engine:
 
     def diagnostics(self) -> Dict[str, Union[int, float]]:
         """Energies, momenta and wall force at the current step, under ``series.csv``'s column
-        names (``step``, ``t``, ``E``, ``E_trans``, … ``v_cm_z``), as the run writes them."""
+        names (``step``, ``t``, ``E``, ``E_trans``, … ``v_cm_z``, ``E_dissipated``), as the run
+        writes them."""
         header, row = self._e.diagnostics_row()
         return columns_of_row(header, row)
 

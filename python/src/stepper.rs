@@ -271,7 +271,8 @@ impl PyEngine {
     }
 
     /// The diagnostics at the current step as `series.csv` writes them: `(header, row)`, the
-    /// library's own row text (17 significant digits, which parse back to the same f64).
+    /// library's own row text (17 significant digits, which parse back to the same f64): the
+    /// columns before `E_scale` (the run's guard scale) and `E_dissipated` (MODEL §10).
     fn diagnostics_row(&self, py: Python<'_>) -> PyResult<(String, String)> {
         let mut g = self.lock()?;
         let inner: &mut Inner = &mut g;
@@ -279,7 +280,8 @@ impl PyEngine {
         let step = inner.engine.steps_done();
         let d = d.map_err(|e| run_error_text(py, e.to_string(), None, Some(step)))?;
         let header = rrpdem::diagnostics::SERIES_HEADER.split(",E_scale").next().unwrap_or_default();
-        Ok((header.to_string(), d.csv_row()))
+        let row = format!("{},{}", d.csv_row(), rrpdem::diagnostics::fmt17(d.e_dissipated));
+        Ok((format!("{header},E_dissipated"), row))
     }
 
     /// The state at the current step in `final_state.csv`'s columns (copies; q with qw ≥ 0).

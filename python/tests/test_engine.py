@@ -6,7 +6,7 @@ import pytest
 import rrpdem
 from conftest import assert_columns_equal, cli, csv_exact, rupture_torus
 
-DIAGNOSTIC_COLUMNS = 31  # series.csv's columns before E_scale (Diagnostics::csv_row)
+DIAGNOSTIC_COLUMNS = 31  # series.csv's columns before E_scale (Diagnostics::csv_row), then E_dissipated
 
 
 def step_like_the_cli(tmp_path, backend=None, precision=None, **extra):
@@ -15,7 +15,7 @@ def step_like_the_cli(tmp_path, backend=None, precision=None, **extra):
     cli("run", scenario, "--out", tmp_path / "cli", *args)
     series = csv_exact(tmp_path / "cli" / "series.csv")
     e = rrpdem.Engine(scenario, backend=backend, precision=precision)
-    rows = {name: [] for name in list(series)[:DIAGNOSTIC_COLUMNS]}
+    rows = {name: [] for name in list(series)[:DIAGNOSTIC_COLUMNS] + ["E_dissipated"]}
     for step in series["step"]:
         e.advance(step - e.steps)
         d = e.diagnostics()
@@ -37,6 +37,16 @@ def test_engine_equals_cli_run(tmp_path):
     assert e.info["backend"] == "cpu" and e.n_particles == 80 and e.steps == 6000
     p = e.positions()
     assert p.shape == (80, 3) and np.array_equal(p[:, 0], e.state()["x"])
+
+
+def test_engine_with_damping_and_friction_equals_cli_run(tmp_path):
+    # MODEL §10 on: E_dissipated grows, and every column (E_dissipated included) is the run's.
+    e = step_like_the_cli(
+        tmp_path,
+        damping={"restitution": 0.6, "wall_restitution": 0.4, "binder": {"axial": 0.5}},
+        friction={"wall_coefficient": 0.5},
+    )
+    assert e.diagnostics()["E_dissipated"] > 1.0
 
 
 def test_engine_checks_the_particle_order_as_a_run(tmp_path):
