@@ -245,5 +245,32 @@ fn a_sphere_with_more_frictional_contacts_than_the_history_holds_fails_with_a_me
         Err(e) => e.to_string(),
         Ok(mut g) => Engine::advance(&mut g, 10).err().map(|e| e.to_string()).unwrap_or_default(),
     };
-    assert!(err.contains("particle 0") && err.contains("backend `cpu`"), "{err}");
+    assert!(err.contains("particle 0") && err.contains("backend `cpu`") && !err.contains("  "), "{err}");
+}
+
+#[test]
+fn a_damped_model_too_large_for_one_binding_is_refused_with_a_message() {
+    // `dissipate` reads every partner and bond end from one binding: where the arrays must be
+    // split (bindings of a few kB here; a model of ~10⁸ spheres on a real device), the engine
+    // says so instead of reading the wrong elements.
+    let model = block_with(0.3, 0.5);
+    for bytes in [1024u64, 2048, 4096, 8192] {
+        let options = GpuOptions { max_binding_size: Some(bytes), ..Default::default() };
+        let got =
+            GpuEngine::with_options(&model, Integrator::RrpNewmark, DT, Precision::F64, AdapterChoice::Any, options);
+        match got {
+            Ok(mut g) => {
+                // It fits: it must then run as the unsplit engine does.
+                let mut whole = gpu(&model, Integrator::RrpNewmark, DT, Precision::F64);
+                Engine::advance(&mut g, 50).unwrap();
+                Engine::advance(&mut whole, 50).unwrap();
+                assert_eq!(common::gpu::bits(&mut g), common::gpu::bits(&mut whole), "bindings of {bytes} B");
+            }
+            Err(e) => {
+                let text = e.to_string();
+                eprintln!("bindings of {bytes} B: {text}");
+                assert!(text.contains("binding") && !text.contains("  "), "bindings of {bytes} B: {text}");
+            }
+        }
+    }
 }

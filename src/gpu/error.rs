@@ -51,7 +51,9 @@ pub enum GpuError {
     /// a model whose arrays are split over several (`gpu::chunks`, two-part bindings) runs it
     /// on the CPU engine.
     #[error(
-        "damping (MODEL §10) on the GPU needs the model's per-particle, per-bond and neighbour-list arrays in one          storage binding each, and {what} does not fit ({particles} particles, bindings of {max_binding} bytes): run          it with backend `cpu`, or on an adapter with larger bindings"
+        "damping (MODEL §10) on the GPU needs the model's per-particle, per-bond and neighbour-list arrays in one \
+         storage binding each, and {what} does not fit ({particles} particles, bindings of {max_binding} bytes): run \
+         it with backend `cpu`, or on an adapter with larger bindings"
     )]
     DissipationTooLarge { what: &'static str, particles: u64, max_binding: u64 },
     /// Device memory ran out (or the engine's `memory_budget` would be exceeded) while the state
