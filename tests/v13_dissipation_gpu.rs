@@ -155,6 +155,9 @@ fn damped_gpu_runs_resume_batch_and_roll_back_bit_for_bit() {
         Engine::load_state(&mut resumed, &saved).unwrap();
         Engine::advance(&mut resumed, 250).unwrap();
         assert_eq!(common::gpu::bits(&mut resumed), want, "{p:?}: resumed");
+        // The same state saves the same bytes (loads, ledger shares, history; unused slots zero).
+        let (a, b) = (Engine::save_state(&mut resumed).unwrap(), Engine::save_state(&mut whole).unwrap());
+        assert!(a.data == b.data, "{p:?}: saved states differ");
         // Rollback: 100 steps taken back and taken again.
         Engine::advance(&mut first, 100).unwrap();
         Engine::rollback(&mut first).unwrap();

@@ -65,14 +65,22 @@ impl GpuEngine {
             ("hist_xi", v4 * s * row, t.xi as u64),
             ("whist", v4 * slots * row, if t.walls > 0 { v4 * slots * np } else { 0 }),
         ];
-        let got = self.state.read_ranges_raw(&self.ctx.device, &self.ctx.queue, &parts)?;
+        let mut got = self.state.read_ranges_raw(&self.ctx.device, &self.ctx.queue, &parts)?;
+        // Slots past a particle's count hold what earlier steps left there, never read: zeros in
+        // the saved state, so that the same state always saves the same bytes.
+        let xi_slot = v4 as usize;
+        for p in 0..got[0].len() / 4 {
+            let c = u32::from_le_bytes([got[0][4 * p], got[0][4 * p + 1], got[0][4 * p + 2], got[0][4 * p + 3]]);
+            let (from, to) = (p * HIST_SLOTS + c as usize, (p + 1) * HIST_SLOTS);
+            got[1][4 * from..4 * to].fill(0);
+            got[2][xi_slot * from..xi_slot * to].fill(0);
+        }
         out.extend_from_slice(&got[0]);
-        // Partner indices relative to the replica, as its model alone numbers them.
-        out.extend(
-            got[1]
-                .chunks_exact(4)
-                .flat_map(|b| (u32::from_le_bytes([b[0], b[1], b[2], b[3]]).wrapping_sub(p0 as u32)).to_le_bytes()),
-        );
+        // Partner indices relative to the replica, as its model alone numbers them (zero: unused).
+        out.extend(got[1].chunks_exact(4).flat_map(|b| {
+            let k = u32::from_le_bytes([b[0], b[1], b[2], b[3]]);
+            if k == 0 { 0u32 } else { k.wrapping_sub(p0 as u32) }.to_le_bytes()
+        }));
         out.extend_from_slice(&got[2]);
         // Each particle's walls (the batch's rows hold `wall_slots`).
         let own = t.walls / np.max(1) as usize;
