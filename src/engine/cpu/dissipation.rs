@@ -3,9 +3,12 @@
 //! tangential history, the bonds each particle ends (the binder's dashpots are gathered by both
 //! ends), and the loads of one particle.
 //!
-//! History layout: ξ of the pair (i, j) is kept by its lower index i, beside i's entry for j
-//! in the neighbour list (`History::off`/`keys` are a copy of the list it is aligned with), and
-//! per particle and wall. Each evaluation reads the history it started from (`xi`, its input)
+//! History layout: ξ of the pair (i, j) is kept by both, each beside its entry for the other
+//! in the neighbour list (`History::off`/`keys` are a copy of the list it is aligned with), seen
+//! from itself: `contact_dissipation` is odd under the exchange of the ends bit for bit, so the
+//! two copies stay exact negatives of each other and each end reads its own (no lookup in the
+//! other's list, a cache miss per pair). A saved state holds each pair once, by its lower index;
+//! and per particle and wall. Each evaluation reads the history it started from (`xi`, its input)
 //! and writes the one it ends with (`next`); the next evaluation swaps them. A saved state holds
 //! the input of its last evaluation, so that setting it and evaluating again gives the same
 //! loads and the same new history, bit for bit. After a rebuild of the neighbour list, and
@@ -73,15 +76,21 @@ impl History {
             let base = self.off[i] as usize;
             let mut a = 0;
             for &j in nbr.partners(i) {
-                let mut value = DVec3::ZERO;
-                if j as usize > i {
-                    while a < old.len() && old[a] < j {
-                        a += 1;
-                    }
-                    if a < old.len() && old[a] == j {
-                        value = self.xi[base + a];
-                    }
+                while a < old.len() && old[a] < j {
+                    a += 1;
                 }
+                let value = if a < old.len() && old[a] == j {
+                    self.xi[base + a]
+                } else if (j as usize) < i {
+                    // After a load only the lower index holds the pair: its ξ, negated.
+                    let (lo, hi) = (self.off[j as usize] as usize, self.off[j as usize + 1] as usize);
+                    match self.keys[lo..hi].binary_search(&(i as u32)) {
+                        Ok(k) => -self.xi[lo + k],
+                        Err(_) => DVec3::ZERO,
+                    }
+                } else {
+                    DVec3::ZERO
+                };
                 keys.push(j);
                 xi.push(value);
             }
@@ -225,7 +234,6 @@ pub(super) struct DissPass<'a> {
     inc: &'a [u32],
     peer: &'a [u32],
     off: &'a [u32],
-    keys: &'a [u32],
     xi: &'a [DVec3],
     n_walls: usize,
     wall_xi: &'a [DVec3],
@@ -258,7 +266,6 @@ impl DissState {
             inc: &self.inc,
             peer: &self.peer,
             off: &hist.off,
-            keys: &hist.keys,
             xi: &hist.xi,
             n_walls: hist.walls,
             wall_xi: &hist.wall_xi,
@@ -271,19 +278,6 @@ impl DissState {
 }
 
 impl DissPass<'_> {
-    /// ξ of the pair (i, j) seen from i, where `e` is i's entry for j .
-    #[inline]
-    fn pair_xi(&self, i: usize, j: usize, e: usize) -> DVec3 {
-        if j > i {
-            return self.xi[e];
-        }
-        let (a, b) = (self.off[j] as usize, self.off[j + 1] as usize);
-        match self.keys[a..b].binary_search(&(i as u32)) {
-            Ok(k) => -self.xi[a + k],
-            Err(_) => DVec3::ZERO,
-        }
-    }
-
     /// Particle i's dissipative force and moment (its contacts in partner order, its walls in
     /// wall order, its bonds in bond order) and the walls' part of the force; writes i's loads
     /// and its part of the new history. Call once per particle per evaluation, with i's
@@ -310,7 +304,8 @@ impl DissPass<'_> {
                     let s = rs - l;
                     if s > 0.0 {
                         let k_h = hertz_constant(self.p.k_contact, rs);
-                        let xi = if friction { self.pair_xi(i, j, e) } else { DVec3::ZERO };
+                        // ξ of the pair seen from i: i's own copy (module note).
+                        let xi = if friction { self.xi[e] } else { DVec3::ZERO };
                         let (l_i, l_j) = (l * ri / rs, l * self.p.radius.get(j) / rs);
                         let o = contact_dissipation(
                             d / l,
@@ -334,7 +329,7 @@ impl DissPass<'_> {
                         xi_new = o.xi;
                     }
                 }
-                if friction && j > i {
+                if friction {
                     // SAFETY: entry e lies in particle i's range of the list; only i writes it.
                     *unsafe { self.next.get(e) } = xi_new;
                 }
