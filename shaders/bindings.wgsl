@@ -41,7 +41,7 @@
 /// Dissipative loads of the last force evaluation (MODEL §10; only where some replica has
 /// FLAG_DISSIPATE, a placeholder otherwise), three per particle i (`DLOAD_*` slots at 3i + k):
 /// force (xyz) with the particle's share of E_dissipated (w), moment (xyz) with the running
-/// compensation of that sum (w, `ledger_add`), and the walls' part of the force (xyz). Written
+/// compensation of that sum (w, `ledger_step`), and the walls' part of the force (xyz). Written
 /// by `dissipate`, added by the particle kernel, booked by the kicks.
 @group(1) @binding(23) var<storage, read_write> dload: array<vec4<real>>;
 const DLOAD_FORCE: u32 = 0u;
@@ -68,8 +68,8 @@ fn hist_copies(r: u32, step: u32) -> vec2<u32> {
     return vec2<u32>(c * params.n_particles, (1u - c) * params.n_particles);
 }
 
-/// ξ of the contact of particle `owner` (row `row` of a copy) with partner `key`, or zero:
-/// a binary search of its sorted partners.
+/// ξ of the contact kept in row `row` of a copy (its owner's) with partner `key`, or zero: a
+/// binary search of the row's sorted partners.
 fn hist_find(row: u32, key: u32) -> vec3<real> {
     var lo = 0u;
     var hi = hist_count[row];
@@ -93,18 +93,14 @@ fn dissipates(r: u32) -> bool {
     return (reps[r].flags & FLAG_DISSIPATE) != 0u;
 }
 
-/// Adds `x` to particle i's share of E_dissipated (dload lanes w of DLOAD_FORCE and
-/// DLOAD_MOMENT), compensated (Kahan): a share grows by one small term per kick over a whole run,
-/// which a plain f32 sum would lose. The share is w(DLOAD_FORCE) − w(DLOAD_MOMENT)
-/// (`dissipated_at`).
-fn ledger_add(i: u32, x: real) {
-    let a = dload[3u * i + DLOAD_FORCE];
-    let b = dload[3u * i + DLOAD_MOMENT];
-    let y = x - b.w;
-    let t = a.w + y;
-    let comp = (t - a.w) - y;
-    dload[3u * i + DLOAD_FORCE] = vec4<real>(a.xyz, t);
-    dload[3u * i + DLOAD_MOMENT] = vec4<real>(b.xyz, comp);
+/// One step of the compensated (Kahan) sum of a particle's share of E_dissipated: `s` is
+/// (sum, compensation), as the dload lanes w of DLOAD_FORCE and DLOAD_MOMENT hold it. A share
+/// grows by one small term per kick over a whole run, which a plain f32 sum would lose; the
+/// share is sum − compensation (`dissipated_at`).
+fn ledger_step(s: vec2<real>, x: real) -> vec2<real> {
+    let y = x - s.y;
+    let t = s.x + y;
+    return vec2<real>(t, (t - s.x) - y);
 }
 
 /// Particle i's share of E_dissipated (0 where its replica does not dissipate).
@@ -115,13 +111,11 @@ fn dissipated_at(r: u32, i: u32) -> real {
     return dload[3u * i + DLOAD_FORCE].w - dload[3u * i + DLOAD_MOMENT].w;
 }
 
-/// The work of the dissipative loads on particle i in a kick by `c` from (v0, w0) to (v1, w1),
-/// with its sign flipped (twin of `kick_work`, src/engine/cpu/integrate.rs): a kick changes
-/// ½ m v² by exactly (c/2) D·(v0 + v1).
-fn kick_dissipated(i: u32, c: real, v0: vec3<real>, v1: vec3<real>, w0: vec3<real>, w1: vec3<real>) -> real {
-    let f = dload[3u * i + DLOAD_FORCE].xyz;
-    let m = dload[3u * i + DLOAD_MOMENT].xyz;
-    return -(0.5 * c * (dot3(f, v0 + v1) + dot3(m, w0 + w1)));
+/// Twin of `kick_work` (src/engine/cpu/integrate.rs): the work of dissipative loads (f, m) in a
+/// kick by `c` that took (v, Ω) from (v0, w0) to (v1, w1): a kick changes ½ m v² by exactly
+/// (c/2) f·(v0 + v1), and ½ J Ω² likewise. The ledger books its negative.
+fn kick_work(c: real, f: vec3<real>, m: vec3<real>, v0: vec3<real>, v1: vec3<real>, w0: vec3<real>, w1: vec3<real>) -> real {
+    return 0.5 * c * (dot3(f, v0 + v1) + dot3(m, w0 + w1));
 }
 
 /// Bond end indices (i, j).

@@ -182,7 +182,7 @@ fn dissipate(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg
             }
         }
     }
-    // The ledger's lanes (w) are the kicks' (`ledger_add`): kept.
+    // The ledger's lanes (w) are the kicks' (`ledger_step`): kept.
     dload[3u * i + DLOAD_FORCE] = vec4<real>(f, dload[3u * i + DLOAD_FORCE].w);
     dload[3u * i + DLOAD_MOMENT] = vec4<real>(m, dload[3u * i + DLOAD_MOMENT].w);
     dload[3u * i + DLOAD_WALL] = vec4<real>(f_wall, 0.0);

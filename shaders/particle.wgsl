@@ -127,11 +127,19 @@ fn particle(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg:
         u_grav = u_grav + g.energy;
     }
     let diss = dissipates(r);
+    // The dissipative loads (shaders/dissipation.wgsl) and the particle's ledger, read once.
+    var d_f = vec3<real>(0.0);
+    var d_m = vec3<real>(0.0);
+    var ledger = vec2<real>(0.0);
     if diss {
-        // The dissipative loads (shaders/dissipation.wgsl) after the conservative ones, as on
-        // the CPU.
-        fi = fi + dload[3u * i + DLOAD_FORCE].xyz;
-        mi = mi + dload[3u * i + DLOAD_MOMENT].xyz;
+        let a = dload[3u * i + DLOAD_FORCE];
+        let b = dload[3u * i + DLOAD_MOMENT];
+        d_f = a.xyz;
+        d_m = b.xyz;
+        ledger = vec2<real>(a.w, b.w);
+        // After the conservative loads, as on the CPU.
+        fi = fi + d_f;
+        mi = mi + d_m;
     }
     var v = vel[o].xyz;
     var w = omega[o].xyz;
@@ -153,11 +161,15 @@ fn particle(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg:
             }
             if diss {
                 // The ledger, kick by kick (MODEL §10).
-                ledger_add(i, kick_dissipated(i, 0.5 * params.h, v0, v, w0, w));
+                ledger = ledger_step(ledger, -kick_work(0.5 * params.h, d_f, d_m, v0, v, w0, w));
             }
         }
         vel[o] = vec4<real>(v, 0.0);
         omega[o] = vec4<real>(w, 0.0);
+        if diss {
+            dload[3u * i + DLOAD_FORCE] = vec4<real>(d_f, ledger.x);
+            dload[3u * i + DLOAD_MOMENT] = vec4<real>(d_m, ledger.y);
+        }
     }
     // What the watch sums (shaders/watch.wgsl): the particle's mechanical energy (kinetic,
     // contacts, walls, its bonds), the energy its bonds released, and m v·n along the replica's

@@ -1,8 +1,9 @@
 // Probe kernels for tests: the shared WGSL functions on lists of inputs, compared with their
 // Rust twins by tests/gpu_probes.rs (f64 atan2 against f64::atan2, cell_hash against
 // grid::cell_hash, finite_real against is_finite, rupture_measures and rupture against
-// interactions::rupture, contact_dissipation and binder_damping against interactions::damping) and the device's own division, square root and a·b + c, compared with
-// IEEE 754 by `gpu::arithmetic_on_device`.
+// interactions::rupture, contact_dissipation and binder_damping against interactions::damping)
+// and the device's own division, square root and a·b + c, compared with IEEE 754 by
+// `gpu::arithmetic_on_device`.
 
 @group(3) @binding(0) var<storage, read_write> atan_in: array<vec2<real>>;
 @group(3) @binding(1) var<storage, read_write> atan_out: array<real>;

@@ -277,3 +277,19 @@ fn a_damped_model_too_large_for_one_binding_is_refused_with_a_message() {
         }
     }
 }
+
+#[test]
+fn the_memory_estimate_counts_the_loads_and_the_contact_history() {
+    // `gpu::batch_bytes` (what studies split batches by, and `generate` reports) is what the
+    // engine allocates, with dashpots, pair friction and wall friction in one batch.
+    let (damped, pairs, walls) = (block(), block_with(0.3, 0.0), block_with(0.0, 0.5));
+    for p in [Precision::F32, Precision::F64] {
+        for models in [vec![&damped], vec![&pairs], vec![&walls], vec![&damped, &pairs, &walls]] {
+            let g =
+                GpuEngine::new_batch(&models, Integrator::RrpNewmark, DT, p, AdapterChoice::Any, GpuOptions::default())
+                    .unwrap_or_else(|e| panic!("{e}"));
+            let want = rrpdem::gpu::batch_bytes(&models, p, g.neighbour_capacity());
+            assert_eq!(g.device_bytes(), want, "{p:?}, {} replicas", models.len());
+        }
+    }
+}

@@ -249,8 +249,8 @@ pub fn binding_sizes(t: &BatchTotals, precision: Precision) -> Vec<(&'static str
         ("replica parameters", super::params::replica_gpu_size(precision) as u64 * t.replicas),
         ("broken flags (a bit per bond)", if t.rupture { 4 * t.broken_words } else { 0 }),
         ("dissipative loads", if t.dissipation { 3 * particle_elem(precision) * n } else { 0 }),
-        ("contact history (friction)", if t.pair_friction { 2 * rs * 4 * HIST_SLOTS as u64 * n } else { 0 }),
-        ("wall contact history (friction)", if t.wall_friction { 2 * rs * 4 * t.max_walls * n } else { 0 }),
+        ("contact history (friction)", history_sizes(t, precision)[2]),
+        ("wall contact history (friction)", history_sizes(t, precision)[3]),
     ];
     sizes
 }
@@ -266,6 +266,16 @@ pub fn chunked_sizes(t: &BatchTotals, precision: Precision, nbr_capacity: u32) -
         ("incidence entries", 8 * t.nb),
         ("neighbour lists", 4 * nbr_capacity as u64 * t.n),
     ]
+}
+
+/// Bytes of the contact history of MODEL §10's friction (two copies, shaders/bindings.wgsl):
+/// `hist_count`, `hist_key`, `hist_xi` where some replica has pair friction, `whist` where some
+/// has wall friction (0 otherwise: placeholders). The one formula the allocation
+/// (`state::plan`) and the estimates use.
+pub fn history_sizes(t: &BatchTotals, precision: Precision) -> [u64; 4] {
+    let (n, s, v4) = (t.n, HIST_SLOTS as u64, 4 * real_size(precision) as u64);
+    let pairs = if t.pair_friction { [2 * 4 * n, 2 * 4 * n * s, 2 * v4 * n * s] } else { [0; 3] };
+    [pairs[0], pairs[1], pairs[2], if t.wall_friction { 2 * v4 * n * t.max_walls } else { 0 }]
 }
 
 /// Every buffer the state of a batch allocates, with its size as allocated (padded as
@@ -325,9 +335,7 @@ pub fn planned_sizes(t: &BatchTotals, precision: Precision, nbr_capacity: u32) -
     let dload = if t.dissipation { 3 * v4 } else { 0 };
     v.extend([dload, dload]); // dissipative loads and their backup
     // The contact history (two copies) and its backup: counts, partners, ξ, walls' ξ.
-    let s = HIST_SLOTS as u64;
-    let (count, keys, xi) = if t.pair_friction { (8 * n, 8 * n * s, 2 * v4 * s) } else { (0, 0, 0) };
-    let walls = if t.wall_friction { 2 * v4 * t.max_walls } else { 0 };
+    let [count, keys, xi, walls] = history_sizes(t, precision);
     v.extend([count, count, keys, keys, xi, xi, walls, walls]);
     // Scan levels: auxiliary arrays, the top-sum placeholder and one uniform per level.
     let block = 2 * SCAN_WG as u64;

@@ -12,7 +12,7 @@
 //! (`BatchLayout`), the bucket table, whether the per-particle arrays are bound in two parts, the
 //! reduction tables, the scan levels, how the chunked arrays lie in pages, and the break records.
 
-use super::super::batch::{BatchLayout, BatchTotals, binding_sizes, bucket_count, chunked_sizes};
+use super::super::batch::{BatchLayout, BatchTotals, binding_sizes, bucket_count, chunked_sizes, history_sizes};
 use super::super::chunks::{ALIGN, Pages};
 use super::super::context::{BufferFailure, create_buffer};
 use super::super::error::GpuError;
@@ -420,7 +420,16 @@ impl<'a> Planned<'a> {
         // dissipates (MODEL §10); placeholders otherwise.
         let dload = if s.models.iter().any(|m| m.params.dissipation.is_some()) { 3 * v4 } else { 0 };
         // The frictional contacts' history, two copies (`hist_copies`), and its backup.
-        let (pairs, walls) = hist_sizes(s.models, n, precision);
+        // (Only what the history's sizes read: `BatchTotals::of` would check every bond's references.)
+        let d = |m: &Model| m.params.dissipation.unwrap_or_default();
+        let totals = BatchTotals {
+            n: n as u64,
+            pair_friction: s.models.iter().any(|m| d(m).mu > 0.0),
+            wall_friction: s.models.iter().any(|m| d(m).mu_wall > 0.0),
+            max_walls: wall_slots(s.models) as u64,
+            ..Default::default()
+        };
+        let [count, keys, xi, walls] = history_sizes(&totals, precision).map(|b| b as usize);
         for (name, len) in [
             ("force", v4),
             ("moment", v4),
@@ -447,12 +456,12 @@ impl<'a> Planned<'a> {
             (CELL.1, blocks),
             (DLOAD.0, dload),
             (DLOAD.1, dload),
-            ("hist_count", pairs.0),
-            ("hist_count_backup", pairs.0),
-            ("hist_key", pairs.1),
-            ("hist_key_backup", pairs.1),
-            ("hist_xi", pairs.2),
-            ("hist_xi_backup", pairs.2),
+            ("hist_count", count),
+            ("hist_count_backup", count),
+            ("hist_key", keys),
+            ("hist_key_backup", keys),
+            ("hist_xi", xi),
+            ("hist_xi_backup", xi),
             ("whist", walls),
             ("whist_backup", walls),
             ("break_at", 4 * rs * nr_records),
@@ -610,22 +619,6 @@ fn allocate<'a>(
 }
 
 /// u32 words as bytes.
-/// Bytes of the contact history (two copies, shaders/bindings.wgsl) of a batch of `n`
-/// particles: (hist_count, hist_key, hist_xi) where some replica has pair friction, and whist
-/// where some replica has wall friction (zeros otherwise: placeholders).
-pub(crate) fn hist_sizes(models: &[&Model], n: usize, precision: Precision) -> ((usize, usize, usize), usize) {
-    let slots = super::super::shader::HIST_SLOTS;
-    let v4 = 4 * real_size(precision);
-    let d = |m: &&Model| m.params.dissipation.unwrap_or_default();
-    let pairs = if models.iter().any(|m| d(m).mu > 0.0) {
-        (2 * 4 * n, 2 * 4 * n * slots, 2 * v4 * n * slots)
-    } else {
-        (0, 0, 0)
-    };
-    let walls = if models.iter().any(|m| d(m).mu_wall > 0.0) { 2 * v4 * n * wall_slots(models) as usize } else { 0 };
-    (pairs, walls)
-}
-
 /// Wall slots per particle of the wall history: the most walls of any replica.
 pub(crate) fn wall_slots(models: &[&Model]) -> u32 {
     models.iter().map(|m| m.params.walls.len()).max().unwrap_or(0) as u32
