@@ -393,7 +393,7 @@ impl Checkpoint {
         let params = scenario.params();
         let cp = Checkpoint {
             scenario,
-            model: Model { particles, bonds, params, reference_x, user_ids: None },
+            model: Model { particles, bonds, params, reference_x, user_ids: None, clumps: Vec::new() },
             engine: EngineState { kind, step, data },
             order,
             progress: meta.progress,
@@ -514,8 +514,10 @@ impl Checkpoint {
 
     /// Checks the model against the one its scenario builds (the module's documentation, point
     /// 2): constants, bonds and the bonds' reference data bit for bit; the first difference is
-    /// named. Builds the scenario's geometry (reading its files).
-    pub fn check_model(&self, path: &Path) -> Result<(), CheckpointError> {
+    /// named. Builds the scenario's geometry (reading its files). Returns the scenario's clumps
+    /// (MODEL §12: constants of the model that the checkpoint does not store; a clump's state is
+    /// in the engine's).
+    pub fn check_model(&self, path: &Path) -> Result<Vec<crate::model::Clump>, CheckpointError> {
         use rayon::prelude::*;
         let g = self
             .scenario
@@ -570,7 +572,7 @@ impl Checkpoint {
         };
         match (0..g.pairs.len()).into_par_iter().with_min_len(4096).find_map_first(bond) {
             Some(m) => Err(bad(m)),
-            None => Ok(()),
+            None => Ok(g.clumps),
         }
     }
 

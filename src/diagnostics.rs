@@ -21,7 +21,7 @@ pub struct Diagnostics {
     /// Particle–particle contact energy (each pair once).
     pub u_contact: f64,
     pub u_wall: f64,
-    /// Uniform gravity plus the pendulum's potential.
+    /// Uniform gravity, the pendulum's potential and mutual gravitation (MODEL §12).
     pub u_gravity: f64,
     /// Linear momentum `P = Σ m v`.
     pub p: DVec3,
@@ -141,8 +141,11 @@ impl Conserved {
         let p = orthogonal_complement(&pushers);
         // Torque-free directions of the pendulum field (its torque is orthogonal to `up`).
         let pend_dirs = prm.pendulum.map(|pd| vec![pd.up.normalize()]);
-        // S: bending and paper shear exert opposite moments; objective shear does not.
-        let s = if has_bonds && prm.k_shear != 0.0 && prm.shear == ShearVariant::Objective {
+        // S: bending and paper shear exert opposite moments; objective shear does not. A clump
+        // turns loads at its spheres into moments about its centre, and mutual gravitation
+        // trades spin for orbital angular momentum (MODEL §12): only L holds then.
+        let rigid = !model.clumps.is_empty() || prm.gravitation.is_some();
+        let s = if rigid || (has_bonds && prm.k_shear != 0.0 && prm.shear == ShearVariant::Objective) {
             vec![]
         } else {
             pend_dirs.clone().unwrap_or_else(|| all.clone())

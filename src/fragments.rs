@@ -67,6 +67,19 @@ pub fn label(n: usize, bonds: &[Bond], broken: &[bool]) -> Vec<u32> {
     label_pairs(n, bonds.iter().zip(broken).filter(|(_, x)| !**x).map(|(b, _)| (b.i, b.j)))
 }
 
+/// `label` of a model: its intact bonds, and each clump's spheres joined (MODEL §12: a clump is
+/// one rigid piece, whatever breaks).
+pub fn label_model(model: &crate::model::Model, broken: &[bool]) -> Vec<u32> {
+    assert_eq!(model.bonds.len(), broken.len(), "one broken flag per bond");
+    let intact = model.bonds.iter().zip(broken).filter(|(_, x)| !**x).map(|(b, _)| (b.i, b.j));
+    label_pairs(model.particles.len(), intact.chain(clump_links(&model.clumps)))
+}
+
+/// The links that hold each clump's spheres together for `label_pairs`: each to its clump's first.
+pub fn clump_links(clumps: &[crate::model::Clump]) -> impl Iterator<Item = (u32, u32)> + '_ {
+    clumps.iter().flat_map(|c| (c.members.start + 1..c.members.end).map(move |k| (c.members.start, k)))
+}
+
 /// `label` of bonds given as particle index pairs (`pairs`, 8 bytes a bond instead of a
 /// `Bond`'s 104: what a run keeps to label at every record) with their `broken` flags.
 pub fn label_flagged(n: usize, pairs: &[(u32, u32)], broken: &[bool]) -> Vec<u32> {

@@ -1,11 +1,14 @@
 //! The time integrators: the three one-force-evaluation RRP maps of MODEL §2 and their
 //! per-particle updates, and the names of the implicit energy–momentum schemes of MODEL §13
-//! (`em`, `sm`; their step is `engine::cpu::implicit`, on the CPU engine only).
+//! (`em`, `sm`; their step is `engine::cpu::implicit`, on the CPU engine only), and the Lie group
+//! variational integrator of MODEL §12 (`lgvi`: its rotation update is `lgvi.rs`, its step over
+//! rigid bodies `engine::cpu::rigid`, on the CPU engine only).
 //!
 //! An RRP step is split around the force evaluation: `pre_force` (kick, drift, rotation update)
 //! and `post_force` (the closing half kick of maps 23/25). Both engines call exactly these.
 
 pub mod discrete;
+pub mod lgvi;
 
 use crate::rrp;
 use glam::{DQuat, DVec3};
@@ -34,6 +37,11 @@ pub enum Integrator {
     /// translation only; `P` and `L` exact, energy bounded. CPU engine only.
     #[serde(rename = "sm")]
     Sm,
+    /// Lie group variational integrator (seed 002, MODEL §12): rigid bodies with a full inertia
+    /// tensor (clumps), second order, explicit in translation, a 3-unknown Newton solve per body
+    /// for the rotation; on spheres it is map (23). CPU engine only.
+    #[serde(rename = "lgvi")]
+    Lgvi,
 }
 
 impl Integrator {
@@ -41,8 +49,14 @@ impl Integrator {
     pub const ALL: [Integrator; 3] = [Integrator::RrpNewmark, Integrator::RrpExact, Integrator::Campello];
 
     /// Every integrator: the RRP maps and the implicit schemes of MODEL §13.
-    pub const EVERY: [Integrator; 5] =
-        [Integrator::RrpNewmark, Integrator::RrpExact, Integrator::Campello, Integrator::Em, Integrator::Sm];
+    pub const EVERY: [Integrator; 6] = [
+        Integrator::RrpNewmark,
+        Integrator::RrpExact,
+        Integrator::Campello,
+        Integrator::Em,
+        Integrator::Sm,
+        Integrator::Lgvi,
+    ];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -51,6 +65,7 @@ impl Integrator {
             Integrator::Campello => "campello",
             Integrator::Em => "em",
             Integrator::Sm => "sm",
+            Integrator::Lgvi => "lgvi",
         }
     }
 
@@ -61,6 +76,12 @@ impl Integrator {
         matches!(self, Integrator::Em | Integrator::Sm)
     }
 
+    /// Runs on the CPU engine only: the implicit schemes and `lgvi` (the GPU engine refuses them
+    /// with an error naming the CPU engine; `backend: auto` picks the CPU for them).
+    pub fn cpu_only(self) -> bool {
+        self.is_implicit() || self == Integrator::Lgvi
+    }
+
     /// Order of accuracy (2 for maps 23/25, 1 for map 27).
     pub fn order(self) -> u32 {
         match self {
@@ -69,7 +90,7 @@ impl Integrator {
         }
     }
 
-    /// Integer code shared with the WGSL kernels (the GPU engine refuses `em` and `sm` before it
+    /// Integer code shared with the WGSL kernels (the GPU engine refuses `em`, `sm` and `lgvi` before it
     /// uploads one; their codes exist only to keep the mapping total).
     pub fn code(self) -> u32 {
         match self {
@@ -78,6 +99,7 @@ impl Integrator {
             Integrator::Campello => 2,
             Integrator::Em => 3,
             Integrator::Sm => 4,
+            Integrator::Lgvi => 5,
         }
     }
 }
@@ -94,7 +116,7 @@ impl FromStr for Integrator {
         Integrator::EVERY
             .into_iter()
             .find(|i| i.as_str() == s)
-            .ok_or_else(|| format!("unknown integrator `{s}` (expected rrp-newmark, rrp-exact, campello, em or sm)"))
+            .ok_or_else(|| format!("unknown integrator `{s}` (expected rrp-newmark, rrp-exact, campello, em, sm or lgvi)"))
     }
 }
 

@@ -3,7 +3,7 @@
 
 use crate::integrator::Kinematics;
 use crate::interactions::{BondOut, Dissipation, Pendulum, Rupture, ShearVariant, Wall, axial, bending, shear};
-use glam::{DQuat, DVec3};
+use glam::{DMat3, DQuat, DVec3};
 use rayon::prelude::*;
 use serde::Serialize;
 
@@ -94,6 +94,10 @@ pub struct Params {
     /// Dissipation and friction (MODEL §10); `None`: the conservative model.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub dissipation: Option<Dissipation>,
+    /// Mutual gravitation's constant `G` (MODEL §12: `U = −G m_p m_q / |x_p − x_q|` between every
+    /// two spheres of different clumps); `None`: none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gravitation: Option<f64>,
 }
 
 impl Params {
@@ -117,7 +121,35 @@ impl Default for Params {
             pendulum: None,
             rupture: None,
             dissipation: None,
+            gravitation: None,
         }
+    }
+}
+
+/// A rigid clump of spheres (MODEL §12): its particles `members` (a contiguous range) move as
+/// one body with mass `mass` and body-frame inertia tensor `inertia`; a sphere p sits at
+/// `x + R ρ_p` with attitude `q ⊗ q_body_p`. A single sphere with a tensor is a general rigid body.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Clump {
+    pub members: std::ops::Range<u32>,
+    pub mass: f64,
+    /// Body-frame inertia tensor (symmetric positive definite).
+    pub inertia: DMat3,
+    /// Each member's offset from the centre in the body frame, `ρ_p`.
+    pub rho: Vec<DVec3>,
+    /// Each member's attitude relative to the body, `q_body_p = q⁻¹ ⊗ q_p` at t = 0.
+    pub q_body: Vec<DQuat>,
+    /// The body's state when the model was built: centre, velocity, attitude and spatial Ω.
+    pub x: DVec3,
+    pub v: DVec3,
+    pub q: DQuat,
+    pub w: DVec3,
+}
+
+impl Clump {
+    /// The body's spheres' positions and attitudes at its state `(x, q)`: `x + R ρ_p`, `q ⊗ q_body_p`.
+    pub fn place(&self, x: DVec3, q: DQuat) -> impl Iterator<Item = (DVec3, DQuat)> + '_ {
+        self.rho.iter().zip(&self.q_body).map(move |(r, qb)| (x + q * *r, q * *qb))
     }
 }
 
@@ -135,6 +167,8 @@ pub struct Model {
     /// (`crate::order`); `None`: the indices are the user's. Random draws keyed by particle
     /// (the Weibull scale of a bond's thresholds) use these, so they follow the particle.
     pub user_ids: Option<Vec<u32>>,
+    /// Rigid clumps (MODEL §12), each over a range of `particles`; run by `lgvi` on the CPU engine.
+    pub clumps: Vec<Clump>,
 }
 
 impl Model {
@@ -166,7 +200,19 @@ impl Model {
         // Small models stay on the calling thread (rayon's dispatch would cost more).
         let bonds =
             if pairs.len() < 4096 { pairs.iter().map(bond).collect() } else { pairs.par_iter().map(bond).collect() };
-        Model { particles, bonds, params, reference_x: None, user_ids: None }
+        Model { particles, bonds, params, reference_x: None, user_ids: None, clumps: Vec::new() }
+    }
+
+    /// What of this model only the CPU engine runs (MODEL §12: clumps, mutual gravitation), as
+    /// words for an error; `None` when the GPU engine can run it.
+    pub fn cpu_only_feature(&self) -> Option<&'static str> {
+        if !self.clumps.is_empty() {
+            Some("clumps")
+        } else if self.params.gravitation.is_some() {
+            Some("mutual gravitation and its pairs")
+        } else {
+            None
+        }
     }
 
     /// Particle → bond incidence in CSR form: the bonds of particle `p` are

@@ -175,6 +175,8 @@ impl Order {
     pub fn choose(model: &Model, choice: OrderChoice) -> (Option<Order>, Option<f64>) {
         let n = model.particles.len();
         let seq = match choice {
+            // A clump's spheres are a range of the particles, and `lgvi`'s engine keeps its order.
+            _ if !model.clumps.is_empty() => return (None, None),
             OrderChoice::Input => return (None, None),
             OrderChoice::Auto if n < AUTO_MIN_PARTICLES => return (None, None),
             _ => morton_sequence(reference(model)),
@@ -322,6 +324,8 @@ impl Order {
             params: model.params.clone(),
             reference_x: model.reference_x.as_ref().map(gather),
             user_ids: Some(user_ids),
+            // `choose` never renumbers a model with clumps (their members are ranges).
+            clumps: Vec::new(),
         }
     }
 

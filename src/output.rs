@@ -171,6 +171,9 @@ impl SeriesColumns {
     }
 }
 
+/// Header of `clumps.csv` (`SeriesWriter::write_clumps`): one row per clump per recorded step.
+pub const CLUMPS_HEADER: &str = "step,t,clump,x,y,z,v_x,v_y,v_z,q_w,q_x,q_y,q_z,omega_x,omega_y,omega_z";
+
 /// Rows kept in memory before they are appended to the file.
 const SERIES_BUFFER: usize = 64 * 1024;
 
@@ -186,6 +189,18 @@ impl SeriesWriter {
         writeln!(w.out, "{header}").map_err(wrap(path))?;
         w.flush()?;
         Ok(w)
+    }
+
+    /// The rows of `clumps.csv` at one recorded step: per clump (in the scenario's order) its
+    /// centre, velocity, attitude as a unit quaternion `(w, x, y, z)` with `w ≥ 0`, and spatial Ω.
+    pub fn write_clumps(&mut self, step: u64, t: f64, clumps: &[crate::engine::ClumpState]) -> Result<(), OutputError> {
+        for (k, c) in clumps.iter().enumerate() {
+            let q = if c.q.w < 0.0 { -c.q } else { c.q };
+            let v = [c.x.x, c.x.y, c.x.z, c.v.x, c.v.y, c.v.z, q.w, q.x, q.y, q.z, c.w.x, c.w.y, c.w.z];
+            let cols: Vec<String> = v.iter().map(|&x| fmt17(x)).collect();
+            writeln!(self.out, "{step},{},{k},{}", fmt17(t), cols.join(",")).map_err(wrap(&self.path))?;
+        }
+        self.flush_if_full()
     }
 
     /// One row of breaks.csv.

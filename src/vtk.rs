@@ -274,7 +274,7 @@ pub fn write_frame(path: &Path, model: &Model, frame: &Frame, settings: &VtkSett
     assert_eq!(frame.broken.len(), nb, "one broken flag per bond");
     let values = bond_values(model, &frame.state, &frame.broken);
     // Labelled here, on the writer's thread, from the same broken flags the frame shows.
-    let fragment = crate::fragments::label(model.particles.len(), &model.bonds, &frame.broken);
+    let fragment = crate::fragments::label_model(model, &frame.broken);
     let (t, step) = (frame.t, frame.step);
     let mut arrays = vec![
         Array::new(

@@ -30,6 +30,7 @@ fn distinct(shear: ShearVariant) -> Params {
         pendulum: None,
         rupture: None,
         dissipation: None,
+        gravitation: None,
     }
 }
 

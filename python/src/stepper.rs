@@ -303,7 +303,7 @@ impl PyEngine {
         d.set_item("inertia", PyArray1::from_slice(py, &p.inertia))?;
         d.set_item("diameter", PyArray1::from_vec(py, p.radius.iter().map(|r| 2.0 * r).collect()))?;
         d.set_item("fixed", PyArray1::from_vec(py, p.fixed.iter().map(|&f| f as i64).collect()))?;
-        let labels = rrpdem::fragments::label(p.len(), &inner.model.bonds, &inner.broken);
+        let labels = rrpdem::fragments::label_model(&inner.model, &inner.broken);
         d.set_item("fragment", PyArray1::from_vec(py, labels.into_iter().map(i64::from).collect()))?;
         Ok(d)
     }

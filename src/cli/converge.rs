@@ -50,8 +50,16 @@ pub(super) fn cmd_converge(args: ConvergeArgs) -> Result<()> {
         bail!("--dt {bad}: every step must be a finite number > 0");
     }
     let integrators = integrators.unwrap_or_else(|| {
+        // Clumps move by `lgvi` alone (MODEL §12); `lgvi` on spheres is map (23) and is studied
+        // when asked for (`--integrators lgvi`).
+        if !model.clumps.is_empty() {
+            return vec![Integrator::Lgvi];
+        }
         let implicit = rrpdem::engine::cpu::check_translation_only(&model, Integrator::Em).is_ok();
-        Integrator::EVERY.into_iter().filter(|i| implicit || !i.is_implicit()).collect()
+        Integrator::EVERY
+            .into_iter()
+            .filter(|&i| i != Integrator::Lgvi && (implicit || !i.is_implicit()))
+            .collect()
     });
     let t_end = t_end.unwrap_or(scenario.t_end);
     // The reference solution is the longest run: min(dt)/ref_factor to t_end.

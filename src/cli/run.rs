@@ -177,6 +177,9 @@ pub(super) fn print_summary(s: &Summary, out: &Path) {
     if s.fragments.is_some() {
         extra.push_str(", fragments.csv");
     }
+    if out.join("clumps.csv").is_file() {
+        extra.push_str(", clumps.csv");
+    }
     if out.join(rrpdem::vtk::COLLECTION).is_file() {
         extra.push_str(", particles.pvd, vtk/");
     }

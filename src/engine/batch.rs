@@ -36,6 +36,11 @@ pub trait BatchEngine {
     fn diagnostics(&mut self) -> Result<Vec<Diagnostics>, EngineError>;
     /// Full particle state of replica `r`, in f64.
     fn snapshot(&mut self, r: usize) -> Result<Vec<Kinematics>, EngineError>;
+    /// See `Engine::clumps`, for replica `r`.
+    fn clumps(&mut self, r: usize) -> Result<Vec<super::ClumpState>, EngineError> {
+        let _ = r;
+        Ok(Vec::new())
+    }
     /// See `Engine::state_kind`: a replica's saved state loads into a one-replica engine of the
     /// same kind built from the replica's model.
     fn state_kind(&self) -> String;
@@ -136,6 +141,9 @@ impl BatchEngine for Single<'_> {
     }
     fn snapshot(&mut self, _r: usize) -> Result<Vec<Kinematics>, EngineError> {
         self.engine.snapshot()
+    }
+    fn clumps(&mut self, _r: usize) -> Result<Vec<super::ClumpState>, EngineError> {
+        self.engine.clumps()
     }
     fn state_kind(&self) -> String {
         self.engine.state_kind()
@@ -255,6 +263,9 @@ impl<E: Engine + Send> BatchEngine for Separate<E> {
     }
     fn snapshot(&mut self, r: usize) -> Result<Vec<Kinematics>, EngineError> {
         self.engines[r].snapshot()
+    }
+    fn clumps(&mut self, r: usize) -> Result<Vec<super::ClumpState>, EngineError> {
+        self.engines[r].clumps()
     }
     fn state_kind(&self) -> String {
         self.engines.first().map_or_else(String::new, |e| e.state_kind())

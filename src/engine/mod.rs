@@ -66,6 +66,16 @@ pub struct EngineState {
     pub data: Vec<u8>,
 }
 
+/// A rigid clump's state (MODEL §12): centre, velocity, attitude (unit quaternion) and spatial
+/// angular velocity Ω. Its spheres' states follow from it (`Clump::place`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ClumpState {
+    pub x: glam::DVec3,
+    pub v: glam::DVec3,
+    pub q: glam::DQuat,
+    pub w: glam::DVec3,
+}
+
 /// What an engine watches at every step of a run (`Engine::set_watch`): the energy guard
 /// (`crate::guard`) and the impact measures (`crate::impact`), as they stand at the current
 /// step. Kept in checkpoints with the run's progress.
@@ -98,6 +108,11 @@ pub trait Engine {
     fn diagnostics(&mut self) -> Result<Diagnostics, EngineError>;
     /// Full particle state at the current step, in f64.
     fn snapshot(&mut self) -> Result<Vec<Kinematics>, EngineError>;
+    /// Every clump's state at the current step (MODEL §12), in the model's clump order; empty
+    /// where the model has none.
+    fn clumps(&mut self) -> Result<Vec<ClumpState>, EngineError> {
+        Ok(Vec::new())
+    }
     /// What `save_state` calls this engine's state (backend and precision, e.g. `cpu-f64`).
     fn state_kind(&self) -> String;
     /// The engine's state at the current step, raw, so that `load_state` on an engine of the
@@ -193,8 +208,11 @@ pub fn create(
             _ => Ok(Box::new(CpuEngine::new(model, integrator, dt)?)),
         },
         Backend::Gpu => gpu(AdapterChoice::Any),
-        // `em` and `sm` (MODEL §13) run on the CPU engine only.
-        Backend::Auto if !integrator.is_implicit() && hardware_adapter_available() => gpu(AdapterChoice::HardwareOnly),
+        // `em`, `sm` (MODEL §13), `lgvi`, clumps and mutual gravitation (§12) run on the CPU
+        // engine only.
+        Backend::Auto if !integrator.cpu_only() && model.cpu_only_feature().is_none() && hardware_adapter_available() => {
+            gpu(AdapterChoice::HardwareOnly)
+        }
         Backend::Auto => Ok(Box::new(CpuEngine::new(model, integrator, dt)?)),
     }
 }

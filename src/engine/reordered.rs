@@ -82,6 +82,10 @@ impl BatchEngine for Reordered<'_> {
     fn diagnostics(&mut self) -> Result<Vec<Diagnostics>, EngineError> {
         self.inner.diagnostics()
     }
+    fn clumps(&mut self, r: usize) -> Result<Vec<super::ClumpState>, EngineError> {
+        // A model with clumps is never renumbered (`Order::choose`); clumps have no particle index.
+        self.inner.clumps(r)
+    }
     fn snapshot(&mut self, r: usize) -> Result<Vec<Kinematics>, EngineError> {
         let s = self.inner.snapshot(r)?;
         Ok(match self.order(r) {

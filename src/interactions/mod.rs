@@ -7,6 +7,7 @@ pub mod axial;
 pub mod bending;
 pub mod contact;
 pub mod damping;
+pub mod gravitation;
 pub mod gravity;
 pub mod pendulum;
 pub mod rupture;
@@ -19,6 +20,7 @@ pub use contact::contact;
 pub use damping::{
     BondDamping, ContactLoad, Dissipation, binder_damping, contact_dissipation, hertz_constant, restitution_beta,
 };
+pub use gravitation::gravitation;
 pub use gravity::gravity;
 pub use pendulum::{Pendulum, pendulum};
 pub use rupture::{BreakEvent, Rupture, RuptureRule, rupture, rupture_measures};

@@ -230,10 +230,12 @@ impl EngineChoice {
     pub fn resolve(&self, s: &Scenario) -> (crate::scenario::Backend, Option<crate::engine::Precision>) {
         use crate::scenario::Backend;
         let backend = match self.backend.unwrap_or(s.backend) {
-            // `em` and `sm` (MODEL §13), damping and friction (§10) run on the CPU engine only.
+            // `em` and `sm` (MODEL §13), `lgvi` and clumps (§12: a scenario with clumps or
+            // gravitation needs `lgvi`), damping and friction (§10) run on the CPU engine only.
             Backend::Auto
-                if !s.integrator.is_implicit()
+                if !s.integrator.cpu_only()
                     && s.dissipation().is_none()
+                    && s.gravitation.is_none()
                     && crate::gpu::hardware_adapter_available() =>
             {
                 Backend::Gpu
@@ -376,12 +378,12 @@ pub fn resume(
     announce: impl FnOnce(&str),
 ) -> Result<Summary, RunError> {
     let cp_path = dir.join(checkpoint::FILE_NAME);
-    let cp = Checkpoint::read(&cp_path)?;
+    let mut cp = Checkpoint::read(&cp_path)?;
     cp.check_folder(&dir.path, &cp_path)?;
     if let Some(s) = check {
         cp.check_scenario(s, &cp_path, &format!("scenario {}", s.source.display()))?;
     }
-    cp.check_model(&cp_path)?;
+    cp.model.clumps = cp.check_model(&cp_path)?;
     let mut scenario = cp.scenario.clone();
     if let Some(t) = t_end {
         scenario.t_end = t;

@@ -65,6 +65,10 @@ pub(super) struct Replica<'scope> {
     pub(super) record_every: u64,
     pub(super) series: SeriesWriter,
     pub(super) breaks: Option<SeriesWriter>,
+    /// `clumps.csv` (MODEL §12), where the model has clumps.
+    pub(super) clumps: Option<SeriesWriter>,
+    /// The clumps' states at the stop of `pending`, written with it.
+    pending_clumps: Option<Vec<crate::engine::ClumpState>>,
     pub(super) budget: Budget,
     pub(super) stability: StabilityEstimate,
     pub(super) wall_before: f64,
@@ -98,6 +102,7 @@ pub(super) struct Replica<'scope> {
 struct Opened {
     series: SeriesWriter,
     breaks: Option<SeriesWriter>,
+    clumps: Option<SeriesWriter>,
     budget: Budget,
     stability: StabilityEstimate,
     wall_before: f64,
@@ -123,12 +128,17 @@ impl Opened {
             Some(_) => Some(SeriesWriter::with_header(&dir.join("breaks.csv"), output::BREAKS_HEADER)?),
             None => None,
         };
+        let clumps = match model.clumps.is_empty() {
+            false => Some(SeriesWriter::with_header(&dir.join("clumps.csv"), output::CLUMPS_HEADER)?),
+            true => None,
+        };
         let watch = Watch::new(&first, scenario.max_energy_error, &model.params.walls);
         let budget = Budget::new(&first, Conserved::for_model(model));
         let pending = Some((first, watch.energy.scale));
         Ok(Opened {
             series,
             breaks,
+            clumps,
             budget,
             stability,
             wall_before: 0.0,
@@ -156,9 +166,14 @@ impl Opened {
             None => None,
         };
         let series = SeriesWriter::resume(&dir.join("series.csv"), step0)?;
+        let clumps = match model.clumps.is_empty() {
+            false => Some(SeriesWriter::resume_with_header(&dir.join("clumps.csv"), output::CLUMPS_HEADER, step0)?),
+            true => None,
+        };
         Ok(Opened {
             series,
             breaks,
+            clumps,
             budget,
             stability: progress.stability,
             wall_before: progress.wall_time_s,
@@ -293,6 +308,8 @@ impl<'scope> Replica<'scope> {
             resorts: o.resorts,
             series: o.series,
             breaks: o.breaks,
+            clumps: o.clumps,
+            pending_clumps: None,
             budget: o.budget,
             stability: o.stability,
             wall_before: o.wall_before,
@@ -315,6 +332,13 @@ impl<'scope> Replica<'scope> {
             if (step0.is_multiple_of(f.writer.every()) || step0 == rep.total) && !f.writer.has_frame_at(rep.last.t) {
                 rep.failure = f.submit(engine, r, step0, rep.last.t, &rep.broken).err();
             }
+        }
+        if rep.clumps.is_some() && rep.pending.is_some() {
+            rep.pending_clumps = Some(engine.clumps(r).map_err(|error| RunError::Engine {
+                error,
+                step: step0,
+                out_dir: dir.path.clone(),
+            })?);
         }
         Ok(rep)
     }
@@ -356,7 +380,8 @@ impl<'scope> Replica<'scope> {
     fn fragment_labels(&mut self) -> Vec<u32> {
         let m = self.model;
         let pairs = self.pairs.get_or_insert_with(|| m.bonds.iter().map(|b| (b.i, b.j)).collect());
-        fragments::label_flagged(m.particles.len(), pairs, &self.broken)
+        let intact = pairs.iter().zip(&self.broken).filter(|(_, x)| !**x).map(|(p, _)| *p);
+        fragments::label_pairs(m.particles.len(), intact.chain(fragments::clump_links(&m.clumps)))
     }
 
     /// The fragments of the bonds broken so far (labelled anew only after a break).
@@ -372,6 +397,9 @@ impl<'scope> Replica<'scope> {
     /// Writes the `series.csv` row waiting for the breaks of its stop, with its fragments.
     pub(super) fn write_record(&mut self) -> Result<(), OutputError> {
         let Some((d, scale)) = self.pending.take() else { return Ok(()) };
+        if let (Some(w), Some(c)) = (self.clumps.as_mut(), self.pending_clumps.take()) {
+            w.write_clumps(d.step, d.t, &c)?;
+        }
         let counts = match self.series.columns() {
             output::SeriesColumns::Fragments | output::SeriesColumns::Dissipated => self.fragment_counts(),
             _ => Counts::default(),
@@ -398,6 +426,7 @@ impl<'scope> Replica<'scope> {
                 self.budget.take_watch(&self.watch.energy, self.engine_watches);
                 self.budget.update(&d);
                 self.pending = Some((d, self.watch.energy.scale));
+                self.pending_clumps = self.clumps.as_ref().and_then(|_| engine.clumps(r).ok());
                 self.last = d;
             }
             return;
@@ -436,6 +465,7 @@ impl<'scope> Replica<'scope> {
         if next.is_multiple_of(self.record_every) || next == self.total {
             // Written once this stop's breaks are logged (`write_record`).
             self.pending = Some((d, self.watch.energy.scale));
+            self.pending_clumps = self.clumps.as_ref().and_then(|_| engine.clumps(r).ok());
         }
         self.last = d;
     }
@@ -458,6 +488,9 @@ impl<'scope> Replica<'scope> {
     /// Flushes the logs and frames and writes a checkpoint of the current state.
     pub(super) fn checkpoint(&mut self, engine: &mut Reordered, r: usize, elapsed: f64) -> Result<(), RunError> {
         self.series.flush()?;
+        if let Some(c) = self.clumps.as_mut() {
+            c.flush()?;
+        }
         if let Some(b) = self.breaks.as_mut() {
             b.flush()?;
         }
@@ -497,6 +530,9 @@ impl<'scope> Replica<'scope> {
         self.series.flush()?;
         if let Some(b) = self.breaks.as_mut() {
             b.flush()?;
+        }
+        if let Some(c) = self.clumps.as_mut() {
+            c.flush()?;
         }
         let n = engine.n_particles(r);
         let wall = self.wall_before + elapsed;
@@ -580,7 +616,7 @@ impl Replica<'_> {
         state: &[crate::integrator::Kinematics],
     ) -> Result<fragments::Summary, OutputError> {
         let m = self.model;
-        let initial = fragments::label(m.particles.len(), &m.bonds, &vec![false; m.bonds.len()]);
+        let initial = fragments::label_model(m, &vec![false; m.bonds.len()]);
         let initial = fragments::counts(&initial, &m.particles.mass).n_fragments;
         let outcome = fragments::outcome(labels, &m.particles, state, &m.bonds, &self.broken, initial);
         output::write_fragments(&self.dir.join("fragments.csv"), &outcome.pieces)?;

@@ -94,6 +94,13 @@ impl Scenario {
                     };
                     BodySize { kind: "csv", particles, bonds, exact: exact_p && exact_b, partners: KISSING }
                 }
+                Body::Clump(c) => BodySize {
+                    kind: "clump",
+                    particles: c.spheres.len() as f64,
+                    bonds: 0.0,
+                    exact: true,
+                    partners: KISSING.min(c.spheres.len().saturating_sub(1) as f64),
+                },
                 Body::TorusSolid(t) => solid(&t.resolve(self, &field)?),
                 Body::BlockSolid(s) => solid(&s.resolve(self, &field)?),
             };

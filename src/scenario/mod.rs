@@ -3,6 +3,7 @@
 
 mod bonds;
 mod checks;
+pub mod clump;
 mod csv;
 pub mod dissipation;
 mod estimate;
@@ -15,9 +16,10 @@ pub use crate::engine::Backend;
 use crate::error::ScenarioError;
 use crate::integrator::Integrator;
 use crate::interactions::{Pendulum, Rupture, RuptureRule, ShearVariant, Wall};
-use crate::model::{Model, Params, Particles};
+use crate::model::{Clump, Model, Params, Particles};
 use crate::rrp;
 pub use bonds::BondSpec;
+pub use clump::{ClumpBody, ClumpSphere, GravitationSpec, MAX_GRAVITATION_PARTICLES};
 pub use checks::{MAX_BOND_REACH, MAX_WALL_OVERLAP};
 pub use estimate::{BodySize, MAX_BONDS, SizeEstimate};
 pub use generators::{BlockSolid, LatticeKind, MAX_BOND_TOLERANCE, Region, SolidInfo, TorusSolid};
@@ -80,6 +82,9 @@ pub struct Scenario {
     /// Coulomb friction at contacts (MODEL §10); without it contacts are frictionless.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub friction: Option<FrictionSpec>,
+    /// Mutual gravitation between spheres of different clumps (MODEL §12); none without it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gravitation: Option<GravitationSpec>,
     pub bodies: Vec<Body>,
     /// The order the engine runs the particles in (`crate::order`): `auto` (default) sorts
     /// them along a Morton curve when the input's numbering scatters neighbours through memory,
@@ -207,6 +212,8 @@ pub enum Body {
     Pendulum(PendulumBody),
     Particles(ParticleList),
     Csv(CsvBody),
+    /// A rigid clump of spheres (MODEL §12; needs the integrator `lgvi`).
+    Clump(ClumpBody),
 }
 
 /// A ring of `n` touching spheres in a plane, neighbours bonded (MODEL §5).
@@ -257,6 +264,10 @@ pub struct PendulumBody {
     pub omega: DVec3,
     #[serde(default)]
     pub position: DVec3,
+    /// Inertia tensor in the body frame (rows), making the pendulum a general rigid body moved
+    /// by `lgvi` (MODEL §12); without it the sphere's scalar `particle.inertia`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inertia: Option<[[f64; 3]; 3]>,
 }
 
 /// Explicit particles and bonds (`[i, j]` or `[i, j, rest_length]`, indices into this body's
@@ -307,6 +318,8 @@ pub struct CsvBody {
 enum BodyParts {
     Raw(Vec<RawParticle>, Vec<(u32, u32)>, Vec<(u32, f64)>),
     Generated(Box<generators::Generated>),
+    /// A rigid body's spheres and the clump over them (members counted from 0).
+    Rigid(Vec<RawParticle>, Box<Clump>),
 }
 
 /// The resolved geometry of a scenario before the bonds take their reference data: what
@@ -322,6 +335,8 @@ pub struct Geometry {
     pub params: Params,
     /// Where each body's particles are, and what a solid body resolved to.
     pub bodies: Vec<BodyInfo>,
+    /// The rigid clumps (MODEL §12), over global particle indices.
+    pub clumps: Vec<Clump>,
 }
 
 /// One body of a `Geometry`.
@@ -341,6 +356,7 @@ impl Geometry {
         for &(k, l0) in &self.rest_lengths {
             m.bonds[k as usize].l0 = l0;
         }
+        m.clumps = self.clumps;
         m
     }
 
@@ -470,6 +486,7 @@ impl Scenario {
             }
         }
         self.check_dissipation()?;
+        self.check_rigid()?;
         if self.output.and_then(|o| o.vtk_every) == Some(0) {
             return Err(self.invalid("output.vtk_every", "must be ≥ 1"));
         }
@@ -549,6 +566,7 @@ impl Scenario {
         let mut pairs: Vec<(u32, u32)> = Vec::new();
         let mut rest_lengths: Vec<(u32, f64)> = Vec::new();
         let mut bodies = Vec::with_capacity(self.bodies.len());
+        let mut clumps = Vec::new();
         let mut read = Vec::new();
         for (b, body) in self.bodies.iter().enumerate() {
             let field = format!("bodies[{b}]");
@@ -570,6 +588,15 @@ impl Scenario {
                     particles.append(g.particles);
                     (count, g.bonds, Some(g.solid))
                 }
+                BodyParts::Rigid(raw, clump) => {
+                    self.check_particles(&raw, &field)?;
+                    for p in &raw {
+                        particles.push(p.x, p.v, p.q.normalize(), p.w, p.mass, p.inertia, 0.5 * p.diameter, p.fixed);
+                    }
+                    let at = start as u32;
+                    clumps.push(Clump { members: clump.members.start + at..clump.members.end + at, ..*clump });
+                    (raw.len(), vec![], None)
+                }
             };
             if particles.len() > u32::MAX as usize / 2 {
                 return Err(self.invalid("bodies", "too many particles"));
@@ -585,11 +612,12 @@ impl Scenario {
         if pairs.len() as f64 > MAX_BONDS {
             return Err(self.invalid("bodies", format!("{} bonds in all; at most {MAX_BONDS:.3e}", pairs.len())));
         }
+        self.check_gravitation_size(particles.len())?;
         let body_starts: Vec<usize> = bodies.iter().map(|b| b.range.start).collect();
         self.check_coincident(&particles, &body_starts)?;
         self.check_walls(&particles, &body_starts)?;
         self.inputs.record(read, &self.source)?;
-        Ok(Geometry { particles, pairs, rest_lengths, params: self.params(), bodies })
+        Ok(Geometry { particles, pairs, rest_lengths, params: self.params(), bodies, clumps })
     }
 
     /// The digests of the files this scenario reads, as they are now (read, not parsed; the
@@ -632,6 +660,7 @@ impl Scenario {
                 }
             }),
             dissipation: self.dissipation(),
+            gravitation: self.gravitation.map(|g| g.g),
         }
     }
 
@@ -645,20 +674,24 @@ impl Scenario {
             Body::Pendulum(p) => {
                 finite_vec(self, &format!("{field}.alpha"), p.alpha)?;
                 let diameter = d.diameter.unwrap_or(1.0);
-                Ok(BodyParts::Raw(
-                    vec![RawParticle {
-                        x: p.position,
-                        v: DVec3::ZERO,
-                        q: rrp::quat_from_rrp(p.alpha),
-                        w: p.omega,
-                        mass: d.mass,
-                        inertia: d.inertia,
-                        diameter,
-                        fixed: false,
-                    }],
-                    vec![],
-                    vec![],
-                ))
+                let raw = RawParticle {
+                    x: p.position,
+                    v: DVec3::ZERO,
+                    q: rrp::quat_from_rrp(p.alpha),
+                    w: p.omega,
+                    mass: d.mass,
+                    inertia: d.inertia,
+                    diameter,
+                    fixed: false,
+                };
+                Ok(match self.pendulum_clump(p, &raw, field)? {
+                    Some(c) => BodyParts::Rigid(vec![raw], Box::new(c)),
+                    None => BodyParts::Raw(vec![raw], vec![], vec![]),
+                })
+            }
+            Body::Clump(c) => {
+                let (raw, clump) = self.clump(c, field)?;
+                Ok(BodyParts::Rigid(raw, Box::new(clump)))
             }
             Body::Particles(list) => {
                 let mut raw = Vec::with_capacity(list.particles.len());

@@ -5,7 +5,7 @@
 //! body is parsed once more as its own type to find the field inside it (only on the error path:
 //! a valid file is parsed once).
 
-use super::{BlockSolid, Body, CsvBody, ParticleList, PendulumBody, Scenario, TorusRing, TorusSolid};
+use super::{BlockSolid, Body, ClumpBody, CsvBody, ParticleList, PendulumBody, Scenario, TorusRing, TorusSolid};
 use crate::error::ScenarioError;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -66,6 +66,7 @@ fn refine(text: &str, field: &str) -> Option<String> {
         "pendulum" => path_in::<PendulumBody>(body),
         "particles" => path_in::<ParticleList>(body),
         "csv" => path_in::<CsvBody>(body),
+        "clump" => path_in::<ClumpBody>(body),
         _ => None,
     }?;
     // Every variant is listed above: a new one must be added there too.
@@ -75,7 +76,8 @@ fn refine(text: &str, field: &str) -> Option<String> {
         | Body::BlockSolid(_)
         | Body::Pendulum(_)
         | Body::Particles(_)
-        | Body::Csv(_) => (),
+        | Body::Csv(_)
+        | Body::Clump(_) => (),
     };
     Some(if inner.starts_with('[') { format!("{field}{inner}") } else { format!("{field}.{inner}") })
 }

@@ -91,6 +91,7 @@ pub fn lattice_params() -> rrpdem::model::Params {
         pendulum: None,
         rupture: None,
         dissipation: None,
+        gravitation: None,
     }
 }
 

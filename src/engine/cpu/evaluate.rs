@@ -11,7 +11,7 @@ use crate::engine::scatter::{BondRanges, ENERGY_BLOCK};
 use crate::error::EngineError;
 use crate::grid::PAR_MIN;
 use crate::interactions::rupture::{BOUND_SLACK_F64, bond_breaks, released_energy};
-use crate::interactions::{BondOut, BreakEvent, contact, gravity, pendulum, wall};
+use crate::interactions::{BondOut, BreakEvent, contact, gravitation, gravity, pendulum, wall};
 use crate::model::{bond_terms_ref, bond_terms_rel};
 use glam::DVec3;
 use rayon::prelude::*;
@@ -56,6 +56,9 @@ impl CpuEngine {
             self.collect_breaks(self.time());
         }
         self.particle_pass(parallel, energies, &mut sums);
+        if let Some(g) = self.params.gravitation {
+            self.gravitation_pass(g, energies, &mut sums);
+        }
         if energies {
             self.sums = sums;
         }
@@ -183,6 +186,7 @@ impl CpuEngine {
         let (kin, prm) = (&self.kin, &self.params);
         let deferred = if parallel { self.ranges.as_ref() } else { None };
         let (radius, mass, nbr) = (&self.radius, &self.mass, &self.neighbours);
+        let group = self.group.as_deref();
         let diss = self.diss.as_mut().map(|d| {
             d.pass(PassInputs {
                 h: self.dt,
@@ -216,6 +220,10 @@ impl CpuEngine {
                 let mut u_contact = 0.0;
                 for &j in nbr.partners(i) {
                     let j = j as usize;
+                    // The spheres of one clump never touch each other (MODEL §12).
+                    if group.is_some_and(|g| g[i] == g[j]) {
+                        continue;
+                    }
                     let c = contact(xi - kin[j].x, ri + radius.get(j), prm.k_contact);
                     fi += c.force;
                     if j > i {
@@ -252,6 +260,36 @@ impl CpuEngine {
                 [u_contact, u_wall, u_grav, f_wall.x, f_wall.y, f_wall.z]
             },
         );
+    }
+
+    /// Mutual gravitation (MODEL §12) of every two particles of different groups, constant `g`:
+    /// each particle gathers its pairs in index order (each pair is evaluated from both ends, the
+    /// two forces exact negatives), and the energy counts each pair once, from its lower index.
+    /// Its forces are added after the particle pass's; its energy goes to `U_gravity`.
+    fn gravitation_pass(&mut self, g: f64, energies: bool, sums: &mut Sums) {
+        let (kin, mass, group) = (&self.kin, &self.mass, self.group.as_deref());
+        let n = kin.len();
+        let per = |i: usize| -> (DVec3, f64) {
+            let (mut f, mut u) = (DVec3::ZERO, 0.0);
+            for j in 0..n {
+                if j == i || group.is_some_and(|gr| gr[i] == gr[j]) {
+                    continue;
+                }
+                let o = gravitation(kin[i].x - kin[j].x, mass.get(i), mass.get(j), g);
+                f += o.force;
+                if j > i {
+                    u += o.energy;
+                }
+            }
+            (f, u)
+        };
+        let out: Vec<(DVec3, f64)> = (0..n).into_par_iter().with_min_len(64).map(per).collect();
+        for (a, (f, _)) in self.acc.iter_mut().zip(&out) {
+            a.force += *f;
+        }
+        if energies {
+            sums.u_gravity += out.iter().map(|o| o.1).sum::<f64>();
+        }
     }
 
     /// Books the bonds that broke in the evaluation just made, in bond order, with the energy
@@ -305,7 +343,12 @@ impl CpuEngine {
     /// energies come from the last evaluation, which computed them.
     pub(super) fn sum_diagnostics(&self) -> Diagnostics {
         let mut d = Diagnostics { step: self.step, t: self.time(), ..Default::default() };
-        for (i, k) in self.kin.iter().enumerate() {
+        if let Some(r) = &self.rigid {
+            // lgvi: the bodies' kinetic energies and momenta (MODEL §12), then the fixed particles'.
+            let (ks, spin, l, mx) = r.sums(&self.kin, |i| self.mass.get(i));
+            (d.e_trans, d.e_rot, d.p, d.s, d.l, d.x_cm) = (ks.e_trans, ks.e_rot, ks.p, spin, l, mx);
+        }
+        for (i, k) in self.kin.iter().enumerate().filter(|_| self.rigid.is_none()) {
             let (m, j) = (self.mass.get(i), self.inertia.get(i));
             d.e_trans += 0.5 * m * k.v.length_squared();
             d.e_rot += 0.5 * j * k.w.length_squared();

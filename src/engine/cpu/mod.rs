@@ -20,7 +20,8 @@
 //! `columns.rs` (per-particle and per-bond constants), `integrate.rs` (the integration pass),
 //! `evaluate.rs` (bond pass, breaks, particle pass, diagnostics), `step.rs` (one step and the
 //! loop of an `advance`), `state.rs` (saved states, their bytes, setting one), `implicit.rs`
-//! (the implicit step of `em` and `sm`, MODEL §13); this file holds the engine's data, its
+//! (the implicit step of `em` and `sm`, MODEL §13), `rigid.rs` (the step of `lgvi` over rigid
+//! bodies, MODEL §12); this file holds the engine's data, its
 //! construction and the `Engine` interface.
 
 mod columns;
@@ -29,6 +30,7 @@ mod evaluate;
 mod implicit;
 mod integrate;
 mod pass;
+mod rigid;
 mod state;
 mod step;
 
@@ -118,6 +120,12 @@ pub struct CpuEngine {
     radius_max: f64,
     /// Damping and friction (MODEL §10); `None`: the conservative model.
     diss: Option<DissState>,
+    /// The rigid bodies `lgvi` moves (MODEL §12); `None` for the other integrators.
+    rigid: Option<rigid::Rigid>,
+    /// Per particle its group where some pairs must not interact: the spheres of one clump
+    /// share one (no contact, no gravitation between them; MODEL §12). `None`: every particle
+    /// alone.
+    group: Option<Vec<u32>>,
 }
 
 /// `1/m` for a free particle, 0 for a fixed one.
@@ -131,6 +139,16 @@ impl CpuEngine {
     pub fn new(model: &Model, integrator: Integrator, dt: f64) -> Result<CpuEngine, EngineError> {
         if integrator.is_implicit() {
             implicit::check_translation_only(model, integrator)?;
+        }
+        if !model.clumps.is_empty() && integrator != Integrator::Lgvi {
+            return Err(EngineError::Unsupported(format!(
+                "the model has clumps, which `{integrator}` cannot move (a full inertia tensor): use `lgvi` (MODEL §12)"
+            )));
+        }
+        if integrator == Integrator::Lgvi && model.params.dissipation.is_some() {
+            return Err(EngineError::Unsupported(
+                "`lgvi` does not book the work of damping and friction (MODEL §10); use rrp-newmark".into(),
+            ));
         }
         let p = &model.particles;
         let n = p.len();
@@ -169,9 +187,21 @@ impl CpuEngine {
             solver: ImplicitSolver::Auto,
             radius_max: r_max,
             diss: None,
+            rigid: None,
+            group: None,
         };
+        if integrator == Integrator::Lgvi {
+            let r = rigid::Rigid::new(model);
+            let fixed_mass: f64 = (0..n).filter(|&i| p.fixed[i]).map(|i| p.mass[i]).sum();
+            e.total_mass = r.mass() + fixed_mass;
+            e.group = Some(r.groups());
+            e.rigid = Some(r);
+        }
         e.diss = model.params.dissipation.map(|c| DissState::new(c, n, &e.bonds, model.params.walls.len()));
         e.evaluate(true, None)?;
+        if let Some(r) = &mut e.rigid {
+            r.gather(&e.acc);
+        }
         e.diag = e.sum_diagnostics();
         Ok(e)
     }
@@ -204,6 +234,13 @@ impl CpuEngine {
     /// Force and spatial moment on every particle at the current state (for tests and tools).
     pub fn forces(&self) -> Vec<(DVec3, DVec3)> {
         self.acc.iter().map(|a| (a.force, a.moment)).collect()
+    }
+
+    /// With `lgvi`: every rigid body's force and spatial moment about its centre at the current
+    /// state (`F = Σ F_p`, `RM = Σ RM_p + (R ρ_p) × F_p`, MODEL §12), bodies in particle order;
+    /// empty otherwise (for tests and tools).
+    pub fn body_loads(&self) -> Vec<(DVec3, DVec3)> {
+        self.rigid.as_ref().map_or_else(Vec::new, |r| r.loads())
     }
 
     /// Diagnostics of the current state without `&mut` (for tests and tools).
@@ -252,6 +289,7 @@ impl Engine for CpuEngine {
         self.saved.e_released = self.e_released;
         self.saved.n_broken = self.n_broken;
         self.saved.dissipation = self.current_dissipation();
+        self.saved.bodies = self.rigid.as_ref().map_or_else(Vec::new, |r| r.state.clone());
         let watch = self.watch.clone();
         let err = match self.steps(steps) {
             Ok(()) => {
@@ -266,7 +304,9 @@ impl Engine for CpuEngine {
         let start = self.saved.step;
         let good = match &err {
             EngineError::EnergyGuard { step, .. } => step.saturating_sub(1).max(start),
-            EngineError::RrpExactCondition { step, .. } | EngineError::ImplicitSolve { step, .. } => *step,
+            EngineError::RrpExactCondition { step, .. }
+            | EngineError::ImplicitSolve { step, .. }
+            | EngineError::RigidSolve { step, .. } => *step,
             _ => start,
         };
         self.set_state(self.saved.clone())?;
@@ -301,16 +341,18 @@ impl Engine for CpuEngine {
         }
         let (n, nb) = (self.kin.len(), self.bonds.len());
         let walls = self.diss.as_ref().map(|_| self.params.walls.len());
-        let saved = decode_state(&state.data, state.step, n, nb, walls).ok_or_else(|| {
+        let bodies = self.rigid.as_ref().map_or(0, |r| r.state.len());
+        let saved = decode_state(&state.data, state.step, n, nb, walls, bodies).ok_or_else(|| {
             EngineError::Unsupported(format!(
-                "the saved state holds {} bytes; {n} particles and {nb} bonds need {}{}",
+                "the saved state holds {} bytes; {n} particles and {nb} bonds need {}{}{}",
                 state.data.len(),
                 n * 104 + 16 + nb,
                 if walls.is_some() {
                     " and then the dissipation's energy and contact history (a well-formed list)"
                 } else {
                     " (and no dissipation)"
-                }
+                },
+                if bodies > 0 { format!(", then {bodies} finite body states of {} bytes", state::BODY_BYTES) } else { String::new() }
             ))
         })?;
         self.set_state(saved)
@@ -358,13 +400,21 @@ impl Engine for CpuEngine {
     }
 
     fn order_check_interval(&self) -> Option<u64> {
-        Some(ORDER_CHECK_INTERVAL)
+        // `lgvi`'s bodies are ranges of particles: the engine keeps the model's order.
+        self.rigid.is_none().then_some(ORDER_CHECK_INTERVAL)
+    }
+
+    fn clumps(&mut self) -> Result<Vec<super::ClumpState>, EngineError> {
+        Ok(self.rigid.as_ref().map_or_else(Vec::new, |r| r.clump_states()))
     }
 
     /// Builds the engine anew from `model` (the bond ranges, neighbour lists and per-particle
     /// columns in the new order) and loads the renumbered state, as a resume does; for the
     /// moment of the swap both engines are in memory.
     fn renumber(&mut self, model: &Model, perm: &crate::order::Order) -> Result<(), EngineError> {
+        if self.rigid.is_some() {
+            return Err(EngineError::Unsupported("an lgvi engine keeps its bodies' particle order".into()));
+        }
         perm.check_renumbering(model, self.kin.len(), self.bonds.len())?;
         let kin = perm.particles.par_iter().map(|&k| self.kin[k as usize]).collect();
         let broken = perm.bonds.iter().map(|&b| self.bond_state[b as usize] != INTACT).collect();
@@ -387,8 +437,15 @@ impl Engine for CpuEngine {
             d.walls.sort_by_key(|&(i, w, _)| (i, w));
             d
         });
-        let state =
-            Saved { step: self.step, kin, broken, e_released: self.e_released, n_broken: self.n_broken, dissipation };
+        let state = Saved {
+            step: self.step,
+            kin,
+            broken,
+            e_released: self.e_released,
+            n_broken: self.n_broken,
+            dissipation,
+            bodies: Vec::new(),
+        };
         let mut fresh = CpuEngine::new(model, self.integrator, self.dt)?;
         fresh.set_state(state)?;
         // Bonds the fresh engine broke before their flags were loaded broke long ago.

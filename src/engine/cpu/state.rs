@@ -18,6 +18,8 @@ pub(super) struct Saved {
     /// With dissipation (MODEL §10): `E_dissipated` and the contact history the last
     /// evaluation started from (pairs, then wall contacts; `dissipation::History`).
     pub(super) dissipation: Option<SavedDissipation>,
+    /// With `lgvi` (MODEL §12): every body's state (the particles' follow from it).
+    pub(super) bodies: Vec<super::rigid::BodyKin>,
 }
 
 /// The dissipation's part of a saved state.
@@ -72,7 +74,8 @@ fn take_history(data: &[u8], at: &mut usize, n: usize, limit_j: usize, pairs: bo
 /// then `E_dissipated` (f64), per particle the velocity and angular velocity its last
 /// evaluation's loads came from (six f64), and the history: a count (u64) of pair contacts, each i, j (u32,
 /// i < j, in increasing order) and ξ (three f64), then the same for wall contacts (particle,
-/// wall). A model without dissipation has the bytes of the versions before it.
+/// wall); with `lgvi` (MODEL §12) last every body's centre, velocity, attitude (x, y, z, w) and
+/// body angular momentum Π (13 f64). A model without either has the bytes of the versions before it.
 pub(super) fn encode_state(s: &Saved) -> Vec<u8> {
     let mut out = Vec::with_capacity(s.kin.len() * 104 + 16 + s.broken.len());
     for k in &s.kin {
@@ -91,11 +94,42 @@ pub(super) fn encode_state(s: &Saved) -> Vec<u8> {
         put_history(&mut out, &d.pairs);
         put_history(&mut out, &d.walls);
     }
+    for b in &s.bodies {
+        for v in [b.x.x, b.x.y, b.x.z, b.v.x, b.v.y, b.v.z, b.q.x, b.q.y, b.q.z, b.q.w, b.pi.x, b.pi.y, b.pi.z] {
+            out.extend_from_slice(&v.to_le_bytes());
+        }
+    }
     out
 }
 
+/// Bytes of one body's saved state (13 f64).
+pub(super) const BODY_BYTES: usize = 104;
+
 /// Decodes `encode_state`'s bytes; `walls`: `Some(number of walls)` when the model dissipates.
-pub(super) fn decode_state(data: &[u8], step: u64, n: usize, n_bonds: usize, walls: Option<usize>) -> Option<Saved> {
+pub(super) fn decode_state(
+    data: &[u8],
+    step: u64,
+    n: usize,
+    n_bonds: usize,
+    walls: Option<usize>,
+    n_bodies: usize,
+) -> Option<Saved> {
+    let (data, body_bytes) = data.split_at(data.len().checked_sub(n_bodies * BODY_BYTES)?);
+    let bodies = body_bytes
+        .chunks_exact(BODY_BYTES)
+        .map(|c| {
+            let r = |k: usize| f64::from_le_bytes(c[8 * k..8 * k + 8].try_into().expect("8 bytes"));
+            super::rigid::BodyKin {
+                x: DVec3::new(r(0), r(1), r(2)),
+                v: DVec3::new(r(3), r(4), r(5)),
+                q: glam::DQuat::from_xyzw(r(6), r(7), r(8), r(9)),
+                pi: DVec3::new(r(10), r(11), r(12)),
+            }
+        })
+        .collect::<Vec<_>>();
+    if bodies.iter().any(|b| !(b.x.is_finite() && b.v.is_finite() && b.q.is_finite() && b.pi.is_finite())) {
+        return None;
+    }
     let fixed = n * 104 + 16 + n_bonds;
     let dissipation = match walls {
         None if data.len() == fixed => None,
@@ -134,7 +168,7 @@ pub(super) fn decode_state(data: &[u8], step: u64, n: usize, n_bonds: usize, wal
     let tail = 13 * n;
     let n_broken = u64::from_le_bytes(data[8 * tail + 8..8 * tail + 16].try_into().expect("8 bytes"));
     let broken = data[8 * tail + 16..].iter().map(|&b| b != 0).collect();
-    Some(Saved { step, kin, broken, e_released: real(tail), n_broken, dissipation })
+    Some(Saved { step, kin, broken, e_released: real(tail), n_broken, dissipation, bodies })
 }
 
 impl CpuEngine {
@@ -146,6 +180,7 @@ impl CpuEngine {
             e_released: self.e_released,
             n_broken: self.n_broken,
             dissipation: self.current_dissipation(),
+            bodies: self.rigid.as_ref().map_or_else(Vec::new, |r| r.state.clone()),
         }
     }
 
@@ -168,6 +203,11 @@ impl CpuEngine {
         }
         self.e_released = s.e_released;
         self.n_broken = s.n_broken;
+        if let Some(r) = &mut self.rigid
+            && s.bodies.len() == r.state.len()
+        {
+            r.state = s.bodies;
+        }
         // With dissipation the loads at this node came from the velocities of the half step
         // before it (and the history before them): the evaluation is made again from those,
         // then the node's own velocities are put back.
@@ -193,6 +233,9 @@ impl CpuEngine {
             }
         }
         evaluated?;
+        if let Some(r) = &mut self.rigid {
+            r.gather(&self.acc);
+        }
         self.diag = self.sum_diagnostics();
         Ok(())
     }

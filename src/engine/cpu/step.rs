@@ -52,6 +52,12 @@ impl CpuEngine {
     /// watch, every step's energies are summed and each closed step is observed.
     fn one_step(&mut self, post_pending: bool, last: bool) -> Result<bool, EngineError> {
         let integ = self.integrator;
+        if self.rigid.is_some() {
+            // lgvi (MODEL §12): bodies open and close within the step, nothing pending.
+            let kin = self.rigid_step(last || self.watch.is_some())?;
+            self.observe(kin)?;
+            return Ok(false);
+        }
         if integ.is_implicit() {
             // One solve per step: positions and velocities at k+1 together, nothing pending.
             self.implicit_step()?;

@@ -287,9 +287,15 @@ impl GpuEngine {
         if models.is_empty() {
             return Err(GpuError::EmptyBatch);
         }
-        if integrator.is_implicit() {
+        if integrator.cpu_only() {
+            let section = if integrator.is_implicit() { "MODEL §13" } else { "MODEL §12" };
             return Err(GpuError::InitialState(Box::new(EngineError::Unsupported(format!(
-                "integrator `{integrator}` (MODEL §13) runs on the CPU engine only: use backend `cpu`"
+                "integrator `{integrator}` ({section}) runs on the CPU engine only: use backend `cpu`"
+            )))));
+        }
+        if let Some(what) = models.iter().find_map(|m| m.cpu_only_feature()) {
+            return Err(GpuError::InitialState(Box::new(EngineError::Unsupported(format!(
+                "{what} (MODEL §12) run on the CPU engine only: use backend `cpu`"
             )))));
         }
         let key = CacheKey { adapter, precision, max_workgroups: options.max_workgroups_per_dimension };
