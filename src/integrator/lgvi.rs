@@ -64,6 +64,11 @@ pub fn cayley_root(g: DVec3, j: &DMat3, j_inv: &DMat3) -> Result<(DVec3, u32), N
         }
         let df = jac.inverse() * r;
         f -= df;
+        if df == DVec3::ZERO {
+            // No correction at all: the root to the last bit (also where `g` is so small that
+            // `f` underflows to 0, as for a sphere whose spin is 1e-300).
+            return Ok((f, it));
+        }
         let rel = df.length() / f.length();
         if !rel.is_finite() {
             return Err(NoRoot { iterations: it, correction: rel });
@@ -175,5 +180,10 @@ mod tests {
         let e = cayley_root(DVec3::new(1.2, 0.0, 0.0), &jm, &jm).expect_err("no real root for |g| > j");
         assert!(e.iterations >= 1);
         assert_eq!(cayley_root(DVec3::ZERO, &jm, &jm), Ok((DVec3::ZERO, 0)));
+        // A spin so small that the root underflows (a ring's sphere far from any load).
+        for g in [DVec3::new(1e-310, 0.0, 0.0), DVec3::new(3e-300, -1e-305, 0.0)] {
+            let (f, _) = cayley_root(g, &jm, &jm).expect("an underflowing root is a root");
+            assert!(f.is_finite() && f.length() <= g.length(), "{f}");
+        }
     }
 }
