@@ -113,10 +113,9 @@ impl fmt::Display for Integrator {
 impl FromStr for Integrator {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Integrator::EVERY
-            .into_iter()
-            .find(|i| i.as_str() == s)
-            .ok_or_else(|| format!("unknown integrator `{s}` (expected rrp-newmark, rrp-exact, campello, em, sm or lgvi)"))
+        Integrator::EVERY.into_iter().find(|i| i.as_str() == s).ok_or_else(|| {
+            format!("unknown integrator `{s}` (expected rrp-newmark, rrp-exact, campello, em, sm or lgvi)")
+        })
     }
 }
 

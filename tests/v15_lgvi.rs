@@ -25,9 +25,7 @@ fn max_abs_diff(a: &[rrpdem::integrator::Kinematics], b: &[rrpdem::integrator::K
     let qd = |p: DQuat, q: DQuat| (p - q * p.dot(q).signum()).length();
     a.iter()
         .zip(b)
-        .map(|(x, y)| {
-            (x.x - y.x).length().max((x.v - y.v).length()).max(qd(x.q, y.q)).max((x.w - y.w).length())
-        })
+        .map(|(x, y)| (x.x - y.x).length().max((x.v - y.v).length()).max(qd(x.q, y.q)).max((x.w - y.w).length()))
         .fold(0.0, f64::max)
 }
 
@@ -320,7 +318,8 @@ fn the_gpu_engine_refuses_clumps_and_lgvi_by_name() {
 /// Bad input: each field of MODEL §12 refused with its name.
 #[test]
 fn bad_rigid_body_input_names_the_field() {
-    let cases: Vec<(&str, Box<dyn Fn(&mut serde_json::Value)>, &str)> = vec![
+    type Edit = Box<dyn Fn(&mut serde_json::Value)>;
+    let cases: Vec<(&str, Edit, &str)> = vec![
         (
             "full_body.json",
             Box::new(|v| v["bodies"][1]["inertia"] = serde_json::json!([[1, 0, 0], [0, 2, 0], [0, 0, -3]])),
@@ -345,11 +344,7 @@ fn bad_rigid_body_input_names_the_field() {
             Box::new(|v| v["bodies"][0]["inertia"] = serde_json::json!([[1, 0, 0], [0, 0, 0], [0, 0, 3]])),
             "bodies[0].inertia",
         ),
-        (
-            "clump_impact.json",
-            Box::new(|v| v["damping"] = serde_json::json!({"restitution": 0.5})),
-            "integrator",
-        ),
+        ("clump_impact.json", Box::new(|v| v["damping"] = serde_json::json!({"restitution": 0.5})), "integrator"),
     ];
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios");
     for (file, edit, field) in cases {
@@ -373,4 +368,57 @@ fn bad_rigid_body_input_names_the_field() {
         .expect_err("refused")
         .to_string();
     assert!(msg.contains("gravitation") && msg.contains("every pair"), "{msg}");
+}
+
+fn rrpdem(args: &[&str]) -> std::process::Output {
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_rrpdem"))
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "rrpdem {args:?}: {}", String::from_utf8_lossy(&o.stderr));
+    o
+}
+
+/// Through the CLI: a clump run resumed from its checkpoint writes the uninterrupted run's
+/// `series.csv`, `clumps.csv` and `final_state.csv` byte for byte; `converge` studies `lgvi` on a
+/// model with clumps and `compare --against` sets `lgvi` beside `rrp-exact`.
+#[test]
+fn clump_runs_resume_bit_for_bit_and_converge_and_compare_take_lgvi() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+    let (a, b) = (a.to_str().unwrap(), b.to_str().unwrap());
+    rrpdem(&["run", "scenarios/full_body.json", "--t-end", "20", "--out", a]);
+    rrpdem(&["run", "scenarios/full_body.json", "--t-end", "10", "--checkpoint-every", "500", "--out", b]);
+    rrpdem(&["resume", b, "--t-end", "20"]);
+    for f in ["series.csv", "clumps.csv", "final_state.csv", "fragments.csv"] {
+        let read = |d: &str| std::fs::read(std::path::Path::new(d).join(f)).unwrap();
+        assert!(read(a) == read(b), "{f} differs between the resumed and the uninterrupted run");
+    }
+    let clumps = std::fs::read_to_string(std::path::Path::new(a).join("clumps.csv")).unwrap();
+    // Two clumps, rows at t = 0, 0.1, …, 20.
+    assert_eq!(clumps.lines().count(), 1 + 2 * 201, "{}", &clumps[..200]);
+    let plots = dir.path().join("plots");
+    rrpdem(&["plot", a, "--out", plots.to_str().unwrap()]);
+    assert!(plots.join("clumps.png").is_file());
+
+    let conv = dir.path().join("conv");
+    let o = rrpdem(&[
+        "converge",
+        "scenarios/free_rigid_body.json",
+        "--levels",
+        "3",
+        "--t-end",
+        "5",
+        "--ref-factor",
+        "16",
+        "--out",
+        conv.to_str().unwrap(),
+    ]);
+    let text = std::fs::read_to_string(conv.join("converge.csv")).unwrap();
+    assert!(text.lines().skip(1).all(|l| l.contains("lgvi")), "{text}");
+    assert_eq!(text.lines().count(), 4, "{text}\n{}", String::from_utf8_lossy(&o.stdout));
+    let o = rrpdem(&["compare", "scenarios/pendulum.json", "--integrator", "lgvi", "--against", "rrp-exact"]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("lgvi") && out.contains("rrp-exact"), "{out}");
 }

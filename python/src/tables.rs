@@ -94,7 +94,7 @@ pub fn final_from_checkpoint<'py>(py: Python<'py>, dir: PathBuf) -> PyResult<Bou
         } else {
             vec![false; m.bonds.len()]
         };
-        let labels = rrpdem::fragments::label_model(m, &broken);
+        let labels = rrpdem::fragments::label_model(&m, &broken);
         Ok((m.particles, labels))
     };
     let (p, labels) = py.detach(read).map_err(PyValueError::new_err)?;

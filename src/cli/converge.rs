@@ -18,7 +18,8 @@ pub(super) struct ConvergeArgs {
     #[arg(long, default_value_t = 5)]
     levels: u32,
     /// Integrators to study (comma-separated) [default: the three RRP maps, and `em` and `sm`
-    /// where the model is translation only (MODEL §13)].
+    /// where the model is translation only (MODEL §13); `lgvi` alone for a model with clumps
+    /// (MODEL §12)].
     #[arg(long, value_delimiter = ',')]
     integrator: Option<Vec<Integrator>>,
     /// End time of the study [default: the scenario's].
@@ -56,10 +57,7 @@ pub(super) fn cmd_converge(args: ConvergeArgs) -> Result<()> {
             return vec![Integrator::Lgvi];
         }
         let implicit = rrpdem::engine::cpu::check_translation_only(&model, Integrator::Em).is_ok();
-        Integrator::EVERY
-            .into_iter()
-            .filter(|&i| i != Integrator::Lgvi && (implicit || !i.is_implicit()))
-            .collect()
+        Integrator::EVERY.into_iter().filter(|&i| i != Integrator::Lgvi && (implicit || !i.is_implicit())).collect()
     });
     let t_end = t_end.unwrap_or(scenario.t_end);
     // The reference solution is the longest run: min(dt)/ref_factor to t_end.

@@ -114,7 +114,7 @@ enum Command {
         /// GPU precision.
         #[arg(long, value_enum, default_value = "f64")]
         precision: PrecisionArg,
-        /// rrp-newmark | rrp-exact | campello | em | sm [default: the scenario's].
+        /// rrp-newmark | rrp-exact | campello | em | sm | lgvi [default: the scenario's].
         #[arg(long)]
         integrator: Option<Integrator>,
         /// Compare two integrators on the CPU engine instead of the CPU and GPU engines: the

@@ -210,7 +210,9 @@ pub fn create(
         Backend::Gpu => gpu(AdapterChoice::Any),
         // `em`, `sm` (MODEL §13), `lgvi`, clumps and mutual gravitation (§12) run on the CPU
         // engine only.
-        Backend::Auto if !integrator.cpu_only() && model.cpu_only_feature().is_none() && hardware_adapter_available() => {
+        Backend::Auto
+            if !integrator.cpu_only() && model.cpu_only_feature().is_none() && hardware_adapter_available() =>
+        {
             gpu(AdapterChoice::HardwareOnly)
         }
         Backend::Auto => Ok(Box::new(CpuEngine::new(model, integrator, dt)?)),

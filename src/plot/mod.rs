@@ -1,5 +1,6 @@
 //! Figures as PNG from the output files: the energy budget, the relative energy error and the
-//! momentum drift of a run (`series.csv`, `summary.json`), the fragments it broke into, error
+//! momentum drift of a run (`series.csv`, `summary.json`), the fragments it broke into, its
+//! clumps' spin (`clumps.csv`), error
 //! versus time step of a
 //! convergence study (`converge.csv`), and a scatter of any table's columns (studies).
 //!
@@ -14,6 +15,7 @@
 //! rounded to the nearest pixel.
 
 mod axis;
+mod clumps;
 mod converge;
 mod figure;
 mod fragments;
@@ -22,6 +24,7 @@ mod run;
 mod scatter;
 mod table;
 
+pub use clumps::clumps_figure;
 pub use converge::{converge_figure, plot_converge, plot_converge_named};
 pub use figure::{AxisSpec, Curve, Figure, Marker, Panel, PlotArea, Stroke, Style};
 pub use fragments::fragments_figure;

@@ -150,6 +150,9 @@ pub fn run_figures(dir: &Path) -> Result<Vec<(&'static str, Figure)>, PlotError>
     if let Some(f) = super::fragments::fragments_figure(dir)? {
         figures.push(("fragments.png", f));
     }
+    if let Some(f) = super::clumps::clumps_figure(dir)? {
+        figures.push(("clumps.png", f));
+    }
     Ok(figures)
 }
 

@@ -110,7 +110,9 @@ impl Scenario {
             let mass = s.mass.unwrap_or(d.mass);
             for (name, v) in [("diameter", diameter), ("mass", mass)] {
                 if !(v.is_finite() && v > 0.0) {
-                    return Err(self.invalid(format!("{sf}.{name}"), format!("must be a finite number > 0, got {}", num(v))));
+                    return Err(
+                        self.invalid(format!("{sf}.{name}"), format!("must be a finite number > 0, got {}", num(v)))
+                    );
                 }
             }
             spheres.push((s.x, 0.5 * diameter, mass));
@@ -120,7 +122,9 @@ impl Scenario {
         let m_spheres: f64 = spheres.iter().map(|s| s.2).sum();
         let mass = c.mass.unwrap_or(m_spheres);
         if !(mass.is_finite() && mass > 0.0) {
-            return Err(self.invalid(format!("{field}.mass"), format!("must be a finite number > 0, got {}", num(mass))));
+            return Err(
+                self.invalid(format!("{field}.mass"), format!("must be a finite number > 0, got {}", num(mass)))
+            );
         }
         let center = match c.center {
             Some(x) => {
@@ -172,7 +176,12 @@ impl Scenario {
 
     /// The pendulum body as a general rigid body when it gives an `inertia` tensor (its body
     /// frame, which `alpha` turns): a clump of its one sphere.
-    pub(super) fn pendulum_clump(&self, p: &PendulumBody, raw: &RawParticle, field: &str) -> Result<Option<Clump>, ScenarioError> {
+    pub(super) fn pendulum_clump(
+        &self,
+        p: &PendulumBody,
+        raw: &RawParticle,
+        field: &str,
+    ) -> Result<Option<Clump>, ScenarioError> {
         let Some(rows) = &p.inertia else { return Ok(None) };
         let inertia = tensor(rows);
         if let Some(m) = tensor_fault(&inertia) {

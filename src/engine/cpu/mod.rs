@@ -352,7 +352,11 @@ impl Engine for CpuEngine {
                 } else {
                     " (and no dissipation)"
                 },
-                if bodies > 0 { format!(", then {bodies} finite body states of {} bytes", state::BODY_BYTES) } else { String::new() }
+                if bodies > 0 {
+                    format!(", then {bodies} finite body states of {} bytes", state::BODY_BYTES)
+                } else {
+                    String::new()
+                }
             ))
         })?;
         self.set_state(saved)

@@ -260,12 +260,7 @@ impl Rigid {
             .iter()
             .zip(&self.state)
             .filter(|(c, _)| c.clump.is_some())
-            .map(|(c, s)| crate::engine::ClumpState {
-                x: s.x,
-                v: s.v,
-                q: s.q,
-                w: spatial_omega(s.q, &c.j_inv, s.pi),
-            })
+            .map(|(c, s)| crate::engine::ClumpState { x: s.x, v: s.v, q: s.q, w: spatial_omega(s.q, &c.j_inv, s.pi) })
             .collect()
     }
 }
