@@ -195,7 +195,7 @@ impl SeriesWriter {
     /// centre, velocity, attitude as a unit quaternion `(w, x, y, z)` with `w ≥ 0`, and spatial Ω.
     pub fn write_clumps(&mut self, step: u64, t: f64, clumps: &[crate::engine::ClumpState]) -> Result<(), OutputError> {
         for (k, c) in clumps.iter().enumerate() {
-            let q = if c.q.w < 0.0 { -c.q } else { c.q };
+            let q = crate::rrp::canonical(c.q);
             let v = [c.x.x, c.x.y, c.x.z, c.v.x, c.v.y, c.v.z, q.w, q.x, q.y, q.z, c.w.x, c.w.y, c.w.z];
             let cols: Vec<String> = v.iter().map(|&x| fmt17(x)).collect();
             writeln!(self.out, "{step},{},{k},{}", fmt17(t), cols.join(",")).map_err(wrap(&self.path))?;

@@ -265,6 +265,13 @@ class Engine:
         header, row = self._e.diagnostics_row()
         return columns_of_row(header, row)
 
+    def clumps(self) -> Dict[str, np.ndarray]:
+        """Every rigid clump's state at the current step (MODEL §12; ``lgvi``) in ``clumps.csv``'s
+        columns but ``step`` and ``t``: ``clump``, ``x`` … ``z`` (centre), ``v_x`` … ``v_z``,
+        ``q_w`` … ``q_z`` (attitude, q_w ≥ 0), ``omega_x`` … ``omega_z`` (spatial Ω). Empty arrays
+        for a model without clumps."""
+        return dict(self._e.clumps())
+
     def take_breaks(self) -> Dict[str, np.ndarray]:
         """The bonds broken since the last call, in ``breaks.csv``'s columns."""
         d = dict(self._e.take_breaks())

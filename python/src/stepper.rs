@@ -308,6 +308,38 @@ impl PyEngine {
         Ok(d)
     }
 
+    /// Every rigid clump's state at the current step (MODEL §12) in `clumps.csv`'s columns but
+    /// `step` and `t` (`clump`, centre, velocity, attitude with q_w ≥ 0, spatial Ω); empty
+    /// arrays for a model without clumps.
+    fn clumps<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let mut g = self.lock()?;
+        let inner: &mut Inner = &mut g;
+        let step = inner.engine.steps_done();
+        let clumps = inner.engine.clumps().map_err(|e| run_error_text(py, e.to_string(), None, Some(step)))?;
+        let d = PyDict::new(py);
+        d.set_item("clump", PyArray1::from_vec(py, (0..clumps.len() as i64).collect()))?;
+        let q = |c: &rrpdem::engine::ClumpState| rrpdem::rrp::canonical(c.q);
+        let columns: [(&str, &dyn Fn(&rrpdem::engine::ClumpState) -> f64); 13] = [
+            ("x", &|c| c.x.x),
+            ("y", &|c| c.x.y),
+            ("z", &|c| c.x.z),
+            ("v_x", &|c| c.v.x),
+            ("v_y", &|c| c.v.y),
+            ("v_z", &|c| c.v.z),
+            ("q_w", &|c| q(c).w),
+            ("q_x", &|c| q(c).x),
+            ("q_y", &|c| q(c).y),
+            ("q_z", &|c| q(c).z),
+            ("omega_x", &|c| c.w.x),
+            ("omega_y", &|c| c.w.y),
+            ("omega_z", &|c| c.w.z),
+        ];
+        for (name, f) in columns {
+            d.set_item(name, PyArray1::from_vec(py, clumps.iter().map(f).collect()))?;
+        }
+        Ok(d)
+    }
+
     /// The bonds broken since the last call, in `breaks.csv`'s columns.
     fn take_breaks<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let events = std::mem::take(&mut self.lock()?.breaks);

@@ -49,6 +49,24 @@ def test_engine_with_damping_and_friction_equals_cli_run(tmp_path):
     assert e.diagnostics()["E_dissipated"] > 1.0
 
 
+def test_engine_clumps_equal_the_runs_clumps_csv(tmp_path):
+    # MODEL §12: a clump run's clumps.csv rows at the end are the Engine's clumps(), bit for bit.
+    from conftest import SCENARIOS
+    scenario = SCENARIOS / "full_body.json"
+    cli("run", scenario, "--t-end", "5", "--out", tmp_path / "cli")
+    rows = csv_exact(tmp_path / "cli" / "clumps.csv")
+    e = rrpdem.Engine(scenario)
+    assert e.info["backend"] == "cpu"
+    e.advance(500)
+    have = e.clumps()
+    last = [k for k, step in enumerate(rows["step"]) if step == 500]
+    want = {name: np.array([rows[name][k] for k in last]) for name in have}
+    assert len(last) == 2 and len(have["clump"]) == 2
+    assert_columns_equal(have, want, "clumps")
+    # A model without clumps has none.
+    assert len(rrpdem.Engine(SCENARIOS / "pendulum.json").clumps()["x"]) == 0
+
+
 def test_engine_checks_the_particle_order_as_a_run(tmp_path):
     # particle_order "spatial" with a short check interval: the engine stops where the run
     # checks its order (the check itself must leave the trajectory as the run's).
