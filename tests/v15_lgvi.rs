@@ -396,6 +396,13 @@ fn clump_runs_resume_bit_for_bit_and_converge_and_compare_take_lgvi() {
         assert!(read(a) == read(b), "{f} differs between the resumed and the uninterrupted run");
     }
     let clumps = std::fs::read_to_string(std::path::Path::new(a).join("clumps.csv")).unwrap();
+    // summary.json's final clumps are the last rows of clumps.csv.
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(std::path::Path::new(a).join("summary.json")).unwrap()).unwrap();
+    let last: Vec<&str> = clumps.lines().last().unwrap().split(',').collect();
+    let final_x = summary["clumps"][1]["x"][0].as_f64().unwrap();
+    assert_eq!(final_x, last[3].parse::<f64>().unwrap(), "summary.json's clump 1 vs clumps.csv's last row");
+    assert_eq!(summary["clumps"].as_array().unwrap().len(), 2);
     // Two clumps, rows at t = 0, 0.1, …, 20.
     assert_eq!(clumps.lines().count(), 1 + 2 * 201, "{}", &clumps[..200]);
     let plots = dir.path().join("plots");

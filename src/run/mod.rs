@@ -99,6 +99,27 @@ pub struct Summary {
     /// one particle); none if the state could not be read.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fragments: Option<crate::fragments::Summary>,
+    /// Every rigid clump's final state (MODEL §12), in the scenario's order (`clumps.csv` has
+    /// them at every record).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub clumps: Vec<FinalClump>,
+}
+
+/// A clump's state in `summary.json`: centre, velocity, attitude `[w, x, y, z]` with `w ≥ 0`,
+/// spatial angular velocity.
+#[derive(Clone, Debug, Serialize)]
+pub struct FinalClump {
+    pub x: glam::DVec3,
+    pub v: glam::DVec3,
+    pub q: [f64; 4],
+    pub omega: glam::DVec3,
+}
+
+impl FinalClump {
+    pub fn of(c: &crate::engine::ClumpState) -> FinalClump {
+        let q = crate::rrp::canonical(c.q);
+        FinalClump { x: c.x, v: c.v, q: [q.w, q.x, q.y, q.z], omega: c.w }
+    }
 }
 
 /// Above this many particles the final state is written only in binary (`checkpoint.bin`):

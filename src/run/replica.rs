@@ -589,6 +589,10 @@ impl<'scope> Replica<'scope> {
             warnings: self.warnings.iter().cloned().chain(engine.warnings()).collect(),
             resorts: self.resorts.clone(),
             fragments,
+            clumps: match self.clumps.is_some() {
+                true => engine.clumps(r).map(|c| c.iter().map(super::FinalClump::of).collect()).unwrap_or_default(),
+                false => Vec::new(),
+            },
         };
         output::write_json(&self.dir.join("summary.json"), &summary)?;
         match self.failure {
