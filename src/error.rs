@@ -48,11 +48,10 @@ pub enum EngineError {
     /// `lgvi`'s rotation update (MODEL §12) found no root for a body: the state is that of step
     /// `step`. `body` is the engine's body (`what` says which clump or particle it is).
     #[error(
-        "lgvi cannot take step {step} (t = {t}): the rotation update of {what} did not converge in {iterations} \
-         Newton iterations (last correction {correction:.3e} of |f|, tolerance 1e-15); its spin is too fast for the \
-         step (for a sphere the root exists only while h|Ω| < 1): reduce the time step"
+        "lgvi cannot take step {step} (t = {t}): the rotation update of {what} has no root ({detail}); its spin is \
+         too fast for the step (for a sphere the root exists only while h|Ω| < 1): reduce the time step"
     )]
-    RigidSolve { what: String, step: u64, t: f64, iterations: u32, correction: f64 },
+    RigidSolve { what: String, step: u64, t: f64, detail: String },
     #[error(
         "non-finite state at step {step} (t = {t}): particle {particle} has {what}; the time step is probably unstable"
     )]

@@ -131,6 +131,7 @@ pub fn report(scenario: &Scenario, geometry: &Geometry) -> Report {
         p,
         &geometry.params,
         geometry.pairs.iter().map(|&(i, j)| (i, j, (x[i as usize] - x[j as usize]).length())),
+        &geometry.clumps,
     );
     Report {
         name: scenario.name.clone(),

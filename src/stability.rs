@@ -40,14 +40,30 @@ fn null_is_infinite<'de, D: serde::Deserializer<'de>>(d: D) -> Result<f64, D::Er
 pub const WARN_FRACTION: f64 = 0.5;
 
 pub fn estimate(model: &Model) -> StabilityEstimate {
-    estimate_parts(&model.particles, &model.params, model.bonds.iter().map(|b| (b.i, b.j, b.l0)))
+    estimate_parts(&model.particles, &model.params, model.bonds.iter().map(|b| (b.i, b.j, b.l0)), &model.clumps)
 }
 
 /// The estimate from particles and bonds given as `(i, j, L0)` (so a geometry can be assessed
 /// before its bonds take their reference data; `L0 = |x_i − x_j|` at t = 0 gives the same
 /// result as `estimate` on the model).
-pub fn estimate_parts(p: &Particles, prm: &Params, bonds: impl Iterator<Item = (u32, u32, f64)>) -> StabilityEstimate {
+pub fn estimate_parts(
+    p: &Particles,
+    prm: &Params,
+    bonds: impl Iterator<Item = (u32, u32, f64)>,
+    clumps: &[crate::model::Clump],
+) -> StabilityEstimate {
     let n = p.len();
+    // Each particle's clump (MODEL §12), `u32::MAX` for none: a clump's own spheres never touch,
+    // and a clump turns with its tensor, whose smallest principal moment is at least
+    // `1/‖J⁻¹‖_F` (the pendulum mode's moment of inertia).
+    let mut clump_of = vec![u32::MAX; if clumps.is_empty() { 0 } else { n }];
+    let mut smallest_moment = Vec::with_capacity(clumps.len());
+    for (c, cl) in clumps.iter().enumerate() {
+        clump_of[cl.members.start as usize..cl.members.end as usize].fill(c as u32);
+        let inv = cl.inertia.inverse().to_cols_array();
+        smallest_moment.push(1.0 / inv.iter().map(|x| x * x).sum::<f64>().sqrt());
+    }
+    let clump = |i: usize| clump_of.get(i).copied().unwrap_or(u32::MAX);
     // The mode's description is formatted only when it becomes the limiting one.
     let mut best = (0.0f64, String::from("nothing"));
     let mut consider = |omega2: f64, what: &dyn Fn() -> String| {
@@ -121,10 +137,14 @@ pub fn estimate_parts(p: &Particles, prm: &Params, bonds: impl Iterator<Item = (
             }
         }
     }
-    overlaps_at_start(p, prm, v_imp, &mut consider);
+    overlaps_at_start(p, prm, v_imp, &clump, &mut consider);
     if let Some(pd) = prm.pendulum {
         for i in (0..n).filter(|&i| !p.fixed[i]) {
-            consider((p.mass[i] * pd.g * pd.rho0.length() / p.inertia[i]).abs(), &|| "pendulum".into());
+            let j = match clump(i) {
+                u32::MAX => p.inertia[i],
+                c => smallest_moment[c as usize],
+            };
+            consider((p.mass[i] * pd.g * pd.rho0.length() / j).abs(), &|| "pendulum".into());
         }
     }
     let omega = best.0.sqrt();
@@ -198,7 +218,13 @@ fn size_spread(p: &Particles) -> Option<String> {
 /// at the initial overlap δ0 deepened by an impact at `v_imp` (`δ0 + δ_imp` bounds the deepest
 /// overlap from above, since `(a + b)^{5/2} ≥ a^{5/2} + b^{5/2}`). Without this, two spheres
 /// that start 10 % overlapped with a stiff contact look harmless to the estimate and blow up.
-fn overlaps_at_start(p: &Particles, prm: &Params, v_imp: f64, consider: &mut impl FnMut(f64, &dyn Fn() -> String)) {
+fn overlaps_at_start(
+    p: &Particles,
+    prm: &Params,
+    v_imp: f64,
+    clump: &(impl Fn(usize) -> u32 + Sync),
+    consider: &mut impl FnMut(f64, &dyn Fn() -> String),
+) {
     let n = p.len();
     let loss = prm.dissipation.unwrap_or_default();
     // Overlap a Hertz contact of stiffness k reaches when a reduced mass mu meets it at speed v.
@@ -238,7 +264,7 @@ fn overlaps_at_start(p: &Particles, prm: &Params, v_imp: f64, consider: &mut imp
     let stiffest = |i: usize| {
         let mut best: Option<(f64, usize, f64)> = None;
         grid.for_each_neighbour(i, |j| {
-            if j <= i || (p.fixed[i] && p.fixed[j]) {
+            if j <= i || (p.fixed[i] && p.fixed[j]) || (clump(i) != u32::MAX && clump(i) == clump(j)) {
                 return;
             }
             let rs = p.radius[i] + p.radius[j];

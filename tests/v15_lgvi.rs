@@ -100,6 +100,7 @@ fn free_rigid_body_flips_with_l_exact_over_a_million_steps() {
     // L exact: the rounding of 10⁶ updates of a unit vector, ~1e-16 each, random-walks to ~1e-13.
     assert!(max_l < 1e-12, "L drifted by {max_l:e} of |L|");
     assert!(max_q < 1e-15, "|q| − 1 reached {max_q:e}");
+    eprintln!("free body: L {max_l:e}, |q|-1 {max_q:e}, energy first {err_first:e} last {err_last:e}");
     // Exact to rounding: ~1e-16 per step, a random walk to ~1e-13 over 10⁶ steps.
     assert!(err_first.max(err_last) < 1e-12, "energy error {err_first:e} at first, {err_last:e} at the end");
     // Second order: the body's angular velocity at t = 10 (one flip done) against h/16.
@@ -345,6 +346,13 @@ fn bad_rigid_body_input_names_the_field() {
             "bodies[0].inertia",
         ),
         ("clump_impact.json", Box::new(|v| v["damping"] = serde_json::json!({"restitution": 0.5})), "integrator"),
+        // A centre or mass other than the spheres' needs the whole body (mass and inertia).
+        (
+            "clump_impact.json",
+            Box::new(|v| v["bodies"][0]["center"] = serde_json::json!([1.0, 0.1, 0])),
+            "bodies[0].center",
+        ),
+        ("clump_impact.json", Box::new(|v| v["bodies"][0]["mass"] = serde_json::json!(2.0)), "bodies[0].mass"),
     ];
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios");
     for (file, edit, field) in cases {
@@ -368,6 +376,35 @@ fn bad_rigid_body_input_names_the_field() {
         .expect_err("refused")
         .to_string();
     assert!(msg.contains("gravitation") && msg.contains("every pair"), "{msg}");
+    // The implicit schemes take no gravitation: refused, not dropped.
+    let s = scenario_with("four_mass.json", |v| v["gravitation"] = serde_json::json!({"G": 1}));
+    let err = CpuEngine::new(&s.build_model().unwrap(), Integrator::Em, s.dt).err().expect("refused").to_string();
+    assert!(err.contains("gravitation"), "{err}");
+    // The whole body given, a centre elsewhere is taken.
+    let s = scenario_with("clump_impact.json", |v| {
+        v["bodies"][0]["center"] = serde_json::json!([1.2, 0.1, 0]);
+        v["bodies"][0]["mass"] = serde_json::json!(1.5);
+        v["bodies"][0]["inertia"] = serde_json::json!([[0.3, 0, 0], [0, 0.3, 0], [0, 0, 0.2]]);
+    });
+    let m = s.build_model().unwrap();
+    assert_eq!((m.clumps[0].x, m.clumps[0].mass), (DVec3::new(1.2, 0.1, 0.0), 1.5));
+}
+
+/// The stability estimate knows that a clump's own spheres never touch: their overlap does not
+/// set the step (clump_impact's spheres overlap by 15 % of their diameter; with a contact ten
+/// times stiffer that overlap would be the stiffest mode of free spheres).
+#[test]
+fn a_clumps_own_overlaps_do_not_limit_the_step() {
+    let s = scenario_with("clump_impact.json", |v| v["stiffness"]["contact"] = serde_json::json!(21000));
+    let model = s.build_model().unwrap();
+    let est = rrpdem::stability::estimate(&model);
+    assert!(!est.limiting.contains("contact of particles"), "{}", est.limiting);
+    // The same spheres as free particles: their overlap is the stiffest mode.
+    let mut loose = model.clone();
+    loose.clumps.clear();
+    let free = rrpdem::stability::estimate(&loose);
+    assert!(free.limiting.contains("contact of particles 0 and"), "{}", free.limiting);
+    assert!(free.h_max < est.h_max);
 }
 
 fn rrpdem(args: &[&str]) -> std::process::Output {

@@ -85,9 +85,16 @@ pub fn read_csv<'py>(py: Python<'py>, path: PathBuf) -> PyResult<Bound<'py, PyDi
 #[pyfunction]
 pub fn final_from_checkpoint<'py>(py: Python<'py>, dir: PathBuf) -> PyResult<Bound<'py, PyDict>> {
     let read = || -> Result<_, String> {
-        let cp = rrpdem::checkpoint::Checkpoint::read(&dir.join(rrpdem::checkpoint::FILE_NAME))
-            .map_err(|e| e.to_string())?;
-        let m = cp.model;
+        let path = dir.join(rrpdem::checkpoint::FILE_NAME);
+        let cp = rrpdem::checkpoint::Checkpoint::read(&path).map_err(|e| e.to_string())?;
+        // A checkpoint does not store the clumps (MODEL §12): its scenario builds them, so that a
+        // clump's spheres are labelled one fragment as the run labelled them.
+        let clumps = match cp.scenario.has_clumps() {
+            true => cp.check_model(&path).map_err(|e| e.to_string())?,
+            false => Vec::new(),
+        };
+        let mut m = cp.model;
+        m.clumps = clumps;
         let breaks = dir.join("breaks.csv");
         let broken = if breaks.is_file() {
             rrpdem::output::broken_bonds(&breaks, m.bonds.len()).map_err(|e| e.to_string())?

@@ -12,7 +12,8 @@
 //! trigonometry, as in the RRP maps, whose increment `Δα` is `2f` seen in space.
 //!
 //! For `J = jI` the root is `f = g / (j + √(j² − |g|²))` (along `g`), which is `rrp-exact`'s
-//! increment `Δα = 2h Ω_h/(1 + √(1 − h²|Ω_h|²))` in the body frame: there the map is map (23).
+//! increment `Δα = 2h Ω_h/(1 + √(1 − h²|Ω_h|²))` in the body frame: there the map is map (23),
+//! and the engine takes that closed form (`rotate_scalar`) instead of the Newton solve.
 
 use glam::{DMat3, DQuat, DVec3};
 
@@ -120,6 +121,27 @@ pub fn rotate(q: DQuat, p: DVec3, h: f64, j: &DMat3, j_inv: &DMat3) -> Result<(D
     Ok(((q * qf).normalize(), qf.conjugate() * p, it))
 }
 
+/// `rotate` for a scalar tensor `J = jI` (a sphere): the root in closed form,
+/// `f = g / (j(1 + √(1 − |g|²/j²)))` along `g` (map (23)'s increment in the body frame), no
+/// Newton solve; `Err(|g|²/j²)`, which is `h²|Ω_h|²`, when there is no root (`≥ 1`).
+pub fn rotate_scalar(q: DQuat, p: DVec3, h: f64, j: f64) -> Result<(DQuat, DVec3), f64> {
+    let g = h * p;
+    let s = g.length_squared() / (j * j);
+    if s.is_nan() || s >= 1.0 {
+        return Err(s);
+    }
+    let qf = cayley_quat(g / (j * (1.0 + (1.0 - s).sqrt())));
+    Ok(((q * qf).normalize(), qf.conjugate() * p))
+}
+
+/// `j` when `J = jI` exactly (every off-diagonal entry 0, the diagonal's equal): the tensors for
+/// which `rotate_scalar` applies.
+pub fn scalar_of(j: &DMat3) -> Option<f64> {
+    let d = j.x_axis.x;
+    let isotropic = *j == DMat3::from_diagonal(DVec3::splat(d));
+    isotropic.then_some(d)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -171,6 +193,10 @@ mod tests {
             // Fᵀ p seen in space is j Ω_h: the momentum does not turn for a scalar inertia.
             let w1 = q1 * p1 / j;
             assert!((w1 - w_h).length() <= 4e-16 * w_h.length(), "{w1} vs {w_h}");
+            // The closed form the engine takes for J = jI is Newton's root to rounding.
+            let (q2, p2) = rotate_scalar(q, p, h, j).expect("h|Ω| < 1");
+            assert!((q2 - q1 * q1.dot(q2).signum()).length() < 4e-16 && (p2 - p1).length() <= 4e-16 * p1.length());
+            assert_eq!(scalar_of(&jm), Some(j));
         }
     }
 
@@ -179,6 +205,9 @@ mod tests {
         let jm = diag(1.0, 1.0, 1.0);
         let e = cayley_root(DVec3::new(1.2, 0.0, 0.0), &jm, &jm).expect_err("no real root for |g| > j");
         assert!(e.iterations >= 1);
+        let s = rotate_scalar(DQuat::IDENTITY, DVec3::new(12.0, 0.0, 0.0), 0.1, 1.0).expect_err("h|Ω| = 1.2");
+        assert!((s - 1.44).abs() < 1e-15, "{s}");
+        assert_eq!(scalar_of(&DMat3::from_diagonal(DVec3::new(1.0, 1.0, 1.0 + 1e-16))), None);
         assert_eq!(cayley_root(DVec3::ZERO, &jm, &jm), Ok((DVec3::ZERO, 0)));
         // A spin so small that the root underflows (a ring's sphere far from any load).
         for g in [DVec3::new(1e-310, 0.0, 0.0), DVec3::new(3e-300, -1e-305, 0.0)] {

@@ -426,7 +426,7 @@ impl<'scope> Replica<'scope> {
                 self.budget.take_watch(&self.watch.energy, self.engine_watches);
                 self.budget.update(&d);
                 self.pending = Some((d, self.watch.energy.scale));
-                self.pending_clumps = self.clumps.as_ref().and_then(|_| engine.clumps(r).ok());
+                self.pending_clumps = self.clumps_now(engine, r);
                 self.last = d;
             }
             return;
@@ -465,9 +465,22 @@ impl<'scope> Replica<'scope> {
         if next.is_multiple_of(self.record_every) || next == self.total {
             // Written once this stop's breaks are logged (`write_record`).
             self.pending = Some((d, self.watch.energy.scale));
-            self.pending_clumps = self.clumps.as_ref().and_then(|_| engine.clumps(r).ok());
+            self.pending_clumps = self.clumps_now(engine, r);
         }
         self.last = d;
+    }
+
+    /// The clumps' states for `clumps.csv` where the run writes it; an engine that cannot read
+    /// them fails the run (the rows are never dropped silently).
+    fn clumps_now(&mut self, engine: &mut Reordered, r: usize) -> Option<Vec<crate::engine::ClumpState>> {
+        self.clumps.as_ref()?;
+        match engine.clumps(r) {
+            Ok(c) => Some(c),
+            Err(e) => {
+                self.failure.get_or_insert(Failure::Engine(e));
+                None
+            }
+        }
     }
 
     fn progress(&self, elapsed: f64) -> RunProgress {

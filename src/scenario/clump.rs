@@ -66,6 +66,11 @@ pub fn tensor(rows: &[[f64; 3]; 3]) -> DMat3 {
     DMat3::from_cols_array_2d(rows).transpose()
 }
 
+/// `½(J + Jᵀ)`: a tensor given symmetric to rounding, made exactly symmetric.
+pub fn symmetric(j: DMat3) -> DMat3 {
+    (j + j.transpose()) * 0.5
+}
+
 /// What is wrong with an inertia tensor, if anything: finite, symmetric (to 1e-12 of its
 /// largest entry) and positive definite (its leading minors > 0).
 pub fn tensor_fault(j: &DMat3) -> Option<String> {
@@ -126,14 +131,43 @@ impl Scenario {
                 self.invalid(format!("{field}.mass"), format!("must be a finite number > 0, got {}", num(mass)))
             );
         }
+        let com = spheres.iter().map(|s| s.2 * s.0).sum::<DVec3>() / m_spheres;
         let center = match c.center {
             Some(x) => {
                 finite_vec(self, &format!("{field}.center"), x)?;
                 x
             }
-            None => spheres.iter().map(|s| s.2 * s.0).sum::<DVec3>() / m_spheres,
+            None => com,
         };
-        let inertia = match &c.inertia {
+        // The body's kinetic energy is ½ M|v|² + ½ Ω·J Ω about `center`, which holds only where
+        // `center` is the centre of mass of the body (M, J) describes: a body other than its
+        // spheres' mass distribution must be given whole (the spheres then only carry its
+        // contacts and, with their masses, the fields).
+        let extent = spheres.iter().map(|s| (s.0 - com).length() + s.1).fold(0.0, f64::max);
+        if c.mass.is_none() || c.inertia.is_none() {
+            if (center - com).length() > 1e-12 * extent {
+                return Err(self.invalid(
+                    format!("{field}.center"),
+                    format!(
+                        "{} is not the spheres' centre of mass {}: a centre elsewhere needs the body's `mass` and \
+                         `inertia` too (about that centre)",
+                        super::vec3(center),
+                        super::vec3(com)
+                    ),
+                ));
+            }
+            if c.inertia.is_none() && (mass - m_spheres).abs() > 1e-12 * m_spheres {
+                return Err(self.invalid(
+                    format!("{field}.mass"),
+                    format!(
+                        "{} is not the spheres' {}: a mass other than theirs needs the body's `inertia` too",
+                        num(mass),
+                        num(m_spheres)
+                    ),
+                ));
+            }
+        }
+        let given = match &c.inertia {
             Some(rows) => tensor(rows),
             None => spheres.iter().fold(DMat3::ZERO, |j, &(x, r, m)| {
                 let rho = x - center;
@@ -142,10 +176,12 @@ impl Scenario {
                 j + DMat3::from_diagonal(DVec3::splat(sphere_inertia(m, r))) + m * parallel
             }),
         };
-        if let Some(m) = tensor_fault(&inertia) {
+        if let Some(m) = tensor_fault(&given) {
             let hint = if c.inertia.is_none() { " (the default from the spheres; give `inertia`)" } else { "" };
             return Err(self.invalid(format!("{field}.inertia"), format!("{m}{hint}")));
         }
+        // Symmetric to 1e-12 (checked); made exactly so.
+        let inertia = symmetric(given);
         let (v, w) = (c.velocity, c.angular_velocity);
         let raw = spheres
             .iter()
@@ -183,10 +219,11 @@ impl Scenario {
         field: &str,
     ) -> Result<Option<Clump>, ScenarioError> {
         let Some(rows) = &p.inertia else { return Ok(None) };
-        let inertia = tensor(rows);
-        if let Some(m) = tensor_fault(&inertia) {
+        let given = tensor(rows);
+        if let Some(m) = tensor_fault(&given) {
             return Err(self.invalid(format!("{field}.inertia"), m));
         }
+        let inertia = symmetric(given);
         Ok(Some(Clump {
             members: 0..1,
             mass: raw.mass,

@@ -98,6 +98,9 @@ pub fn check_translation_only(model: &Model, integrator: Integrator) -> Result<(
     if p.rupture.is_some() {
         return refuse("`rupture` breaks bonds within a step, which the implicit solve does not model".into());
     }
+    if p.gravitation.is_some() {
+        return refuse("`gravitation` (MODEL §12) is not among the discrete gradients of the implicit step".into());
+    }
     if let Some(i) = model.particles.w.iter().position(|w| *w != DVec3::ZERO) {
         return refuse(format!(
             "particle {i} spins (Ω = {}), and its attitude would not turn (give it `omega` = 0)",

@@ -14,7 +14,7 @@ use super::integrate::KinSums;
 use super::{CpuEngine, ParticleAcc};
 use crate::error::EngineError;
 use crate::integrator::Kinematics;
-use crate::integrator::lgvi::{NoRoot, rotate, spatial_omega, to_body};
+use crate::integrator::lgvi::{NoRoot, rotate, rotate_scalar, scalar_of, spatial_omega, to_body};
 use crate::model::Model;
 use glam::{DMat3, DQuat, DVec3};
 use rayon::prelude::*;
@@ -32,6 +32,8 @@ struct BodyConst {
     mass: f64,
     j: DMat3,
     j_inv: DMat3,
+    /// `j` where `J = jI` (a lone sphere): the rotation's root in closed form (`rotate_scalar`).
+    scalar: Option<f64>,
     /// First slot of its members in `Rigid::rho`/`q_body`.
     slot: u32,
     /// The model's clump it is, `None` for a lone sphere.
@@ -91,6 +93,7 @@ impl Rigid {
                     mass: c.mass,
                     j: c.inertia,
                     j_inv: c.inertia.inverse(),
+                    scalar: scalar_of(&c.inertia),
                     slot,
                     clump: Some(clump_at[i]),
                 });
@@ -110,6 +113,7 @@ impl Rigid {
                     mass: p.mass[i],
                     j,
                     j_inv: DMat3::from_diagonal(DVec3::splat(1.0 / p.inertia[i])),
+                    scalar: Some(p.inertia[i]),
                     slot,
                     clump: None,
                 });
@@ -186,8 +190,9 @@ impl Rigid {
     }
 
     /// The opening half kick, drift and rotation of every body, its spheres placed; `Err` names
-    /// the first body (in body order) whose rotation update has no root (bodies before it moved).
-    pub(super) fn open(&mut self, kin: &mut [Kinematics], h: f64) -> Result<(), (usize, NoRoot)> {
+    /// the first body (in body order) whose rotation update has no root, and why (bodies before
+    /// it moved).
+    pub(super) fn open(&mut self, kin: &mut [Kinematics], h: f64) -> Result<(), (usize, String)> {
         let (bodies, loads) = (&self.bodies, &self.loads);
         let failed = self
             .state
@@ -198,8 +203,19 @@ impl Rigid {
                 let (c, (f, rm)) = (&bodies[b], loads[b]);
                 let v_h = s.v + f * (0.5 * h * c.inv_mass);
                 let p = s.pi + to_body(s.q, rm) * (0.5 * h);
-                match rotate(s.q, p, h, &c.j, &c.j_inv) {
-                    Ok((q, pi, _)) => {
+                let turned = match c.scalar {
+                    Some(j) => rotate_scalar(s.q, p, h, j).map_err(|v| format!("h²|Ω_h|² = {v} ≥ 1")),
+                    None => rotate(s.q, p, h, &c.j, &c.j_inv).map(|(q, pi, _)| (q, pi)).map_err(
+                        |NoRoot { iterations, correction }| {
+                            format!(
+                                "{iterations} Newton iterations, last correction {correction:.3e} of |f|, tolerance \
+                                 1e-15"
+                            )
+                        },
+                    ),
+                };
+                match turned {
+                    Ok((q, pi)) => {
                         *s = BodyKin { x: s.x + v_h * h, v: v_h, q, pi };
                         None
                     }
@@ -271,14 +287,8 @@ impl CpuEngine {
     pub(super) fn rigid_step(&mut self, energies: bool) -> Result<Option<KinSums>, EngineError> {
         let (h, step, t) = (self.dt, self.step, self.time());
         let rigid = self.rigid.as_mut().expect("an lgvi engine has its bodies");
-        if let Err((b, e)) = rigid.open(&mut self.kin, h) {
-            return Err(EngineError::RigidSolve {
-                what: rigid.name(b),
-                step,
-                t,
-                iterations: e.iterations,
-                correction: e.correction,
-            });
+        if let Err((b, detail)) = rigid.open(&mut self.kin, h) {
+            return Err(EngineError::RigidSolve { what: rigid.name(b), step, t, detail });
         }
         self.step += 1;
         self.acc_zeroed = false;

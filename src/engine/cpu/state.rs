@@ -203,9 +203,15 @@ impl CpuEngine {
         }
         self.e_released = s.e_released;
         self.n_broken = s.n_broken;
-        if let Some(r) = &mut self.rigid
-            && s.bodies.len() == r.state.len()
-        {
+        if let Some(r) = &mut self.rigid {
+            // `decode_state` reads exactly this many; a saved copy always has them.
+            if s.bodies.len() != r.state.len() {
+                return Err(EngineError::Unsupported(format!(
+                    "a saved lgvi state holds {} body states, the model has {} bodies",
+                    s.bodies.len(),
+                    r.state.len()
+                )));
+            }
             r.state = s.bodies;
         }
         // With dissipation the loads at this node came from the velocities of the half step
