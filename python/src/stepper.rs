@@ -318,24 +318,18 @@ impl PyEngine {
         let clumps = inner.engine.clumps().map_err(|e| run_error_text(py, e.to_string(), None, Some(step)))?;
         let d = PyDict::new(py);
         d.set_item("clump", PyArray1::from_vec(py, (0..clumps.len() as i64).collect()))?;
-        let q = |c: &rrpdem::engine::ClumpState| rrpdem::rrp::canonical(c.q);
-        let columns: [(&str, &dyn Fn(&rrpdem::engine::ClumpState) -> f64); 13] = [
-            ("x", &|c| c.x.x),
-            ("y", &|c| c.x.y),
-            ("z", &|c| c.x.z),
-            ("v_x", &|c| c.v.x),
-            ("v_y", &|c| c.v.y),
-            ("v_z", &|c| c.v.z),
-            ("q_w", &|c| q(c).w),
-            ("q_x", &|c| q(c).x),
-            ("q_y", &|c| q(c).y),
-            ("q_z", &|c| q(c).z),
-            ("omega_x", &|c| c.w.x),
-            ("omega_y", &|c| c.w.y),
-            ("omega_z", &|c| c.w.z),
-        ];
-        for (name, f) in columns {
-            d.set_item(name, PyArray1::from_vec(py, clumps.iter().map(f).collect()))?;
+        // clumps.csv's columns after `step,t,clump`, one row per clump.
+        const NAMES: [&str; 13] =
+            ["x", "y", "z", "v_x", "v_y", "v_z", "q_w", "q_x", "q_y", "q_z", "omega_x", "omega_y", "omega_z"];
+        let rows: Vec<[f64; 13]> = clumps
+            .iter()
+            .map(|c| {
+                let q = rrpdem::rrp::canonical(c.q);
+                [c.x.x, c.x.y, c.x.z, c.v.x, c.v.y, c.v.z, q.w, q.x, q.y, q.z, c.w.x, c.w.y, c.w.z]
+            })
+            .collect();
+        for (k, name) in NAMES.iter().enumerate() {
+            d.set_item(*name, PyArray1::from_vec(py, rows.iter().map(|r| r[k]).collect()))?;
         }
         Ok(d)
     }
