@@ -36,8 +36,10 @@ const NONE: u32 = u32::MAX;
 pub(crate) type EndLoad = (DVec3, DVec3);
 
 /// The ranges of the bonds, which range each particle's sums belong to, and where the ends past
-/// a particle's range are stored.
-pub(crate) struct BondRanges {
+/// a particle's range are stored: each a load `L` (`EndLoad`; with binder damping the bond's
+/// conservative and dissipative loads apart, `[EndLoad; 2]`, since the ledger books the latter
+/// alone).
+pub(crate) struct BondRanges<L = EndLoad> {
     /// Threads the ranges were cut for.
     threads: usize,
     n_bonds: usize,
@@ -52,15 +54,15 @@ pub(crate) struct BondRanges {
     /// Particle p's deferred ends are `deferred[deferred_off[p] .. deferred_off[p + 1]]`, in
     /// bond order.
     deferred_off: Vec<u32>,
-    deferred: Vec<EndLoad>,
+    deferred: Vec<L>,
     /// Each `ENERGY_BLOCK` of bonds' energies (bending, axial, shear) of the last `pass`.
     block_energies: Vec<[f64; 3]>,
 }
 
-impl BondRanges {
+impl<L: Copy + Default + Send + Sync> BondRanges<L> {
     /// The plan for `n` particles and `n_bonds` bonds whose ends are `ends(k)`, cut for the
     /// current rayon pool. Linear in the bonds (sequential: a few passes over the bond ends).
-    pub(crate) fn new(n: usize, n_bonds: usize, ends: impl Fn(usize) -> (u32, u32)) -> BondRanges {
+    pub(crate) fn new(n: usize, n_bonds: usize, ends: impl Fn(usize) -> (u32, u32)) -> BondRanges<L> {
         // Ends and slots are counted in u32 (a model that large, 2³¹ bonds, needs 86 GB for
         // its bonds alone).
         assert!(2 * n_bonds <= u32::MAX as usize, "{n_bonds} bonds: more than the CPU engine indexes");
@@ -96,7 +98,7 @@ impl BondRanges {
             slot.len() == range_slots[ranges] as usize && (0..n).all(|p| fill[p] == deferred_off[p + 1]),
             "bond ends changed while the bond ranges were cut"
         );
-        let deferred = vec![(DVec3::ZERO, DVec3::ZERO); slot.len()];
+        let deferred = vec![L::default(); slot.len()];
         let block_energies = vec![[0.0; 3]; n_bonds.div_ceil(ENERGY_BLOCK)];
         BondRanges { threads, n_bonds, len, owner, range_slots, slot, deferred_off, deferred, block_energies }
     }
@@ -110,27 +112,26 @@ impl BondRanges {
     /// Bytes held (capacities).
     pub(crate) fn bytes(&self) -> usize {
         4 * (self.owner.capacity() + self.range_slots.capacity() + self.slot.capacity() + self.deferred_off.capacity())
-            + self.deferred.capacity() * size_of::<EndLoad>()
+            + self.deferred.capacity() * size_of::<L>()
             + self.block_energies.capacity() * size_of::<[f64; 3]>()
     }
 
     /// Runs `eval(k, &mut state[k])` for every bond, in parallel over the ranges and in bond
     /// order within each; its loads on the two ends (`None` for a bond that exerts nothing) go
-    /// into `add(&mut acc[p], load)` for particles of the bond's range, and are stored for the
-    /// others (`None` stores zeros, which add nothing to sums that start at +0); its energies
-    /// into the sums of its `ENERGY_BLOCK` (`block_energies`). `ends(k)` must be the ends the
-    /// plan was made with (checked where it matters: a range never writes past its own slots),
-    /// `acc` one entry per particle and `state` one per bond.
-    pub(crate) fn pass<A: Send, S: Send>(
+    /// into `add(p, load)` for particles p of the bond's range, and are stored for the others
+    /// (`None` stores zeros, which add nothing to sums that start at +0); its energies into the
+    /// sums of its `ENERGY_BLOCK` (`block_energies`). `ends(k)` must be the ends the plan was
+    /// made with (checked where it matters: a range never writes past its own slots), and
+    /// `state` one per bond. `add(p, ·)` is called for each particle p from one task only
+    /// (its range's), in bond order: it may write p's sums through a `Disjoint`.
+    pub(crate) fn pass<S: Send>(
         &mut self,
-        acc: &mut [A],
         state: &mut [S],
         ends: impl Fn(usize) -> (u32, u32) + Sync,
-        eval: impl Fn(usize, &mut S) -> Option<([EndLoad; 2], [f64; 3])> + Sync,
-        add: impl Fn(&mut A, &EndLoad) + Sync,
+        eval: impl Fn(usize, &mut S) -> Option<([L; 2], [f64; 3])> + Sync,
+        add: impl Fn(usize, &L) + Sync,
     ) {
-        assert_eq!((acc.len(), state.len()), (self.owner.len(), self.n_bonds));
-        let acc = Disjoint::new(acc);
+        assert_eq!(state.len(), self.n_bonds);
         let deferred = Disjoint::new(&mut self.deferred);
         let (owner, slot, range_slots, len) = (&self.owner, &self.slot, &self.range_slots, self.len);
         let per_range = len / ENERGY_BLOCK;
@@ -156,13 +157,13 @@ impl BondRanges {
                         for (end, p) in [(0, i as usize), (1, j as usize)] {
                             if owner[p] == r as u32 {
                                 if let Some((loads, _)) = &out {
-                                    // SAFETY: only range `owner[p]` touches `acc[p]`, and this
-                                    // range runs on one task.
-                                    add(unsafe { acc.get(p) }, &loads[end]);
+                                    // Only range `owner[p]` adds into p's sums, and this range
+                                    // runs on one task.
+                                    add(p, &loads[end]);
                                 }
                             } else {
                                 assert!(s < slots_end, "bond {k}: more ends past its range than the plan holds");
-                                let load = out.as_ref().map_or((DVec3::ZERO, DVec3::ZERO), |o| o.0[end]);
+                                let load = out.as_ref().map_or(L::default(), |o| o.0[end]);
                                 // SAFETY: `slot` is a permutation of the deferred entries (made
                                 // by `new`), and this range reads only its own part of it.
                                 *unsafe { deferred.get(slot[s] as usize) } = load;
@@ -183,7 +184,7 @@ impl BondRanges {
 
     /// Particle p's deferred ends of the last `pass`, in bond order.
     #[inline]
-    pub(crate) fn deferred(&self, p: usize) -> &[EndLoad] {
+    pub(crate) fn deferred(&self, p: usize) -> &[L] {
         &self.deferred[self.deferred_off[p] as usize..self.deferred_off[p + 1] as usize]
     }
 }
@@ -261,6 +262,6 @@ mod tests {
             ((k % 7) as u32, (7 + (k + shift) % 5) as u32)
         };
         let pool = rayon::ThreadPoolBuilder::new().num_threads(3).build().unwrap();
-        pool.install(|| BondRanges::new(12, 3072, ends));
+        pool.install(|| BondRanges::<EndLoad>::new(12, 3072, ends));
     }
 }

@@ -117,12 +117,52 @@ pub fn contact_dissipation(
     mu: f64,
     kappa: f64,
 ) -> ContactLoad {
+    let c = DashpotConsts { k_h, eta0: dashpot_eta0(beta, m_star, k_h) };
+    contact_dissipation_with(n, s, &c, || (f_el, l_i, l_j), dv, w_i, w_j, xi, h, mu, kappa)
+}
+
+/// The part of the normal dashpot's `η_n` that depends on the pair alone: `√5 β sqrt(m* k_H)`
+/// (`η_n` is this times `s^{1/4}`, multiplied in that order).
+#[inline(always)]
+pub fn dashpot_eta0(beta: f64, m_star: f64, k_h: f64) -> f64 {
+    5f64.sqrt() * beta * (m_star * k_h).sqrt()
+}
+
+/// What `contact_dissipation` needs of a pair besides its geometry and velocities: the Hertz
+/// constant and `dashpot_eta0`. The same for every pair of equal radius sum and reduced mass,
+/// so a particle's pass forms them once for a run of such partners.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct DashpotConsts {
+    pub k_h: f64,
+    pub eta0: f64,
+}
+
+/// `contact_dissipation` with the pair's constants formed beforehand, and the elastic normal
+/// force and the lever arms `(f_el, l_i, l_j)` asked for only where the slider needs them
+/// (`mu > 0`): the same operations in the same order, so the same bits.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+pub fn contact_dissipation_with(
+    n: DVec3,
+    s: f64,
+    c: &DashpotConsts,
+    slider: impl FnOnce() -> (f64, f64, f64),
+    dv: DVec3,
+    w_i: DVec3,
+    w_j: DVec3,
+    xi: DVec3,
+    h: f64,
+    mu: f64,
+    kappa: f64,
+) -> ContactLoad {
+    let k_h = c.k_h;
     let v_n = dv.dot(n);
-    let eta_n = 5f64.sqrt() * beta * (m_star * k_h).sqrt() * s.sqrt().sqrt();
+    let eta_n = c.eta0 * s.sqrt().sqrt();
     let mut f_i = n * (-eta_n * v_n);
     if mu <= 0.0 {
         return ContactLoad { f_i, ..Default::default() };
     }
+    let (f_el, l_i, l_j) = slider();
     let u = dv - (w_i * l_i + w_j * l_j).cross(n);
     let v_t = u - n * u.dot(n);
     // ξ turned into the current tangent plane, keeping its length.

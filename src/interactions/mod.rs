@@ -18,7 +18,8 @@ pub use axial::axial;
 pub use bending::bending;
 pub use contact::contact;
 pub use damping::{
-    BondDamping, ContactLoad, Dissipation, binder_damping, contact_dissipation, hertz_constant, restitution_beta,
+    BondDamping, ContactLoad, DashpotConsts, Dissipation, binder_damping, contact_dissipation,
+    contact_dissipation_with, dashpot_eta0, hertz_constant, restitution_beta,
 };
 pub use gravitation::gravitation;
 pub use gravity::gravity;

@@ -1,7 +1,8 @@
 //! The CPU engine's dissipation (MODEL §10): per particle the dissipative loads of the last
 //! evaluation (the ledger books their work after the closing half kick), the contacts'
-//! tangential history, the bonds each particle ends (the binder's dashpots are gathered by both
-//! ends), and the loads of one particle.
+//! tangential history, the parallel bond pass's ranges with binder damping (the bond pass
+//! evaluates the binder's dashpots, once per bond), and the loads of one particle (its
+//! contacts' added as the particle pass visits each partner for the conservative contact).
 //!
 //! History layout: ξ of the pair (i, j) is kept by both, each beside its entry for the other
 //! in the neighbour list (`History::off`/`keys` are a copy of the list it is aligned with), seen
@@ -15,12 +16,12 @@
 //! after a load, the values follow their pairs into the new list by a merge of two sorted
 //! partner lists: which list finds a contact, and when, changes nothing.
 
-use super::columns::{BondRef, Column};
-use super::{INTACT, ParticleAcc};
-use crate::engine::scatter::Disjoint;
+use super::ParticleAcc;
+use super::columns::Column;
+use crate::engine::scatter::{BondRanges, Disjoint, EndLoad};
 use crate::grid::NeighbourList;
 use crate::integrator::Kinematics;
-use crate::interactions::{Dissipation, Wall, binder_damping, contact_dissipation, hertz_constant};
+use crate::interactions::{DashpotConsts, Dissipation, Wall, contact_dissipation_with, dashpot_eta0, hertz_constant};
 use glam::DVec3;
 
 /// A contact's saved history: (i, j or wall index, ξ), i the lower index of a pair.
@@ -153,18 +154,15 @@ impl History {
 }
 
 /// What the CPU engine keeps for MODEL §10 (present only when something dissipates).
-#[derive(Clone, Debug)]
 pub(super) struct DissState {
     pub(super) coef: Dissipation,
-    /// Dissipative force and moment on each particle at the last evaluation.
+    /// Dissipative force and moment on each particle at the last evaluation. With binder
+    /// damping the bond pass gathers the bonds' here first (in bond order, as their
+    /// conservative loads into `acc`); the particle pass adds the contacts' and walls'.
     pub(super) loads: Vec<ParticleAcc>,
-    /// Particle i's bonds, in bond order: `inc[inc_off[i]..inc_off[i + 1]]` (binder damping),
-    /// and beside each the bond's other end `peer >> 1` with bit 0 set where i is the bond's
-    /// second end: the pass then never reads the bond records (40 B each, scattered over the
-    /// bond array), only the states.
-    inc_off: Vec<u32>,
-    inc: Vec<u32>,
-    peer: Vec<u32>,
+    /// With binder damping, the parallel bond pass's ranges: each stored end holds the bond's
+    /// conservative and dissipative loads apart (the engine's own `ranges` stay unused).
+    pub(super) ranges: Option<BondRanges<[EndLoad; 2]>>,
     pub(super) history: History,
     /// Work of the dissipative loads so far, with its sign flipped (MODEL §10 ledger).
     pub(super) e_dissipated: f64,
@@ -175,34 +173,11 @@ pub(super) struct DissState {
 }
 
 impl DissState {
-    pub(super) fn new(coef: Dissipation, n: usize, bonds: &[BondRef], walls: usize) -> DissState {
-        let (mut inc_off, mut inc, mut peer) = (vec![0u32; n + 1], Vec::new(), Vec::new());
-        if coef.binder() {
-            for b in bonds {
-                inc_off[b.i as usize + 1] += 1;
-                inc_off[b.j as usize + 1] += 1;
-            }
-            for i in 0..n {
-                inc_off[i + 1] += inc_off[i];
-            }
-            let mut fill = inc_off.clone();
-            inc = vec![0u32; 2 * bonds.len()];
-            peer = vec![0u32; 2 * bonds.len()];
-            for (k, b) in bonds.iter().enumerate() {
-                for (p, other, second) in [(b.i, b.j, 0), (b.j, b.i, 1)] {
-                    let at = fill[p as usize] as usize;
-                    inc[at] = k as u32;
-                    peer[at] = other << 1 | second;
-                    fill[p as usize] += 1;
-                }
-            }
-        }
+    pub(super) fn new(coef: Dissipation, n: usize, walls: usize) -> DissState {
         DissState {
             coef,
             loads: vec![ParticleAcc::default(); n],
-            inc_off,
-            inc,
-            peer,
+            ranges: None,
             history: History::new(n, walls, coef.mu_wall > 0.0),
             e_dissipated: 0.0,
             v_eval: vec![[DVec3::ZERO; 2]; n],
@@ -213,7 +188,7 @@ impl DissState {
     pub(super) fn bytes(&self) -> usize {
         self.loads.capacity() * size_of::<ParticleAcc>()
             + self.v_eval.capacity() * 48
-            + 4 * (self.inc_off.capacity() + self.inc.capacity() + self.peer.capacity())
+            + self.ranges.as_ref().map_or(0, BondRanges::bytes)
             + self.history.bytes()
     }
 
@@ -225,14 +200,28 @@ impl DissState {
     }
 }
 
-/// What one particle's dissipative loads are computed from (`DissPass::particle`): the state,
-/// the history read, and the arrays each particle writes its own part of.
+/// One particle's dissipative sums while the particle pass visits its contacts, and what of
+/// the particle each contact reads (`DissPass::start`).
+pub(super) struct ParticleDiss {
+    f: DVec3,
+    m: DVec3,
+    v: DVec3,
+    w: DVec3,
+    ri: f64,
+    inv_i: f64,
+    /// Where its history entries begin.
+    base: usize,
+    /// (radius sum, inverse mass sum, constants) of the last contact that formed them.
+    memo: (f64, f64, DashpotConsts),
+}
+
+/// What one particle's dissipative loads are computed from (`DissPass::start`, `pair`,
+/// `finish`): the state, the history read, and the arrays each particle writes its own part of.
 pub(super) struct DissPass<'a> {
     coef: Dissipation,
     p: PassInputs<'a>,
-    inc_off: &'a [u32],
-    inc: &'a [u32],
-    peer: &'a [u32],
+    /// The parallel bond pass's stored ends (with binder damping).
+    ranges: Option<&'a BondRanges<[EndLoad; 2]>>,
     off: &'a [u32],
     xi: &'a [DVec3],
     n_walls: usize,
@@ -252,19 +241,19 @@ pub(super) struct PassInputs<'a> {
     pub(super) kin: &'a [Kinematics],
     pub(super) radius: &'a Column<f64>,
     pub(super) inv_mass: &'a Column<f64>,
-    pub(super) bond_state: &'a [u8],
+    /// Whether the bond pass ran in parallel (its ranges then hold deferred ends).
+    pub(super) parallel: bool,
 }
 
 impl DissState {
     /// The particle pass's view of this state.
     pub(super) fn pass<'a>(&'a mut self, p: PassInputs<'a>) -> DissPass<'a> {
         let hist = &mut self.history;
+        let ranges = if p.parallel && self.coef.binder() { self.ranges.as_ref() } else { None };
         DissPass {
             coef: self.coef,
             p,
-            inc_off: &self.inc_off,
-            inc: &self.inc,
-            peer: &self.peer,
+            ranges,
             off: &hist.off,
             xi: &hist.xi,
             n_walls: hist.walls,
@@ -278,63 +267,106 @@ impl DissState {
 }
 
 impl DissPass<'_> {
-    /// Particle i's dissipative force and moment (its contacts in partner order, its walls in
-    /// wall order, its bonds in bond order) and the walls' part of the force; writes i's loads
-    /// and its part of the new history. Call once per particle per evaluation, with i's
-    /// partners in the neighbour list the history was prepared with.
-    pub(super) fn particle(&self, i: usize, partners: &[u32]) -> (DVec3, DVec3, DVec3) {
-        let c = &self.coef;
+    /// Particle i's bond ends that the parallel bond pass stored (conservative and dissipative
+    /// loads, in bond order), to be added after those its range added.
+    #[inline]
+    pub(super) fn deferred(&self, i: usize) -> &[[EndLoad; 2]] {
+        self.ranges.map_or(&[][..], |r| r.deferred(i))
+    }
+
+    /// Starts particle i's dissipative sums: its bonds' loads, which the bond pass gathered
+    /// (those of its range, then the stored ones, in bond order). Then `pair` for each of its
+    /// partners in list order (the particle pass visits them once for both laws), then
+    /// `finish`. Call once per particle per evaluation, after the bond pass, with i's partners
+    /// in the neighbour list the history was prepared with.
+    #[inline(always)]
+    pub(super) fn start(&self, i: usize) -> ParticleDiss {
         let k = &self.p.kin[i];
-        let (ri, inv_i) = (self.p.radius.get(i), self.p.inv_mass.get(i));
-        let (mut f, mut m, mut f_wall) = (DVec3::ZERO, DVec3::ZERO, DVec3::ZERO);
-        let friction = c.mu > 0.0;
-        if c.pairs() {
-            let base = self.off.get(i).map_or(0, |&o| o as usize);
-            for (a, &j) in partners.iter().enumerate() {
-                let j = j as usize;
-                let e = base + a;
-                let kj = &self.p.kin[j];
-                let rs = ri + self.p.radius.get(j);
-                let d = k.x - kj.x;
-                let l2 = d.length_squared();
-                let inv = inv_i + self.p.inv_mass.get(j);
-                let mut xi_new = DVec3::ZERO;
-                if l2 < rs * rs && l2 > 0.0 && inv > 0.0 {
-                    let l = l2.sqrt();
-                    let s = rs - l;
-                    if s > 0.0 {
-                        let k_h = hertz_constant(self.p.k_contact, rs);
-                        // ξ of the pair seen from i: i's own copy (module note).
-                        let xi = if friction { self.xi[e] } else { DVec3::ZERO };
-                        let (l_i, l_j) = (l * ri / rs, l * self.p.radius.get(j) / rs);
-                        let o = contact_dissipation(
-                            d / l,
-                            s,
-                            k_h * s * s.sqrt(),
-                            k_h,
-                            1.0 / inv,
-                            l_i,
-                            l_j,
-                            k.v - kj.v,
-                            k.w,
-                            kj.w,
-                            xi,
-                            self.p.h,
-                            c.beta,
-                            c.mu,
-                            c.stiffness_ratio,
-                        );
-                        f += o.f_i;
-                        m += o.m_i;
-                        xi_new = o.xi;
-                    }
-                }
-                if friction {
-                    // SAFETY: entry e lies in particle i's range of the list; only i writes it.
-                    *unsafe { self.next.get(e) } = xi_new;
-                }
+        let (mut f, mut m) = (DVec3::ZERO, DVec3::ZERO);
+        if self.coef.binder() {
+            // SAFETY: particle i's own entry (written by `finish`).
+            let loads = unsafe { self.loads.get(i) };
+            (f, m) = (loads.force, loads.moment);
+            for &[_, (df, dm)] in self.deferred(i) {
+                f += df;
+                m += dm;
             }
         }
+        ParticleDiss {
+            f,
+            m,
+            v: k.v,
+            w: k.w,
+            ri: self.p.radius.get(i),
+            inv_i: self.p.inv_mass.get(i),
+            base: self.off.get(i).map_or(0, |&o| o as usize),
+            memo: (f64::NAN, f64::NAN, DashpotConsts { k_h: 0.0, eta0: 0.0 }),
+        }
+    }
+
+    /// Adds the contact of particle i (`start`) with its `a`-th partner `j` at `d = x_i − x_j`
+    /// onto `p`, and writes its new history. A run of partners with the same radius sum and
+    /// inverse mass (all of them in a monodisperse packing) shares the pair constants, formed
+    /// once for the run: the same values, so the same bits, without a division and three
+    /// square roots per contact.
+    #[inline(always)]
+    pub(super) fn pair(&self, p: &mut ParticleDiss, a: usize, j: usize, d: DVec3) {
+        let c = &self.coef;
+        if !c.pairs() {
+            return;
+        }
+        let friction = c.mu > 0.0;
+        let e = p.base + a;
+        let rj = self.p.radius.get(j);
+        let rs = p.ri + rj;
+        let l2 = d.length_squared();
+        let inv = p.inv_i + self.p.inv_mass.get(j);
+        let mut xi_new = DVec3::ZERO;
+        if l2 < rs * rs && l2 > 0.0 && inv > 0.0 {
+            let l = l2.sqrt();
+            let s = rs - l;
+            if s > 0.0 {
+                // NaN equals nothing: the first contact forms the constants.
+                if p.memo.0 != rs || p.memo.1 != inv {
+                    let k_h = hertz_constant(self.p.k_contact, rs);
+                    p.memo = (rs, inv, DashpotConsts { k_h, eta0: dashpot_eta0(c.beta, 1.0 / inv, k_h) });
+                }
+                let (k_h, ri) = (p.memo.2.k_h, p.ri);
+                let kj = &self.p.kin[j];
+                // ξ of the pair seen from i: i's own copy (module note).
+                let xi = if friction { self.xi[e] } else { DVec3::ZERO };
+                let o = contact_dissipation_with(
+                    d / l,
+                    s,
+                    &p.memo.2,
+                    || (k_h * s * s.sqrt(), l * ri / rs, l * rj / rs),
+                    p.v - kj.v,
+                    p.w,
+                    kj.w,
+                    xi,
+                    self.p.h,
+                    c.mu,
+                    c.stiffness_ratio,
+                );
+                p.f += o.f_i;
+                p.m += o.m_i;
+                xi_new = o.xi;
+            }
+        }
+        if friction {
+            // SAFETY: entry e lies in particle i's range of the list; only i writes it.
+            *unsafe { self.next.get(e) } = xi_new;
+        }
+    }
+
+    /// Ends particle i's sums (`start`, `pair`): adds its walls in wall order, writes its
+    /// loads and its walls' history; returns its dissipative force and moment and the walls'
+    /// part of the force.
+    pub(super) fn finish(&self, i: usize, p: ParticleDiss) -> (DVec3, DVec3, DVec3) {
+        let c = &self.coef;
+        let k = &self.p.kin[i];
+        let (ri, inv_i) = (p.ri, p.inv_i);
+        let (mut f, mut m, mut f_wall) = (p.f, p.m, DVec3::ZERO);
         if c.walls() && inv_i > 0.0 {
             for (w, wall) in self.p.walls.iter().enumerate() {
                 let gap = (k.x - wall.point).dot(wall.normal);
@@ -344,20 +376,16 @@ impl DissPass<'_> {
                 if 1.0 - gap / ri > 0.0 && s > 0.0 {
                     let k_h = hertz_constant(self.p.k_wall, ri);
                     let xi = if self.n_walls > 0 { self.wall_xi[slot] } else { DVec3::ZERO };
-                    let o = contact_dissipation(
+                    let o = contact_dissipation_with(
                         wall.normal,
                         s,
-                        k_h * s * s.sqrt(),
-                        k_h,
-                        1.0 / inv_i,
-                        gap,
-                        0.0,
+                        &DashpotConsts { k_h, eta0: dashpot_eta0(c.beta_wall, 1.0 / inv_i, k_h) },
+                        || (k_h * s * s.sqrt(), gap, 0.0),
                         k.v,
                         k.w,
                         DVec3::ZERO,
                         xi,
                         self.p.h,
-                        c.beta_wall,
                         c.mu_wall,
                         c.stiffness_ratio,
                     );
@@ -369,25 +397,6 @@ impl DissPass<'_> {
                 if self.n_walls > 0 {
                     // SAFETY: slot i·walls + w belongs to particle i alone.
                     *unsafe { self.wall_next.get(slot) } = xi_new;
-                }
-            }
-        }
-        if c.binder() {
-            let range = self.inc_off[i] as usize..self.inc_off[i + 1] as usize;
-            for (&b, &peer) in self.inc[range.clone()].iter().zip(&self.peer[range]) {
-                if self.p.bond_state[b as usize] != INTACT {
-                    continue; // broken (also at this evaluation): exerts nothing
-                }
-                // The bond's ends in its own order (i first where i is its first end).
-                let (other, second) = ((peer >> 1) as usize, peer & 1 == 1);
-                let (ka, kb) = if second { (&self.p.kin[other], k) } else { (k, &self.p.kin[other]) };
-                let o = binder_damping(ka.x - kb.x, ka.v - kb.v, ka.w, kb.w, c.binder);
-                if !second {
-                    f += o.f_i;
-                    m += o.m_i;
-                } else {
-                    f -= o.f_i;
-                    m += o.m_j;
                 }
             }
         }

@@ -3,15 +3,17 @@
 //! pass (contacts, walls, fields); and the diagnostics summed from the state and the energies of
 //! the last evaluation.
 
+use super::columns::{BondRef, Column, RefAttitudes};
 use super::dissipation::PassInputs;
 use super::pass::{parallel_bonds, run_pass};
 use super::{BROKE_NOW, BROKEN, CpuEngine, INTACT, ParticleAcc};
 use crate::diagnostics::Diagnostics;
-use crate::engine::scatter::{BondRanges, ENERGY_BLOCK};
+use crate::engine::scatter::{BondRanges, Disjoint, ENERGY_BLOCK, EndLoad};
 use crate::error::EngineError;
 use crate::grid::PAR_MIN;
+use crate::integrator::Kinematics;
 use crate::interactions::rupture::{BOUND_SLACK_F64, bond_breaks, released_energy};
-use crate::interactions::{BondOut, BreakEvent, contact, gravitation, gravity, pendulum, wall};
+use crate::interactions::{BondOut, BreakEvent, binder_damping, contact, gravitation, gravity, pendulum, wall};
 use crate::model::{bond_terms_ref, bond_terms_rel};
 use glam::DVec3;
 use rayon::prelude::*;
@@ -42,9 +44,12 @@ impl CpuEngine {
     pub(super) fn evaluate(&mut self, energies: bool, moved: Option<bool>) -> Result<(), EngineError> {
         let (nb, n) = (self.bonds.len(), self.kin.len());
         let parallel = parallel_bonds(nb);
-        if parallel && !self.ranges.as_ref().is_some_and(BondRanges::fits_pool) {
-            let bonds = &self.bonds;
-            self.ranges = Some(BondRanges::new(n, nb, |k| (bonds[k].i, bonds[k].j)));
+        if parallel {
+            // With binder damping the ranges store each end's two loads apart.
+            match self.diss.as_mut().filter(|d| d.coef.binder()) {
+                Some(d) => cut_ranges(&mut d.ranges, n, &self.bonds),
+                None => cut_ranges(&mut self.ranges, n, &self.bonds),
+            }
         }
         self.place_neighbours(moved)?;
         if let Some(d) = &mut self.diss {
@@ -90,92 +95,66 @@ impl CpuEngine {
 
     /// The bond pass: each intact bond's force and moments into its two ends (in bond order),
     /// the bonds that break in this evaluation marked, and with `energies` the bond energies
-    /// into `sums`. Zeroes `acc` first unless the integration pass did.
+    /// into `sums`. With binder damping (MODEL §10) each bond's dashpots are evaluated here,
+    /// once per bond from the ends the bond's own terms loaded, and gathered in bond order into
+    /// the dissipative loads (`DissState::loads`, which the ledger books apart; the particle
+    /// pass adds the contacts' and walls' onto them and the sum into `acc`). Zeroes `acc`
+    /// first unless the integration pass did.
     fn bond_pass(&mut self, parallel: bool, energies: bool, sums: &mut Sums) {
-        let nb = self.bonds.len();
-        let kin = &self.kin;
-        let prm = &self.params;
-        let (bonds, ref_q) = (&self.bonds, &self.ref_q);
-        let scale = &self.bond_scale;
-        let identity = ref_q.is_identity();
-        // The result of intact bond `k`, or `None` when it is (or has just been) broken.
-        let bond_eval = |k: usize, state: &mut u8| -> Option<BondOut> {
-            if *state != INTACT {
-                *state = BROKEN;
-                return None;
-            }
-            let b = &bonds[k];
-            let (ki, kj) = (&kin[b.i as usize], &kin[b.j as usize]);
-            let (dq_i, dq_j) = if identity {
-                (ki.q, kj.q)
-            } else {
-                let (q_i0, q_j0) = ref_q.get(k, b);
-                (ki.q * q_i0.conjugate(), kj.q * q_j0.conjugate())
-            };
-            let o = bond_terms_rel(b.dhat0, b.l0, dq_i, dq_j, ki.x, kj.x, prm);
-            if let Some(r) = &prm.rupture {
-                let sum = r.rule == crate::interactions::RuptureRule::Sum;
-                let d = ki.x - kj.x;
-                if let Some(mode) = bond_breaks(
-                    prm.shear,
-                    d,
-                    b.l0,
-                    b.dhat0,
-                    dq_i,
-                    dq_j,
-                    r.inv_thresholds,
-                    scale.get(k),
-                    sum,
-                    BOUND_SLACK_F64,
-                ) {
-                    // Broken from this evaluation on: it exerts nothing from F_k on (MODEL §6).
-                    *state = BROKE_NOW + mode as u8;
-                    return None;
-                }
-            }
-            Some(o)
+        let bonds = &self.bonds;
+        let input = BondInputs {
+            kin: &self.kin,
+            prm: &self.params,
+            bonds,
+            ref_q: &self.ref_q,
+            scale: &self.bond_scale,
+            identity: self.ref_q.is_identity(),
         };
-        let acc = &mut self.acc;
+        let bond_eval = |k: usize, state: &mut u8| input.eval(k, state);
         if !std::mem::take(&mut self.acc_zeroed) {
-            acc.fill(ParticleAcc::default());
+            self.acc.fill(ParticleAcc::default());
         }
-        // Bond energies: sums of blocks of ENERGY_BLOCK bonds in bond order, in block order.
-        let mut add_energies = |u: &[f64; 3]| {
-            sums.u_bend += u[0];
-            sums.u_axial += u[1];
-            sums.u_shear += u[2];
-        };
-        let add = |a: &mut ParticleAcc, &(f, m): &(DVec3, DVec3)| {
+        let acc = Disjoint::new(&mut self.acc);
+        let add = |p: usize, &(f, m): &EndLoad| {
+            // SAFETY: `gather_bonds` adds into each particle from one task at a time.
+            let a = unsafe { acc.get(p) };
             a.force += f;
             a.moment += m;
         };
-        // What bond `k` puts on its ends i and j, and its energies; `None` when broken.
-        let loads = |k: usize, state: &mut u8| {
-            bond_eval(k, state).map(|o| ([(o.f_i, o.m_i), (-o.f_i, o.m_j)], [o.u_bend, o.u_axial, o.u_shear]))
+        let ends = |k: usize| (bonds[k].i, bonds[k].j);
+        let states = &mut self.bond_state;
+        let Some(diss) = self.diss.as_mut().filter(|d| d.coef.binder()) else {
+            // What bond `k` puts on its ends i and j, and its energies; `None` when broken.
+            let loads = |k: usize, state: &mut u8| {
+                bond_eval(k, state)
+                    .map(|(o, _, _)| ([(o.f_i, o.m_i), (-o.f_i, o.m_j)], [o.u_bend, o.u_axial, o.u_shear]))
+            };
+            let plan = if parallel { self.ranges.as_mut() } else { None };
+            gather_bonds(plan, states, ends, energies, sums, loads, add);
+            return;
         };
-        if let (true, Some(plan)) = (parallel, &mut self.ranges) {
-            plan.pass(acc, &mut self.bond_state, |k| (bonds[k].i, bonds[k].j), loads, add);
-            if energies {
-                plan.block_energies().iter().for_each(add_energies);
-            }
-        } else {
-            for (first, states) in (0..nb).step_by(ENERGY_BLOCK).zip(self.bond_state.chunks_mut(ENERGY_BLOCK)) {
-                let mut u = [0.0; 3];
-                for (l, state) in states.iter_mut().enumerate() {
-                    let k = first + l;
-                    let Some(([load_i, load_j], e)) = loads(k, state) else { continue };
-                    let b = &bonds[k];
-                    add(&mut acc[b.i as usize], &load_i);
-                    add(&mut acc[b.j as usize], &load_j);
-                    u[0] += e[0];
-                    u[1] += e[1];
-                    u[2] += e[2];
-                }
-                if energies {
-                    add_energies(&u);
-                }
-            }
-        }
+        let gamma = diss.coef.binder;
+        diss.loads.fill(ParticleAcc::default());
+        let dl = Disjoint::new(&mut diss.loads);
+        // The bond's conservative and dissipative loads on each end, apart.
+        let loads = |k: usize, state: &mut u8| {
+            bond_eval(k, state).map(|(o, ki, kj)| {
+                let d = binder_damping(ki.x - kj.x, ki.v - kj.v, ki.w, kj.w, gamma);
+                (
+                    [[(o.f_i, o.m_i), (d.f_i, d.m_i)], [(-o.f_i, o.m_j), (-d.f_i, d.m_j)]],
+                    [o.u_bend, o.u_axial, o.u_shear],
+                )
+            })
+        };
+        let add_both = |p: usize, [c, (f, m)]: &[EndLoad; 2]| {
+            add(p, c);
+            // SAFETY: as `add`'s.
+            let a = unsafe { dl.get(p) };
+            a.force += *f;
+            a.moment += *m;
+        };
+        let plan = if parallel { diss.ranges.as_mut() } else { None };
+        gather_bonds(plan, states, ends, energies, sums, loads, add_both);
     }
 
     /// The particle pass: each particle's deferred bond ends (parallel bond pass), contacts from
@@ -184,6 +163,7 @@ impl CpuEngine {
     /// particle order.
     fn particle_pass(&mut self, parallel: bool, energies: bool, sums: &mut Sums) {
         let (kin, prm) = (&self.kin, &self.params);
+        // With binder damping the deferred ends are the dissipation's (`DissPass::deferred`).
         let deferred = if parallel { self.ranges.as_ref() } else { None };
         let (radius, mass, nbr) = (&self.radius, &self.mass, &self.neighbours);
         let group = self.group.as_deref();
@@ -196,7 +176,7 @@ impl CpuEngine {
                 kin,
                 radius,
                 inv_mass: &self.inv_mass,
-                bond_state: &self.bond_state,
+                parallel,
             })
         });
         let mut fold_particle = |u: [f64; 6]| {
@@ -215,19 +195,30 @@ impl CpuEngine {
                     fi += f;
                     mi += m;
                 }
+                for &[(f, m), _] in diss.as_ref().map_or(&[][..], |d| d.deferred(i)) {
+                    fi += f;
+                    mi += m;
+                }
                 let xi = kin[i].x;
                 let ri = radius.get(i);
                 let mut u_contact = 0.0;
-                for &j in nbr.partners(i) {
+                // The dissipative sums (MODEL §10), added after the conservative loads.
+                let mut dp = diss.as_ref().map(|d| d.start(i));
+                for (a, &j) in nbr.partners(i).iter().enumerate() {
                     let j = j as usize;
                     // The spheres of one clump never touch each other (MODEL §12).
                     if group.is_some_and(|g| g[i] == g[j]) {
                         continue;
                     }
-                    let c = contact(xi - kin[j].x, ri + radius.get(j), prm.k_contact);
+                    let d = xi - kin[j].x;
+                    let c = contact(d, ri + radius.get(j), prm.k_contact);
                     fi += c.force;
                     if j > i {
                         u_contact += c.energy;
+                    }
+                    // The contact's dashpot and slider from the same visit of the partner.
+                    if let (Some(dd), Some(p)) = (&diss, &mut dp) {
+                        dd.pair(p, a, j, d);
                     }
                 }
                 let mut u_wall = 0.0;
@@ -249,9 +240,9 @@ impl CpuEngine {
                     mi += g.moment;
                     u_grav += g.energy;
                 }
-                if let Some(d) = &diss {
+                if let (Some(d), Some(p)) = (&diss, dp) {
                     // The dissipative loads after the conservative ones (MODEL §10).
-                    let (f, m, fw) = d.particle(i, nbr.partners(i));
+                    let (f, m, fw) = d.finish(i, p);
                     fi += f;
                     mi += m;
                     f_wall += fw;
@@ -371,5 +362,112 @@ impl CpuEngine {
         d.u_axial = s.u_axial;
         d.u_shear = s.u_shear;
         d
+    }
+}
+
+/// What the bond pass reads to evaluate a bond.
+struct BondInputs<'a> {
+    kin: &'a [Kinematics],
+    prm: &'a crate::model::Params,
+    bonds: &'a [BondRef],
+    ref_q: &'a RefAttitudes,
+    scale: &'a Column<f64>,
+    identity: bool,
+}
+
+impl<'a> BondInputs<'a> {
+    /// The result of intact bond `k` and its ends' states, or `None` when it is (or has just
+    /// been) broken. Inlined into each pass that calls it (with and without binder damping).
+    #[inline(always)]
+    fn eval(&self, k: usize, state: &mut u8) -> Option<(BondOut, &'a Kinematics, &'a Kinematics)> {
+        if *state != INTACT {
+            *state = BROKEN;
+            return None;
+        }
+        let (prm, b) = (self.prm, &self.bonds[k]);
+        let (ki, kj) = (&self.kin[b.i as usize], &self.kin[b.j as usize]);
+        let (dq_i, dq_j) = if self.identity {
+            (ki.q, kj.q)
+        } else {
+            let (q_i0, q_j0) = self.ref_q.get(k, b);
+            (ki.q * q_i0.conjugate(), kj.q * q_j0.conjugate())
+        };
+        let o = bond_terms_rel(b.dhat0, b.l0, dq_i, dq_j, ki.x, kj.x, prm);
+        if let Some(r) = &prm.rupture {
+            let sum = r.rule == crate::interactions::RuptureRule::Sum;
+            let d = ki.x - kj.x;
+            if let Some(mode) = bond_breaks(
+                prm.shear,
+                d,
+                b.l0,
+                b.dhat0,
+                dq_i,
+                dq_j,
+                r.inv_thresholds,
+                self.scale.get(k),
+                sum,
+                BOUND_SLACK_F64,
+            ) {
+                // Broken from this evaluation on: it exerts nothing from F_k on (MODEL §6).
+                *state = BROKE_NOW + mode as u8;
+                return None;
+            }
+        }
+        Some((o, ki, kj))
+    }
+}
+
+/// Cuts the parallel bond pass's ranges anew unless `plan` holds ranges cut for this pool.
+pub(super) fn cut_ranges<L: Copy + Default + Send + Sync>(
+    plan: &mut Option<BondRanges<L>>,
+    n: usize,
+    bonds: &[BondRef],
+) {
+    if !plan.as_ref().is_some_and(BondRanges::fits_pool) {
+        *plan = Some(BondRanges::new(n, bonds.len(), |k| (bonds[k].i, bonds[k].j)));
+    }
+}
+
+/// Runs `loads(k, &mut states[k])` for every bond and adds each end's load into its particle
+/// (`add(p, load)`, each particle in bond order, one task at a time per particle): in parallel
+/// by `plan`'s ranges when given (the ends past a particle's range stored there, for the
+/// particle pass), else in bond order on this thread. With `energies`, the bond energies into
+/// `sums`, by `ENERGY_BLOCK`s in block order either way.
+fn gather_bonds<L: Copy + Default + Send + Sync>(
+    plan: Option<&mut BondRanges<L>>,
+    states: &mut [u8],
+    ends: impl Fn(usize) -> (u32, u32) + Sync,
+    energies: bool,
+    sums: &mut Sums,
+    loads: impl Fn(usize, &mut u8) -> Option<([L; 2], [f64; 3])> + Sync,
+    add: impl Fn(usize, &L) + Sync,
+) {
+    let mut add_energies = |u: &[f64; 3]| {
+        sums.u_bend += u[0];
+        sums.u_axial += u[1];
+        sums.u_shear += u[2];
+    };
+    if let Some(plan) = plan {
+        plan.pass(states, ends, loads, add);
+        if energies {
+            plan.block_energies().iter().for_each(add_energies);
+        }
+        return;
+    }
+    for (first, states) in (0..states.len()).step_by(ENERGY_BLOCK).zip(states.chunks_mut(ENERGY_BLOCK)) {
+        let mut u = [0.0; 3];
+        for (l, state) in states.iter_mut().enumerate() {
+            let k = first + l;
+            let Some(([load_i, load_j], e)) = loads(k, state) else { continue };
+            let (i, j) = ends(k);
+            add(i as usize, &load_i);
+            add(j as usize, &load_j);
+            u[0] += e[0];
+            u[1] += e[1];
+            u[2] += e[2];
+        }
+        if energies {
+            add_energies(&u);
+        }
     }
 }

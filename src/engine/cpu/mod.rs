@@ -197,7 +197,7 @@ impl CpuEngine {
             e.group = Some(r.groups());
             e.rigid = Some(r);
         }
-        e.diss = model.params.dissipation.map(|c| DissState::new(c, n, &e.bonds, model.params.walls.len()));
+        e.diss = model.params.dissipation.map(|c| DissState::new(c, n, model.params.walls.len()));
         e.evaluate(true, None)?;
         if let Some(r) = &mut e.rigid {
             r.gather(&e.acc);
@@ -227,7 +227,7 @@ impl CpuEngine {
             ("bond states", self.bond_state.capacity() + self.saved.broken.capacity() + self.bond_scale.bytes()),
             ("bond ranges", self.ranges.as_ref().map_or(0, BondRanges::bytes)),
             ("neighbour list and grid", self.neighbours.bytes()),
-            ("dissipation: loads, bond incidence, contact history", self.diss.as_ref().map_or(0, DissState::bytes)),
+            ("dissipation: loads, bond ranges, contact history", self.diss.as_ref().map_or(0, DissState::bytes)),
         ]
     }
 
