@@ -36,6 +36,10 @@ pub struct Report {
     pub dt: f64,
     pub stability: StabilityEstimate,
     pub memory: MemoryEstimate,
+    /// Why the GPU engine would refuse this model, if it would (MODEL §12–13: `lgvi`, `em`,
+    /// `sm`, clumps, mutual gravitation run on the CPU engine only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cpu_only: Option<String>,
 }
 
 /// Figures of one lattice-filled body.
@@ -144,6 +148,13 @@ pub fn report(scenario: &Scenario, geometry: &Geometry) -> Report {
         dt: scenario.dt,
         stability,
         memory: memory_estimate(p, &geometry.pairs),
+        cpu_only: if scenario.integrator.cpu_only() {
+            Some(format!("integrator `{}`", scenario.integrator))
+        } else if !geometry.clumps.is_empty() {
+            Some("clumps".into())
+        } else {
+            geometry.params.gravitation.map(|_| "mutual gravitation".into())
+        },
     }
 }
 
@@ -442,6 +453,9 @@ impl fmt::Display for Report {
             human(m.cpu_engine),
             m.contact_partners
         )?;
+        if let Some(why) = &self.cpu_only {
+            return write!(f, "                GPU run: none ({why} runs on the CPU engine only)");
+        }
         write!(
             f,
             "                GPU run: device ≈ {} in f32, {} in f64; host ≈ {} (model) + {} while uploading",
