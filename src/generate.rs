@@ -529,6 +529,15 @@ pub fn write_files(
         let path = path.to_owned();
         move |source| OutputError { path: path.clone(), source }
     };
+    if !geometry.clumps.is_empty() {
+        // A CSV row is a free sphere: the clumps would come back as loose spheres.
+        return Err(err(dir)(std::io::Error::other(format!(
+            "{} has {} rigid clumps (MODEL §12), which particles.csv cannot hold (their spheres would come back as \
+             free particles): the scenario itself is the geometry; nothing was written",
+            scenario.source.display(),
+            geometry.clumps.len()
+        ))));
+    }
     let files = check_targets(dir, overwrite)?;
     std::fs::create_dir_all(dir).map_err(err(dir))?;
     let p = &geometry.particles;

@@ -419,3 +419,19 @@ fn bench_writes_a_dated_report_and_regenerates_its_markdown_section() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(!o.status.success() && err.contains("old.json") && err.contains("without date or machine"), "{err}");
 }
+
+/// An error is printed once with its causes, each cause once: the library's errors already name
+/// their source (`{path}: cannot write: {source}`), so the CLI does not append it again.
+#[test]
+fn errors_name_each_cause_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("g");
+    let o = rrpdem(&["generate", "scenarios/full_body.json", "--out", out.to_str().unwrap()]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(err.matches("rigid clumps").count(), 1, "{err}");
+    assert!(!out.join("particles.csv").exists(), "nothing written");
+    let o = rrpdem(&["run", "scenarios/no_such_scenario.json"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(err.matches("No such file").count(), 1, "{err}");
+}

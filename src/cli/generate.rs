@@ -21,15 +21,6 @@ pub(super) fn cmd_generate(path: &Path, out: &Path, overwrite: bool) -> Result<(
     }
     let geometry = scenario.build_geometry()?;
     println!("{}", generate::report(&scenario, &geometry));
-    if !geometry.clumps.is_empty() {
-        // A CSV row is a free sphere: the clumps would come back as loose spheres.
-        anyhow::bail!(
-            "{} has {} rigid clumps (MODEL §12), which particles.csv cannot hold (their spheres would come back as \
-             free particles): the scenario itself is the geometry; nothing was written",
-            scenario.source.display(),
-            geometry.clumps.len()
-        );
-    }
     let files = generate::write_files(&scenario, &geometry, out, overwrite)?;
     println!("wrote           {}, {}, {}", files.particles.display(), files.bonds.display(), files.scenario.display());
     Ok(())

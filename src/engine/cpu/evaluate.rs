@@ -338,15 +338,16 @@ impl CpuEngine {
             // lgvi: the bodies' kinetic energies and momenta (MODEL §12), then the fixed particles'.
             let (ks, spin, l, mx) = r.sums(&self.kin, |i| self.mass.get(i));
             (d.e_trans, d.e_rot, d.p, d.s, d.l, d.x_cm) = (ks.e_trans, ks.e_rot, ks.p, spin, l, mx);
-        }
-        for (i, k) in self.kin.iter().enumerate().filter(|_| self.rigid.is_none()) {
-            let (m, j) = (self.mass.get(i), self.inertia.get(i));
-            d.e_trans += 0.5 * m * k.v.length_squared();
-            d.e_rot += 0.5 * j * k.w.length_squared();
-            d.p += m * k.v;
-            d.s += j * k.w;
-            d.l += k.x.cross(m * k.v) + j * k.w;
-            d.x_cm += m * k.x;
+        } else {
+            for (i, k) in self.kin.iter().enumerate() {
+                let (m, j) = (self.mass.get(i), self.inertia.get(i));
+                d.e_trans += 0.5 * m * k.v.length_squared();
+                d.e_rot += 0.5 * j * k.w.length_squared();
+                d.p += m * k.v;
+                d.s += j * k.w;
+                d.l += k.x.cross(m * k.v) + j * k.w;
+                d.x_cm += m * k.x;
+            }
         }
         let s = &self.sums;
         d.u_contact = s.u_contact;

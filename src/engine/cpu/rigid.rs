@@ -154,8 +154,9 @@ impl Rigid {
         }
     }
 
-    /// Places every body's spheres: positions and attitudes, and with `velocities` also `v`, Ω.
-    fn place(&self, kin: &mut [Kinematics]) {
+    /// Places every body's spheres: positions and attitudes (with `pose`; a closing kick leaves
+    /// them) and velocities `v + Ω × Rρ`, Ω.
+    fn place(&self, kin: &mut [Kinematics], pose: bool) {
         let (state, bodies, rho, q_body, body_of) = (&self.state, &self.bodies, &self.rho, &self.q_body, &self.body_of);
         kin.par_iter_mut().with_min_len(BODY_MIN).enumerate().for_each(|(i, k)| {
             let b = body_of[i];
@@ -166,7 +167,10 @@ impl Rigid {
             let slot = (c.slot + i as u32 - c.first) as usize;
             let r = s.q * rho[slot];
             let w = spatial_omega(s.q, &c.j_inv, s.pi);
-            *k = Kinematics { x: s.x + r, v: s.v + w.cross(r), q: s.q * q_body[slot], w };
+            (k.v, k.w) = (s.v + w.cross(r), w);
+            if pose {
+                (k.x, k.q) = (s.x + r, s.q * q_body[slot]);
+            }
         });
     }
 
@@ -226,7 +230,7 @@ impl Rigid {
         if let Some(f) = failed {
             return Err(f);
         }
-        self.place(kin);
+        self.place(kin, true);
         Ok(())
     }
 
@@ -239,7 +243,7 @@ impl Rigid {
             s.v += f * (0.5 * h * c.inv_mass);
             s.pi += to_body(s.q, rm) * (0.5 * h);
         });
-        self.place(kin);
+        self.place(kin, false);
     }
 
     /// Kinetic sums of the bodies (body order), then of the fixed particles (particle order):
