@@ -343,10 +343,10 @@ fn contact_normal(r: u32) -> vec3<real> {
     return walls[w].normal.xyz;
 }
 
-/// True in a step that rebuilds the grid and the neighbour lists (a batch-wide decision: the
-/// forces do not depend on when the lists were rebuilt).
+/// True in a step in which some replica rebuilds its grid part and neighbour lists
+/// (`rebuild_decide`; the forces do not depend on when the lists were rebuilt).
 fn rebuilding() -> bool {
-    return atomicLoad(&status[STATUS_REBUILD]) == REBUILD_ALL;
+    return (atomicLoad(&status[STATUS_REBUILD]) & REBUILD_SOME) != 0u;
 }
 
 /// Records a non-finite particle i of replica r found by the force evaluation of `step`. Only

@@ -7,20 +7,20 @@
 // `nbr_build` then fills the Verlet neighbour lists from the grid, each sorted by particle index.
 // All of it runs only in steps that rebuild (`rebuilding()`): `grid_args_set` gives the other
 // kernels their workgroup counts (indirect dispatch), zero in the other steps, which keep the
-// lists of the last rebuild. Within a rebuild, only the replicas that are not frozen and did
-// not fail before take part (the same decision for every grid kernel of a step, whatever
-// `grid_count` reports in it).
+// lists of the last rebuild. Within a rebuild, only the replicas that `rebuild_decide` chose
+// take part (their own skin rule failed, or the batch must rebuild; never a frozen or failed
+// one): the same decision for every grid kernel of a step, whatever `grid_count` reports in it.
+// The others keep their lists and reference positions untouched.
 //
 // Batches: every replica's cells are its own (its cell edge, its blocks: in f32 a particle's
 // cell is its position's block `cell[i]`, see bindings.wgsl) and are hashed with the replica
 // (`cell_hash_replica`); a neighbour must be in the same cell of the same replica, so replicas
 // never touch even where they overlap in space.
 
-/// Whether this step rebuilds replica r's part of the grid: the same answer for every grid
-/// kernel of a step.
+/// Whether this step rebuilds replica r's part of the grid (`rebuild_decide`, a dispatch
+/// earlier): the same answer for every grid kernel of a step.
 fn grid_step(r: u32) -> bool {
-    let step = current_step();
-    return rebuilding() && !held(r) && rstatus(r, RSTATUS_EXACT_STEP) == STATUS_NONE && !failed_before(r, step);
+    return (rstatus(r, RSTATUS_REBUILD) & REBUILD_SOME) != 0u;
 }
 
 /// Whether the grid can place particle i: a finite position (tested on its bits: a NaN need

@@ -56,6 +56,8 @@ fn drift_anchor(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) 
     if r >= params.n_replicas {
         return;
     }
+    // This step's skin-rule verdicts for the replica start empty (`integrate` or-s them).
+    atomicStore(&status[rslot(r, RSTATUS_REBUILD)], 0u);
     let a = reps[r].p_start;
     var d = vec3<real>(0.0);
     if reps[r].n_particles > 0u && !is_fixed(a) {
@@ -146,6 +148,30 @@ fn integrate(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg
         bits = bits | REBUILD_REL;
     }
     if bits != 0u {
-        atomicOr(&status[STATUS_REBUILD], bits);
+        atomicOr(&status[rslot(r, RSTATUS_REBUILD)], bits);
+    }
+}
+
+/// One thread per replica, after `integrate`: whether the replica rebuilds its part of the grid
+/// and its lists in this step, on its own verdicts (both tests failed somewhere in it) or
+/// because the whole batch must (`REBUILD_ALL`: a batch's first step, an overflowed list); never
+/// a replica that is frozen, failed before or failed this step's rrp-exact check. Marks it
+/// (`REBUILD_SOME` in its slot, which `grid_step` reads), counts it, and raises the batch's
+/// `REBUILD_SOME` so that the grid stage launches. So one moving replica of a study rebuilds
+/// alone, and each replica rebuilds at the steps it would rebuild at alone.
+@compute @workgroup_size(WG)
+fn rebuild_decide(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                  @builtin(local_invocation_index) lid: u32) {
+    let r = linear_id(wid, nwg, lid, WG);
+    if r >= params.n_replicas {
+        return;
+    }
+    let step = current_step();
+    let all = (atomicLoad(&status[STATUS_REBUILD]) & REBUILD_ALL) == REBUILD_ALL;
+    let own = atomicLoad(&status[rslot(r, RSTATUS_REBUILD)]) == REBUILD_ALL;
+    if (all || own) && !held(r) && rstatus(r, RSTATUS_EXACT_STEP) == STATUS_NONE && !failed_before(r, step) {
+        atomicOr(&status[rslot(r, RSTATUS_REBUILD)], REBUILD_SOME);
+        atomicAdd(&status[rslot(r, RSTATUS_REBUILDS)], 1u);
+        atomicOr(&status[STATUS_REBUILD], REBUILD_SOME);
     }
 }

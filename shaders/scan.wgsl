@@ -18,7 +18,7 @@ fn scan_blocks(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) n
     if lid == 0u {
         scan_go = atomicLoad(&status[STATUS_REBUILD]);
     }
-    if workgroupUniformLoad(&scan_go) != REBUILD_ALL {
+    if (workgroupUniformLoad(&scan_go) & REBUILD_SOME) == 0u {
         return;
     }
     let n = scan_len.x;

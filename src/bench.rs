@@ -25,10 +25,33 @@ const RING: usize = 100;
 /// reports: the paper torus, rings and FCC blocks at 10⁵ and 10⁶ particles, a solid torus.
 pub const STANDARD: &[&str] = &["torus", "rings-1e5", "rings-1e6", "fcc-1e5", "fcc-1e6", "solid-torus-1e5"];
 
-/// A benchmark case: a name and a model builder.
+/// A benchmark case: a name, a model builder and its time step.
 pub struct Case {
     pub name: String,
     pub model: Box<dyn Fn() -> Result<Model, String> + Send + Sync>,
+    /// `None`: the bench's step, `BENCH_DT`. `Some(dt)`: a scenario's step, halved while it is
+    /// above half the model's stable-step estimate (`Case::dt`), as a user would have to.
+    pub scenario_dt: Option<f64>,
+}
+
+/// The time step of the synthetic cases (their masses are chosen so that it is stable).
+pub const BENCH_DT: f64 = 1e-3;
+
+impl Case {
+    /// The step this case runs `model` (its built model) with.
+    pub fn dt(&self, model: &Model) -> f64 {
+        match self.scenario_dt {
+            None => BENCH_DT,
+            Some(dt) => {
+                let h_max = crate::stability::estimate(model).h_max;
+                let mut dt = dt;
+                while dt > crate::stability::WARN_FRACTION * h_max {
+                    dt *= 0.5;
+                }
+                dt
+            }
+        }
+    }
 }
 
 /// The case names a bench runs: `standard` expands to `STANDARD`, others stay.
@@ -59,7 +82,10 @@ pub fn check_options(steps: u64, threads: &[usize], bandwidth: Option<f64>) -> R
 /// `solid-torus-N` (a solid torus of about N FCC spheres, D_t = 3, D_c = 1, as in
 /// `scenarios/solid_torus_impact.json` without rupture, spheres of mass 100, moving onto a wall),
 /// `solid-torus-rupture-N` (the same torus with its binder breaking as in that scenario:
-/// objective shear, tension 0.06, shear 0.6), any of these with `+damped` or `+friction`
+/// objective shear, tension 0.06, shear 0.6), `solid-torus-impact-N` (the users' job:
+/// `scenarios/solid_torus_impact.json` itself, its torus made of about N spheres, at the
+/// scenario's step or, where the spheres' stiffer binder needs it, half of it, and so on),
+/// any of these with `+damped` or `+friction`
 /// (`dissipative_case`: MODEL §10 on), `tori-N` (N copies of the paper torus stepped as a study batch steps its variants: on the CPU
 /// one engine each, in parallel over the copies; on the GPU one state holding all of them;
 /// `measure` treats it specially).
@@ -93,6 +119,10 @@ pub fn case(name: &str) -> Result<Case, String> {
     } else if let Some(count) = name.strip_prefix("fcc-") {
         let count = n(count)?;
         Box::new(move || fcc_block(count))
+    } else if let Some(count) = name.strip_prefix("solid-torus-impact-") {
+        let count = n(count)?;
+        let model = Box::new(move || solid_torus_impact(count));
+        return Ok(Case { name: name.into(), model, scenario_dt: Some(SOLID_TORUS_IMPACT_DT) });
     } else if let Some(count) = name.strip_prefix("solid-torus-rupture-") {
         let count = n(count)?;
         Box::new(move || solid_torus_rupture(count))
@@ -101,11 +131,11 @@ pub fn case(name: &str) -> Result<Case, String> {
         Box::new(move || solid_torus(count))
     } else {
         return Err(format!(
-            "unknown case `{name}` (torus, rings-N, fcc-N, solid-torus-N, solid-torus-rupture-N, tori-N; the one-model \
-             cases also with +damped or +friction)"
+            "unknown case `{name}` (torus, rings-N, fcc-N, solid-torus-N, solid-torus-rupture-N, solid-torus-impact-N, \
+             tori-N; the one-model cases also with +damped or +friction)"
         ));
     };
-    Ok(Case { name: name.into(), model })
+    Ok(Case { name: name.into(), model, scenario_dt: None })
 }
 
 /// Case `name` = `base+extra`: the case `base` with the dissipation of MODEL §10 on, as
@@ -135,7 +165,7 @@ fn dissipative_case(name: &str, base: &str, extra: &str) -> Result<Case, String>
         });
         Ok(m)
     };
-    Ok(Case { name: name.into(), model: Box::new(model) })
+    Ok(Case { name: name.into(), model: Box::new(model), scenario_dt: inner.scenario_dt })
 }
 
 const PAPER: &str = r#""dt": 1e-3, "t_end": 1, "shear": "paper", "particle": {"mass": 1, "inertia": 1},
@@ -186,6 +216,27 @@ pub fn solid_torus_rupture(n: usize) -> Result<Model, String> {
     model.params.shear = own.shear;
     model.params.rupture = own.rupture;
     Ok(model)
+}
+
+/// The step of `scenarios/solid_torus_impact.json`.
+const SOLID_TORUS_IMPACT_DT: f64 = 5e-4;
+
+/// `scenarios/solid_torus_impact.json` with about `n` spheres in its torus (everything else as
+/// the file has it: masses, stiffnesses, objective shear, rupture, the wall, v0 = 1).
+pub fn solid_torus_impact(n: usize) -> Result<Model, String> {
+    let path = Path::new("scenarios/solid_torus_impact.json");
+    let text = include_str!("../scenarios/solid_torus_impact.json");
+    // The file's one count (checked, so that an edit of the file cannot leave it unscaled).
+    let count = r#""particles": 20000"#;
+    if text.matches(count).count() != 1 {
+        return Err(format!("{}: expected one `{count}` to scale", path.display()));
+    }
+    let text = text.replace(count, &format!(r#""particles": {n}"#));
+    let scenario = Scenario::from_json(&text, path).map_err(|e| e.to_string())?;
+    if scenario.dt != SOLID_TORUS_IMPACT_DT {
+        return Err(format!("{}: dt {} is not the bench's {SOLID_TORUS_IMPACT_DT}", path.display(), scenario.dt));
+    }
+    scenario.build_model().map_err(|e| e.to_string())
 }
 
 /// About `n` unit spheres of an FCC cube at nearest-neighbour spacing, bonds to nearest
@@ -312,12 +363,28 @@ pub struct Measurement {
     pub rebuilds_per_1000_steps: Option<f64>,
     #[serde(default)]
     pub list_entries_per_particle: Option<f64>,
+    /// Each replica's rebuilds per 1000 timed steps, smallest and largest over the replicas
+    /// (`tori-N`): each replica decides its own rebuilds (issue 24).
+    #[serde(default)]
+    pub replica_rebuilds_per_1000_steps: Option<(f64, f64)>,
     /// GPU: dispatches one step records, the grid stage's among them (indirect: no workgroup
-    /// unless the step rebuilds), and host waits per 1000 steps as `run` steps.
+    /// unless the step rebuilds).
     #[serde(default)]
-    pub dispatches_per_step: Option<(usize, usize)>,
+    pub recorded_dispatches_per_step: Option<(usize, usize)>,
+    /// GPU: dispatches that launch workgroups, per step on average (the grid stage's only in
+    /// steps that rebuild: `recorded − grid + grid · rebuilds per step`).
     #[serde(default)]
-    pub host_waits_per_1000_steps: Option<f64>,
+    pub dispatches_per_step: Option<f64>,
+    /// GPU: dispatches that launch workgroups in a step without a rebuild (`recorded − grid`;
+    /// the grid stage's indirect dispatches are still recorded there, with no workgroup).
+    #[serde(default)]
+    pub dispatches_per_quiet_step: Option<usize>,
+    /// Times the host waits for the device per step, as `run` steps (once per advance).
+    #[serde(default)]
+    pub host_waits_per_step: Option<f64>,
+    /// The time step the case ran with (`Case::dt`).
+    #[serde(default)]
+    pub dt: Option<f64>,
 }
 
 /// Peak resident set size of this process so far (Linux: `VmHWM` in `/proc/self/status`).
@@ -416,6 +483,7 @@ pub fn measure(
         return pool
             .install(|| measure_copies(case, &model, engine, threads, copies, steps, min_seconds, bandwidth_gbs));
     }
+    let dt = case.dt(&model);
     pool.install(|| {
         let setup = Instant::now();
         let (n, nb) = (model.particles.len(), model.bonds.len());
@@ -424,7 +492,7 @@ pub fn measure(
         let mut step_costs = None;
         let (mut e, engine_bytes, bytes_per_step): (Box<dyn Engine>, _, _) = match engine {
             EngineKind::Cpu => {
-                let e = CpuEngine::new(&model, Integrator::RrpNewmark, 1e-3).map_err(|e| e.to_string())?;
+                let e = CpuEngine::new(&model, Integrator::RrpNewmark, dt).map_err(|e| e.to_string())?;
                 engine_parts = e.memory().into_iter().map(|(k, v)| (k.to_string(), v as u64)).collect();
                 let bytes = engine_parts.iter().map(|m| m.1).sum::<u64>();
                 let per_step = cpu_bytes_per_step(n, nb, e.neighbour_entries());
@@ -432,7 +500,7 @@ pub fn measure(
             }
             EngineKind::GpuF32 | EngineKind::GpuF64 => {
                 let p = if engine == EngineKind::GpuF32 { Precision::F32 } else { Precision::F64 };
-                let mut e = GpuEngine::new(&model, Integrator::RrpNewmark, 1e-3, p, AdapterChoice::Any)
+                let mut e = GpuEngine::new(&model, Integrator::RrpNewmark, dt, p, AdapterChoice::Any)
                     .map_err(|e| e.to_string())?;
                 if stages {
                     // Watched as `run` watches it, so that the watch stage is timed too.
@@ -486,12 +554,17 @@ pub fn measure(
             rebuilds_per_1000_steps = Some(1000.0 * rebuilds.saturating_sub(rebuilds_from) as f64 / stepped as f64);
             list_entries_per_particle = Some(entries as f64 / n.max(1) as f64);
         }
+        let rebuild_fraction = rebuilds_per_1000_steps.unwrap_or(0.0) / 1000.0;
         Ok(Measurement {
             stage_seconds,
             rebuilds_per_1000_steps,
             list_entries_per_particle,
-            dispatches_per_step: step_costs.map(|c| c.0),
-            host_waits_per_1000_steps: step_costs.map(|c| c.1),
+            recorded_dispatches_per_step: step_costs.map(|c| c.0),
+            dispatches_per_step: step_costs
+                .map(|((all, grid), _)| (all - grid) as f64 + grid as f64 * rebuild_fraction),
+            dispatches_per_quiet_step: step_costs.map(|((all, grid), _)| all - grid),
+            host_waits_per_step: step_costs.map(|c| c.1 / 1000.0),
+            dt: Some(dt),
             ..m
         })
     })
@@ -561,8 +634,12 @@ fn timed(
         stage_seconds: None,
         rebuilds_per_1000_steps: None,
         list_entries_per_particle: None,
+        replica_rebuilds_per_1000_steps: None,
+        recorded_dispatches_per_step: None,
         dispatches_per_step: None,
-        host_waits_per_1000_steps: None,
+        dispatches_per_quiet_step: None,
+        host_waits_per_step: None,
+        dt: None,
     })
 }
 
@@ -584,13 +661,13 @@ fn measure_copies(
     use rayon::prelude::*;
     let setup = Instant::now();
     // The copies' contacts are the model's: count its list once.
-    let partners = CpuEngine::new(model, Integrator::RrpNewmark, 1e-3).map(|c| c.neighbour_entries()).unwrap_or(0);
+    let partners = CpuEngine::new(model, Integrator::RrpNewmark, BENCH_DT).map(|c| c.neighbour_entries()).unwrap_or(0);
     let (n1, b1) = (model.particles.len(), model.bonds.len());
     let (mut batch, engine_bytes, bytes_per_step): (Box<dyn BatchEngine>, Option<u64>, f64) = match engine {
         EngineKind::Cpu => {
             let engines: Vec<CpuEngine> = (0..copies)
                 .into_par_iter()
-                .map(|_| CpuEngine::new(model, Integrator::RrpNewmark, 1e-3).map_err(|e| e.to_string()))
+                .map(|_| CpuEngine::new(model, Integrator::RrpNewmark, BENCH_DT).map_err(|e| e.to_string()))
                 .collect::<Result<_, _>>()?;
             let bytes = engines.iter().flat_map(|e| e.memory()).map(|m| m.1 as u64).sum::<u64>();
             let per_step = copies as f64 * cpu_bytes_per_step(n1, b1, partners);
@@ -599,9 +676,15 @@ fn measure_copies(
         EngineKind::GpuF32 | EngineKind::GpuF64 => {
             let p = if engine == EngineKind::GpuF32 { Precision::F32 } else { Precision::F64 };
             let models = vec![model; copies];
-            let e =
-                GpuEngine::new_batch(&models, Integrator::RrpNewmark, 1e-3, p, AdapterChoice::Any, Default::default())
-                    .map_err(|e| e.to_string())?;
+            let e = GpuEngine::new_batch(
+                &models,
+                Integrator::RrpNewmark,
+                BENCH_DT,
+                p,
+                AdapterChoice::Any,
+                Default::default(),
+            )
+            .map_err(|e| e.to_string())?;
             let bytes = e.device_bytes();
             let per_step = copies as f64 * gpu_bytes_per_step(n1, b1, partners, p);
             (Box::new(e), Some(bytes), per_step)
@@ -622,7 +705,8 @@ fn measure_copies(
         batch.set_watch(r, Watch::new(d, f64::INFINITY, &model.params.walls));
     }
     let stride = batch.guard_interval().max(1);
-    timed(case, engine, threads, steps, min_seconds, bandwidth_gbs, built, |k| {
+    let from = batch.rebuilds_per_replica();
+    let m = timed(case, engine, threads, steps, min_seconds, bandwidth_gbs, built, |k| {
         for s in strides(k, stride) {
             batch.advance(s).and_then(|()| batch.diagnostics()).map_err(|e| e.to_string())?;
         }
@@ -630,5 +714,22 @@ fn measure_copies(
             Some((r, e)) => Err(format!("copy {r}: {e}")),
             None => Ok(()),
         }
+    })?;
+    // Each replica's rebuilds over the warm-up and the timed steps.
+    let stepped = (m.steps + warm_up_steps(steps)) as f64;
+    let per_replica: Vec<f64> = batch
+        .rebuilds_per_replica()
+        .iter()
+        .zip(&from)
+        .map(|(now, then)| 1000.0 * now.saturating_sub(*then) as f64 / stepped)
+        .collect();
+    let range = per_replica
+        .iter()
+        .fold(None, |acc: Option<(f64, f64)>, &v| Some(acc.map_or((v, v), |(lo, hi)| (lo.min(v), hi.max(v)))));
+    Ok(Measurement {
+        replica_rebuilds_per_1000_steps: range,
+        list_entries_per_particle: Some(partners as f64 / n1.max(1) as f64),
+        dt: Some(BENCH_DT),
+        ..m
     })
 }

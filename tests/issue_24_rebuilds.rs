@@ -13,6 +13,7 @@
 mod common;
 use common::gpu::{cpu, gpu, model_from_json};
 use rrpdem::engine::{Engine, Precision};
+use rrpdem::gpu::{AdapterChoice, GpuEngine};
 use rrpdem::grid::SKIN_FACTOR;
 use rrpdem::integrator::Integrator;
 
@@ -47,7 +48,7 @@ fn a_solid_in_rigid_flight_keeps_its_lists() {
     assert_eq!(c.neighbour_rebuilds(), 1, "CPU");
     for p in [Precision::F64, Precision::F32] {
         let mut g = gpu(&m, Integrator::RrpNewmark, s.dt, p);
-        g.advance(steps).unwrap();
+        Engine::advance(&mut g, steps).unwrap();
         // The initial evaluation's list and none after (f32 rounding of the drift, ~1e-7 of
         // the positions, is far below half a skin).
         assert_eq!(g.neighbour_rebuilds(), 1, "{p:?}");
@@ -100,15 +101,92 @@ fn rebuilds_follow_the_two_test_rule_on_both_engines() {
 }
 
 #[test]
+fn each_replica_of_a_batch_rebuilds_on_its_own_motion() {
+    // Three replicas: a block spinning in flight (its deformation-free spin rebuilds it often),
+    // the same block at rest and one flying without spin (both keep their first lists). Before
+    // the decision was per replica, every replica rebuilt whenever one did: the resting blocks
+    // counted the spinning one's rebuilds. Now each counts what it counts alone (and what the
+    // CPU engine's skin rule gives), and every replica's state is bit for bit its state alone.
+    use rrpdem::engine::BatchEngine;
+    let steps = 300u64;
+    let models: Vec<_> =
+        [(5.0, 20.0), (0.0, 0.0), (5.0, 0.0)].iter().map(|&(v, w)| model_from_json(&flying_block(v, w))).collect();
+    let dt = models[0].0.dt;
+    let mut alone = Vec::new();
+    let mut alone_bits = Vec::new();
+    for (_, m) in &models {
+        let mut c = cpu(m, Integrator::RrpNewmark, dt);
+        c.advance(steps).unwrap();
+        let mut g = gpu(m, Integrator::RrpNewmark, dt, Precision::F64);
+        Engine::advance(&mut g, steps).unwrap();
+        assert_eq!(g.neighbour_rebuilds(), c.neighbour_rebuilds(), "GPU alone = CPU");
+        assert_eq!(g.replica_rebuilds(), vec![g.neighbour_rebuilds()]);
+        alone.push(g.neighbour_rebuilds());
+        alone_bits.push(common::gpu::bits(&mut g));
+    }
+    assert!(alone[0] > 10 && alone[1] == 1 && alone[2] == 1, "{alone:?}");
+    let refs: Vec<_> = models.iter().map(|(_, m)| m).collect();
+    let mut b =
+        GpuEngine::new_batch(&refs, Integrator::RrpNewmark, dt, Precision::F64, AdapterChoice::Any, Default::default())
+            .unwrap_or_else(|e| panic!("GPU batch unavailable: {e}"));
+    BatchEngine::advance(&mut b, steps).unwrap();
+    assert_eq!(b.replica_rebuilds(), alone, "each replica's rebuilds in the batch and alone");
+    // Steps with some rebuild: the spinning replica's.
+    assert_eq!(b.neighbour_rebuilds(), alone[0]);
+    let diags = BatchEngine::diagnostics(&mut b).unwrap();
+    for (r, want) in alone_bits.iter().enumerate() {
+        let snap = BatchEngine::snapshot(&mut b, r).unwrap();
+        assert_eq!(&common::gpu::state_bits(&snap, &diags[r]), want, "replica {r}: batch = alone, bit for bit");
+    }
+}
+
+#[test]
 fn the_step_costs_bench_reports() {
     // One chunk of a few hundred spheres, one watch level: a step records drift_anchor, integrate,
-    // grid_args_set, bonds, particle, watch_state and watch_update (no halo: one chunk; no
-    // integrate_check: rrp-newmark), plus the grid stage's indirect dispatches (clear, count,
-    // one scan level, scatter, order, list build), which launch no workgroup unless rebuilding.
+    // rebuild_decide, grid_args_set, bonds, particle, watch_state and watch_update (no halo: one
+    // chunk; no integrate_check: rrp-newmark), plus the grid stage's indirect dispatches (clear,
+    // count, one scan level, scatter, order, list build), which launch no workgroup unless
+    // rebuilding.
     let (s, m) = model_from_json(&flying_block(5.0, 0.0));
     let g = gpu(&m, Integrator::RrpNewmark, s.dt, Precision::F32);
     let (all, grid, waits) = g.step_costs();
-    assert_eq!((all - grid, grid), (7, 6), "{all} dispatches, {grid} indirect");
+    assert_eq!((all - grid, grid), (8, 6), "{all} dispatches, {grid} indirect");
     // Under 2·10⁵ particles the driver stops every 1000 steps.
     assert_eq!(waits, 1.0);
+}
+
+#[test]
+fn the_users_job_is_a_bench_case_with_its_cost_figures() {
+    use rrpdem::bench::{EngineKind, case, measure};
+    // `solid-torus-impact-N`: scenarios/solid_torus_impact.json with its torus scaled to about N
+    // spheres, everything else the file's (parameters, rupture, the wall), at the file's step
+    // while that is below half the stable-step estimate.
+    let (s, m0) = common::gpu::scenario_model("solid_torus_impact.json");
+    let c = case("solid-torus-impact-3000").unwrap();
+    let m = (c.model)().unwrap();
+    let n = m.particles.len();
+    assert!((2700..3300).contains(&n), "{n} spheres for 3000");
+    assert_eq!(m.params, m0.params, "the scenario's parameters");
+    assert_eq!(c.dt(&m), s.dt);
+    // A stiffer model (spheres 1000× lighter) takes the step halved until it is below half the
+    // estimate: 5e-4 · 2^-k ≤ h_max/2 < 5e-4 · 2^-(k-1).
+    let mut light = m.clone();
+    light.particles.mass.iter_mut().for_each(|v| *v *= 1e-3);
+    light.particles.inertia.iter_mut().for_each(|v| *v *= 1e-3);
+    let h_max = rrpdem::stability::estimate(&light).h_max;
+    let dt = c.dt(&light);
+    assert!(dt < s.dt && dt <= 0.5 * h_max && 2.0 * dt > 0.5 * h_max, "dt {dt} for h_max {h_max}");
+    // The GPU's cost figures: a step without a rebuild launches the recorded dispatches less the
+    // grid stage's; on average the grid's count in the fraction of steps that rebuild.
+    let g = measure(&c, std::borrow::Cow::Borrowed(&m), EngineKind::GpuF32, 1, false, 50, 0.0, None).unwrap();
+    let (all, grid) = g.recorded_dispatches_per_step.unwrap();
+    let quiet = g.dispatches_per_quiet_step.unwrap();
+    assert_eq!(quiet, all - grid);
+    let rebuilds = g.rebuilds_per_1000_steps.unwrap() / 1000.0;
+    assert!(rebuilds > 0.0 && rebuilds < 1.0, "{rebuilds}");
+    let mean = g.dispatches_per_step.unwrap();
+    assert!((mean - (quiet as f64 + grid as f64 * rebuilds)).abs() < 1e-12, "{mean}");
+    // `run` waits for the device once per guard interval: every 1000 steps at this size.
+    assert_eq!(g.host_waits_per_step, Some(1e-3));
+    assert_eq!(g.dt, Some(s.dt));
 }

@@ -154,10 +154,19 @@ fn print_measurement(m: &rrpdem::bench::Measurement) {
     if let (Some(r), Some(l)) = (m.rebuilds_per_1000_steps, m.list_entries_per_particle) {
         eprintln!("  contact lists: {r:.1} rebuilds per 1000 steps, {l:.2} entries per particle");
     }
-    if let (Some((all, grid)), Some(w)) = (m.dispatches_per_step, m.host_waits_per_1000_steps) {
+    if let Some((lo, hi)) = m.replica_rebuilds_per_1000_steps {
+        eprintln!("  each replica: {lo:.1} to {hi:.1} rebuilds per 1000 steps");
+    }
+    if let (Some((all, grid)), Some(mean), Some(quiet), Some(w)) =
+        (m.recorded_dispatches_per_step, m.dispatches_per_step, m.dispatches_per_quiet_step, m.host_waits_per_step)
+    {
         eprintln!(
-            "  per step: {all} dispatches ({grid} of them the grid's, empty unless rebuilding); {w:.1} host waits per 1000 steps"
+            "  per step: {all} dispatches recorded ({grid} of them the grid's, empty unless rebuilding); {mean:.1} launched \
+             on average, {quiet} in a step without a rebuild; {w:.4} host waits"
         );
+    }
+    if let Some(dt) = m.dt.filter(|&dt| dt != rrpdem::bench::BENCH_DT) {
+        eprintln!("  dt = {dt:e} (the scenario's step, halved to below half the stable-step estimate where needed)");
     }
     if let Some(b) = m.engine_bytes {
         let parts: Vec<String> = m.engine_parts.iter().map(|(k, v)| format!("{k} {:.1}", *v as f64 / 1e6)).collect();

@@ -129,8 +129,9 @@ enum Command {
     },
     /// Throughput of the standard cases (particle-steps/s, bond-steps/s) on chosen engines.
     Bench {
-        /// Cases: torus, rings-N, fcc-N, solid-torus-N, solid-torus-rupture-N, tori-N (N a particle
-        /// count such as 1e5), or `standard` for the set docs/BENCHMARKS.md reports (torus,
+        /// Cases: torus, rings-N, fcc-N, solid-torus-N, solid-torus-rupture-N, solid-torus-impact-N
+        /// (scenarios/solid_torus_impact.json scaled to N spheres, at its own step), tori-N (N a
+        /// particle count such as 1e5), or `standard` for the set docs/BENCHMARKS.md reports (torus,
         /// rings-1e5, rings-1e6, fcc-1e5, fcc-1e6, solid-torus-1e5). A one-model case with
         /// `+damped` (MODEL §10 dashpots) or `+friction` (dashpots and friction; CPU only), e.g.
         /// fcc-1e5+damped.

@@ -76,6 +76,10 @@ pub trait BatchEngine {
     fn warnings(&self) -> Vec<String> {
         Vec::new()
     }
+    /// Each replica's contact-list rebuilds so far (empty where the engines keep no lists).
+    fn rebuilds_per_replica(&mut self) -> Vec<u64> {
+        Vec::new()
+    }
     /// See `Engine::order_check_interval`, for replica `r` (`None` where a batch cannot
     /// renumber one replica alone).
     fn order_check_interval(&self, r: usize) -> Option<u64> {
@@ -215,6 +219,9 @@ impl<E: Engine + Send> BatchEngine for Separate<E> {
     }
     fn replicas(&self) -> usize {
         self.engines.len()
+    }
+    fn rebuilds_per_replica(&mut self) -> Vec<u64> {
+        self.engines.iter_mut().map(|e| e.list_figures().map_or(0, |f| f.0)).collect()
     }
     fn n_particles(&self, r: usize) -> usize {
         self.engines[r].n_particles()

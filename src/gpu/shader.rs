@@ -61,15 +61,19 @@ pub const WATCH_SEPARATED: u32 = 8;
 /// Slots of the u32 status buffer (`status` in shaders/bindings.wgsl), given to WGSL by the
 /// header: first the batch-wide words, then `RSTATUS_LEN` words per replica.
 pub const STATUS_STEP: usize = 0;
-/// The skin rule's verdicts of the current step (`REBUILD_ABS | REBUILD_REL` bits, set by
-/// `integrate`): the step rebuilds the contact grid and neighbour lists when both are set
-/// (`REBUILD_ALL`, which the host and an overflow set directly).
+/// The step's rebuild decision: `REBUILD_ALL` when every replica must rebuild (set by the host
+/// for a batch's first step, and by an overflowed list), `REBUILD_SOME` once `rebuild_decide`
+/// found a replica that rebuilds in this step (the grid stage then launches). Each replica's own
+/// verdicts are in its `RSTATUS_REBUILD` slot.
 pub const STATUS_REBUILD: usize = 1;
 /// Some particle moved more than half a skin since the last rebuild.
 pub const REBUILD_ABS: u32 = 1;
 /// Some particle moved more than half a skin relative to its replica's anchor.
 pub const REBUILD_REL: u32 = 2;
 pub const REBUILD_ALL: u32 = REBUILD_ABS | REBUILD_REL;
+/// This step rebuilds: in `STATUS_REBUILD`, some replica's grid and lists; in a replica's
+/// `RSTATUS_REBUILD`, its own.
+pub const REBUILD_SOME: u32 = 4;
 /// Non-zero once a neighbour list overflowed its capacity in this batch (sticky).
 pub const STATUS_OVERFLOW: usize = 2;
 /// Largest neighbour count seen by an overflowing rebuild.
@@ -105,8 +109,16 @@ pub const RSTATUS_CONTACT_WALL: usize = 7;
 /// its contact history holds (`HIST_SLOTS`), and the lowest such particle (MODEL §10 on the GPU).
 pub const RSTATUS_HIST_STEP: usize = 8;
 pub const RSTATUS_HIST_PARTICLE: usize = 9;
+/// The skin rule's verdicts for the replica in this step (`REBUILD_ABS | REBUILD_REL` bits,
+/// or-ed by `integrate`, cleared by `drift_anchor`), and `REBUILD_SOME` once `rebuild_decide`
+/// has decided that the replica rebuilds (both verdicts, or `REBUILD_ALL` batch-wide): a
+/// replica's rebuild never depends on another's motion. Starts at 0.
+pub const RSTATUS_REBUILD: usize = 10;
+/// Steps of this batch in which the replica rebuilt its grid part and lists (starts at 0;
+/// `GpuEngine::replica_rebuilds`).
+pub const RSTATUS_REBUILDS: usize = 11;
 /// Status words per replica.
-pub const RSTATUS_LEN: usize = 10;
+pub const RSTATUS_LEN: usize = 12;
 /// Contacts with higher-index partners whose tangential history (MODEL §10 friction) one
 /// sphere keeps on the GPU (`hist_key`, `hist_xi` in shaders/bindings.wgsl): 6 in the interior
 /// of an FCC solid numbered in lattice order, up to 12 after a spatial re-sort; more is a
@@ -148,7 +160,7 @@ pub const KERNEL_FILES: &[KernelFile] = &[
     KernelFile {
         name: "integrate",
         source: include_str!("../../shaders/integrate.wgsl"),
-        entry_points: &["integrate_check", "drift_anchor", "integrate"],
+        entry_points: &["integrate_check", "drift_anchor", "integrate", "rebuild_decide"],
         libraries: &[],
     },
     KernelFile {
@@ -245,6 +257,9 @@ pub fn header(precision: Precision) -> String {
         ("REBUILD_ABS", REBUILD_ABS as usize),
         ("REBUILD_REL", REBUILD_REL as usize),
         ("REBUILD_ALL", REBUILD_ALL as usize),
+        ("REBUILD_SOME", REBUILD_SOME as usize),
+        ("RSTATUS_REBUILD", RSTATUS_REBUILD),
+        ("RSTATUS_REBUILDS", RSTATUS_REBUILDS),
         ("FLAG_GRAVITY", FLAG_GRAVITY as usize),
         ("FLAG_PENDULUM", FLAG_PENDULUM as usize),
         ("FLAG_RUPTURE", FLAG_RUPTURE as usize),

@@ -154,6 +154,8 @@ struct Replica {
     /// flips with every evaluation that computes the dissipative loads; and at the backup point.
     hist_parity: u32,
     backup_parity: u32,
+    /// Steps in which this replica rebuilt its grid part and contact lists (`replica_rebuilds`).
+    rebuilds: u64,
 }
 
 impl Replica {
@@ -199,6 +201,7 @@ impl Replica {
             backup_watch: None,
             hist_parity: 0,
             backup_parity: 0,
+            rebuilds: 0,
         }
     }
 }
@@ -470,6 +473,13 @@ impl GpuEngine {
     /// rule and a body's flight decide (docs/GPU.md, "Rebuilds").
     pub fn neighbour_rebuilds(&self) -> u64 {
         self.rebuilds
+    }
+
+    /// Each replica's own rebuilds since the engine was made (as `neighbour_rebuilds`): decided
+    /// on its own particles' motion (`rebuild_decide` in shaders/integrate.wgsl), so the same
+    /// as the replica's count when it runs alone, whatever the other replicas do.
+    pub fn replica_rebuilds(&self) -> Vec<u64> {
+        self.reps.iter().map(|r| r.rebuilds).collect()
     }
 
     /// The largest capacity of one neighbour list (all equal until some list overflowed; then
@@ -755,6 +765,10 @@ impl Engine for GpuEngine {
 impl BatchEngine for GpuEngine {
     fn info(&self) -> EngineInfo {
         self.info_of()
+    }
+
+    fn rebuilds_per_replica(&mut self) -> Vec<u64> {
+        self.replica_rebuilds()
     }
 
     fn replicas(&self) -> usize {

@@ -12,8 +12,8 @@ use crate::gpu::shader::{
     HIST_SLOTS, NQ, REC_E_DISS, REC_E_ROT, REC_E_TRANS, REC_F_WALL, REC_L, REC_MASS_X, REC_P, REC_S, REC_U_AXIAL,
     REC_U_BEND, REC_U_CONTACT, REC_U_GRAVITY, REC_U_SHEAR, REC_U_WALL, RSTATUS_BAD_PARTICLE, RSTATUS_BAD_STEP,
     RSTATUS_CONTACT_WALL, RSTATUS_EXACT_PARTICLE, RSTATUS_EXACT_STEP, RSTATUS_GRID_PARTICLE, RSTATUS_GRID_STEP,
-    RSTATUS_HIST_PARTICLE, RSTATUS_HIST_STEP, RSTATUS_LEN, STATUS_BREAKS, STATUS_LEN, STATUS_MAX_NBR, STATUS_NONE,
-    STATUS_OVERFLOW, STATUS_REBUILDS,
+    RSTATUS_HIST_PARTICLE, RSTATUS_HIST_STEP, RSTATUS_LEN, RSTATUS_REBUILDS, STATUS_BREAKS, STATUS_LEN, STATUS_MAX_NBR,
+    STATUS_NONE, STATUS_OVERFLOW, STATUS_REBUILDS,
 };
 use crate::gpu::state::{Stage, StageQueries};
 use crate::interactions::BreakEvent;
@@ -148,6 +148,9 @@ impl GpuEngine {
         self.ctx.take_error()?;
         let (status, rec) = self.state.read_status(&self.ctx.device)?;
         self.rebuilds += status[STATUS_REBUILDS] as u64;
+        for (r, rep) in self.reps.iter_mut().enumerate() {
+            rep.rebuilds += status[STATUS_LEN + r * RSTATUS_LEN + RSTATUS_REBUILDS] as u64;
+        }
         // Breaks first: a failing replica keeps those it made (the kernels freeze after a
         // failure), and `rollback` drops the ones after the step it returns to, as on the CPU.
         if status[STATUS_BREAKS] as u64 > self.state.break_capacity {

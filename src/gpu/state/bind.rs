@@ -41,8 +41,16 @@ pub(super) struct ReduceFirst {
 }
 
 /// Kernels bound to the main state buffers (the scan and reduction levels bind their own).
-const MAIN_KERNELS: [&str; 7] =
-    ["integrate_check", "drift_anchor", "integrate", "grid_clear", "grid_count", "grid_scatter", "grid_order"];
+const MAIN_KERNELS: [&str; 8] = [
+    "integrate_check",
+    "drift_anchor",
+    "integrate",
+    "rebuild_decide",
+    "grid_clear",
+    "grid_count",
+    "grid_scatter",
+    "grid_order",
+];
 
 /// Kernels dispatched in chunks (`gpu::chunks`), each chunk with bind groups of its own.
 const CHUNKED_KERNELS: [&str; 6] = ["particle", "dissipate", "nbr_build", "bonds", "halo_copy", "reduce_state"];

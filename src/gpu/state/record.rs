@@ -13,7 +13,10 @@
 
 use super::super::chunks::ChunkPlan;
 use super::super::pipeline::DemPipeline;
-use super::super::shader::{NQ, REBUILD_ALL, RSTATUS_LEN, SCAN_WG, STATUS_LEN, STATUS_NONE, STATUS_REBUILD, WG};
+use super::super::shader::{
+    NQ, REBUILD_ALL, RSTATUS_LEN, RSTATUS_REBUILD, RSTATUS_REBUILDS, SCAN_WG, STATUS_LEN, STATUS_NONE, STATUS_REBUILD,
+    WG,
+};
 use super::super::sizes::real_size;
 use super::super::watch::watch_gpu_size;
 use super::DemState;
@@ -121,8 +124,10 @@ pub(super) fn step_dispatches(
         d(Integrate, "integrate_check", Main, n, WG, RrpExact),
         // Each replica's anchor displacement, which the skin rule is relative to.
         d(Integrate, "drift_anchor", Main, replicas, WG, Always),
-        // Kick, drift, rotation, block moves; raises the rebuild flag where needed.
+        // Kick, drift, rotation, block moves; each replica's skin-rule verdicts.
         d(Integrate, "integrate", Main, n, WG, Always),
+        // Which replicas rebuild in this step (each on its own verdicts), and whether any does.
+        d(Integrate, "rebuild_decide", Main, replicas, WG, Always),
     ];
     // The grid stage, all indirect: clear the bucket table, count, scan the counts (each level,
     // then, top down, add the scanned totals of the level above into every level but the top),
@@ -202,6 +207,10 @@ impl DemState {
 pub(super) fn initial_status(rebuild: bool, replicas: usize) -> Vec<u32> {
     let mut status = vec![0u32; STATUS_LEN];
     status.extend(std::iter::repeat_n(STATUS_NONE, replicas * RSTATUS_LEN));
+    for r in 0..replicas {
+        status[STATUS_LEN + r * RSTATUS_LEN + RSTATUS_REBUILD] = 0;
+        status[STATUS_LEN + r * RSTATUS_LEN + RSTATUS_REBUILDS] = 0;
+    }
     status[STATUS_REBUILD] = if rebuild { REBUILD_ALL } else { 0 };
     status
 }
@@ -264,6 +273,10 @@ impl DemState {
         self.record_step_prologue(encoder, true);
         let mut pass = encoder
             .begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some("evaluate"), timestamp_writes: None });
+        // Which replicas rebuild (those the host's flag names; no particle has moved).
+        for s in self.steps.iter().filter(|s| s.kernel == "rebuild_decide") {
+            pipe.dispatch(&mut pass, s.kernel, &self.bind[s.kernel], s.items, s.per_group);
+        }
         for stage in [Stage::Grid, Stage::Bonds, Stage::Particle] {
             self.record_stage(pipe, &mut pass, stage, Integrator::RrpNewmark);
         }
@@ -359,6 +372,7 @@ mod tests {
             (Integrate, "integrate_check", 1000),
             (Integrate, "drift_anchor", 2),
             (Integrate, "integrate", 1000),
+            (Integrate, "rebuild_decide", 2),
             (Grid, "grid_args_set", 3 * 11),
             (Grid, "grid_clear", 2049),
             (Grid, "grid_count", 1000),
@@ -404,9 +418,9 @@ mod tests {
                 .all(|s| matches!(s.launch, Launch::Indirect(_)) == (s.stage == Grid && s.kernel != "grid_args_set"))
         );
         // Scan levels: blocks of two values per invocation; the additions top down, none at the top.
-        assert_eq!(steps[6].per_group, 2 * SCAN_WG);
-        assert_eq!((steps[9].groups, steps[10].groups), (Groups::ScanAdd(1), Groups::ScanAdd(0)));
-        assert_eq!((steps[13].groups, steps[14].groups), (Groups::Chunk(0), Groups::Chunk(1)));
+        assert_eq!(steps[7].per_group, 2 * SCAN_WG);
+        assert_eq!((steps[10].groups, steps[11].groups), (Groups::ScanAdd(1), Groups::ScanAdd(0)));
+        assert_eq!((steps[14].groups, steps[15].groups), (Groups::Chunk(0), Groups::Chunk(1)));
     }
 
     #[test]
@@ -414,7 +428,13 @@ mod tests {
         let s = initial_status(true, 2);
         assert_eq!(s.len(), STATUS_LEN + 2 * RSTATUS_LEN);
         assert_eq!(s[STATUS_REBUILD], REBUILD_ALL);
-        assert!(s[STATUS_LEN..].iter().all(|&w| w == STATUS_NONE));
+        // No failure; each replica's rebuild verdicts and count at 0.
+        for r in 0..2 {
+            for (k, &w) in s[STATUS_LEN + r * RSTATUS_LEN..][..RSTATUS_LEN].iter().enumerate() {
+                let want = if k == RSTATUS_REBUILD || k == RSTATUS_REBUILDS { 0 } else { STATUS_NONE };
+                assert_eq!(w, want, "replica {r}, slot {k}");
+            }
+        }
         assert_eq!(initial_status(false, 1)[STATUS_REBUILD], 0);
     }
 }
