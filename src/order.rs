@@ -42,7 +42,6 @@
 
 use crate::error::EngineError;
 use crate::grid::morton3;
-use crate::integrator::Kinematics;
 use crate::interactions::BreakEvent;
 use crate::model::{Bond, Model, Particles};
 use glam::DVec3;
@@ -330,7 +329,7 @@ impl Order {
     }
 
     /// A state in the engine's order, in the user's.
-    pub fn to_user(&self, state: Vec<Kinematics>) -> Vec<Kinematics> {
+    pub fn to_user<T: Copy + Send + Sync>(&self, state: Vec<T>) -> Vec<T> {
         self.inverse.par_iter().map(|&k| state[k as usize]).collect()
     }
 
@@ -380,6 +379,7 @@ pub fn error_to_user(order: Option<&Order>, e: EngineError) -> EngineError {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use crate::integrator::Kinematics;
     use crate::model::Params;
     use glam::DQuat;
 

@@ -72,6 +72,9 @@ pub struct Frame {
     pub t: f64,
     pub state: Vec<Kinematics>,
     pub broken: Vec<bool>,
+    /// With friction: each particle's largest tangential displacement |ξ| (MODEL §10,
+    /// `Engine::tangential_displacement`), written as the point array `tangential_displacement`.
+    pub tangential: Option<Vec<f64>>,
 }
 
 /// Name of frame `index` inside `FOLDER`.
@@ -321,7 +324,7 @@ fn point_arrays<'a>(model: &'a Model, frame: &'a Frame, settings: &VtkSettings, 
     let parts = &model.particles;
     let replica = settings.replica;
     use Section::Point;
-    vec![
+    let mut arrays = vec![
         Array::new(
             Point,
             "id",
@@ -375,7 +378,13 @@ fn point_arrays<'a>(model: &'a Model, frame: &'a Frame, settings: &VtkSettings, 
             n,
             Box::new(move |b| fragment.iter().for_each(|&l| b.extend_from_slice(&(l as i64).to_le_bytes()))),
         ),
-    ]
+    ];
+    if let Some(xi) = &frame.tangential {
+        // Models with friction only: the spring–slider's largest stretch at each particle.
+        let fill = Box::new(move |b: &mut Vec<u8>| xi.iter().for_each(|&x| put_f(b, p, x)));
+        arrays.push(Array::new(Point, "tangential_displacement", f, 1, n, fill));
+    }
+    arrays
 }
 
 /// The cell data of a frame: the `n` vertex cells first, then one value per bond.

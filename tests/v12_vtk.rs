@@ -604,7 +604,8 @@ fn frame_write_time_for_a_million_particles() {
             }
         })
         .collect();
-    let frame = Frame { step: 0, t: 0.0, state, broken: (0..m.bonds.len()).map(|b| b % 100 == 0).collect() };
+    let frame =
+        Frame { step: 0, t: 0.0, state, broken: (0..m.bonds.len()).map(|b| b % 100 == 0).collect(), tangential: None };
     let tmp = tempfile::tempdir().unwrap();
     for precision in [VtkPrecision::F64, VtkPrecision::F32] {
         let mut times = Vec::new();
@@ -622,6 +623,54 @@ fn frame_write_time_for_a_million_particles() {
         println!("{precision:?}: {mb:.0} MB per frame, 5 frames in a row: {times:.3?} s");
         for k in 0..5 {
             std::fs::remove_file(tmp.path().join(format!("big_{k}.vtp"))).unwrap();
+        }
+    }
+}
+
+#[test]
+fn frictional_frames_carry_each_spheres_tangential_displacement() {
+    // A sphere (D = 0.1, m = 1) resting at its static overlap on a wall under g = 10 (−x),
+    // launched along y at 0.5 with wall friction μ = 0.3 and no dashpot: it slides (it would
+    // roll only after ~2 v/(7 μ g) ≈ 0.05), so its spring–slider sits at the Coulomb bound,
+    // |ξ| = 2 μ s / (3 κ) with κ = 2/7 and s = r − x the overlap (MODEL §10). Every frame after
+    // the first few steps must show that, computed here from the frame's own coordinates (the
+    // reader's, independent of the writer's arithmetic); the field is absent without friction.
+    let (k, g, r, mu, kappa) = (2100.0, 10.0, 0.05, 0.3, 2.0 / 7.0);
+    let s0 = (g / (k / f64::powf(r, 2.5))).powf(2.0 / 3.0);
+    let tmp = tempfile::tempdir().unwrap();
+    for friction in [true, false] {
+        let block = if friction { r#""friction": {"wall_coefficient": 0.3},"# } else { "" };
+        let json = format!(
+            r#"{{"name": "slide", "dt": 1e-4, "t_end": 0.02, "particle": {{"mass": 1, "inertia": 0.001, "diameter": 0.1}},
+            "stiffness": {{"contact": {k}, "wall": {k}}}, "gravity": [-{g}, 0, 0], {block}
+            "walls": [{{"point": [0, 0, 0], "normal": [1, 0, 0]}}],
+            "bodies": [{{"type": "particles", "particles": [{{"x": [{x:e}, 0, 0], "v": [0, 0.5, 0]}}]}}]}}"#,
+            x = r - s0
+        );
+        let path = tmp.path().join(format!("slide_{friction}.json"));
+        std::fs::write(&path, json).unwrap();
+        for backend in [["--backend", "cpu", "--precision", "f64"], ["--backend", "gpu", "--precision", "f64"]] {
+            let out = tmp.path().join(format!("out_{friction}_{}", backend[1]));
+            let mut args = vec!["run", path.to_str().unwrap(), "--out", out.to_str().unwrap(), "--vtk-every", "50"];
+            args.extend(backend);
+            let o = rrpdem(&args);
+            assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+            let v = read_back(&out);
+            let frames = v["frames"].as_array().unwrap();
+            assert_eq!(frames.len(), 5, "frames at steps 0, 50, …, 200");
+            for f in &frames[1..] {
+                let present = f["point_data"].get("tangential_displacement").is_some();
+                assert_eq!(present, friction, "{backend:?}: the field only with friction");
+                if !friction {
+                    continue;
+                }
+                let a = array(f, "point_data", "tangential_displacement");
+                check_type(a, "f64", 1);
+                let s = r - f["coords"][0].as_f64().unwrap();
+                let want = 2.0 * mu * s / (3.0 * kappa);
+                let got = values(a)[0];
+                assert!((got - want).abs() <= 1e-12 * want, "{backend:?}: |ξ| {got} vs 2μs/3κ {want}");
+            }
         }
     }
 }

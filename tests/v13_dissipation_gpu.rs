@@ -293,3 +293,80 @@ fn the_memory_estimate_counts_the_loads_and_the_contact_history() {
         }
     }
 }
+
+/// A sphere (D = 0.1, m = 1) pressed by g = 10 at its static overlap onto a wall (`wall`) or onto
+/// a fixed sphere of the same size (pair), launched tangentially at 0.5 without spin, with
+/// friction μ = 0.3 and no dashpot (restitution 1), at h = 1e-4. Returns the model and κ.
+fn sliding(wall: bool) -> (Model, f64) {
+    let (k, g, r) = (2100.0, 10.0, 0.05);
+    let r_sum: f64 = if wall { r } else { 2.0 * r };
+    let s0 = (g / (k / r_sum.powf(2.5))).powf(2.0 / 3.0);
+    let (walls, friction, spheres) = if wall {
+        (
+            r#"[{"point": [0, 0, 0], "normal": [1, 0, 0]}]"#,
+            r#"{"wall_coefficient": 0.3}"#,
+            format!(r#"[{{"x": [{:e}, 0, 0], "v": [0, 0.5, 0]}}]"#, r - s0),
+        )
+    } else {
+        (
+            "[]",
+            r#"{"coefficient": 0.3}"#,
+            format!(r#"[{{"x": [0, 0, 0], "fixed": true}}, {{"x": [{:e}, 0, 0], "v": [0, 0.5, 0]}}]"#, r_sum - s0),
+        )
+    };
+    let json = format!(
+        r#"{{"name": "slide", "dt": 1e-4, "t_end": 1, "particle": {{"mass": 1, "inertia": 0.001, "diameter": 0.1}},
+        "stiffness": {{"contact": {k}, "wall": {k}}}, "gravity": [-{g}, 0, 0], "walls": {walls},
+        "friction": {friction}, "bodies": [{{"type": "particles", "particles": {spheres}}}]}}"#
+    );
+    (model_from_json(&json).1, 2.0 / 7.0)
+}
+
+#[test]
+fn the_tangential_displacement_is_the_sliding_bound_on_both_engines() {
+    // While a contact slides without a dashpot, the spring–slider sits at the Coulomb bound:
+    // k_t |ξ| = μ F_n with F_n = k_H s^{3/2} and k_t = κ (3/2) k_H s^{1/2}, so |ξ| = 2 μ s / (3 κ),
+    // s the overlap of the state just evaluated (MODEL §10): the field `Engine::
+    // tangential_displacement` reports (and VTK frames show) against that closed form, from the
+    // engine's own positions. Sliding is certain here: it starts within a few steps (k_t v_t h
+    // ≈ μ F_n / 3) and the sphere would roll only after ~2 v_t/(7 μ g) ≈ 0.05, past the 0.02
+    // checked. f64: rounding only (1e-12 relative); f32: the overlap s ≈ 2e-4 is a difference
+    // of positions ~0.05, so s carries ~4e-9/2e-4 = 2e-5 relative: 1e-3.
+    let mu = 0.3;
+    for wall in [true, false] {
+        let (model, kappa) = sliding(wall);
+        let moving = model.particles.len() - 1;
+        let overlap = |x: &[glam::DVec3]| {
+            if wall { 0.05 - x[0].x } else { 0.1 - (x[1] - x[0]).length() }
+        };
+        let mut engines: Vec<(Box<dyn Engine>, f64, &str)> = vec![
+            (Box::new(cpu(&model, Integrator::RrpNewmark, 1e-4)), 1e-12, "CPU"),
+            (Box::new(gpu(&model, Integrator::RrpNewmark, 1e-4, Precision::F64)), 1e-12, "GPU f64"),
+            (Box::new(gpu(&model, Integrator::RrpNewmark, 1e-4, Precision::F32)), 1e-3, "GPU f32"),
+        ];
+        for (e, tol, name) in &mut engines {
+            e.advance(20).unwrap();
+            for _ in 0..18 {
+                e.advance(10).unwrap();
+                let x: Vec<_> = e.snapshot().unwrap().iter().map(|k| k.x).collect();
+                let s = overlap(&x);
+                assert!(s > 0.0, "{name}: in contact");
+                let field = e.tangential_displacement().unwrap().expect("a model with friction has the field");
+                assert_eq!(field.len(), model.particles.len());
+                let want = 2.0 * mu * s / (3.0 * kappa);
+                assert!(
+                    (field[moving] - want).abs() <= *tol * want,
+                    "{name}, wall {wall}: |ξ| {} vs 2μs/3κ {want}",
+                    field[moving]
+                );
+                // A pair's two spheres show the same contact.
+                assert_eq!(field[0], field[moving], "{name}: both ends of the contact");
+            }
+        }
+    }
+    // Without friction there is no field.
+    let mut c = cpu(&block(), Integrator::RrpNewmark, DT);
+    assert_eq!(c.tangential_displacement().unwrap(), None);
+    let mut g = gpu(&block(), Integrator::RrpNewmark, DT, Precision::F64);
+    assert_eq!(Engine::tangential_displacement(&mut g).unwrap(), None);
+}

@@ -156,6 +156,10 @@ impl Inner {
     fn snapshot(&mut self) -> Result<Vec<rrpdem::integrator::Kinematics>, EngineError> {
         view(self.engine.as_mut(), self.order.as_ref(), |re| re.snapshot(0))
     }
+
+    fn tangential_displacement(&mut self) -> Result<Option<Vec<f64>>, EngineError> {
+        view(self.engine.as_mut(), self.order.as_ref(), |re| re.tangential_displacement(0))
+    }
 }
 
 /// `f` on the engine as the run driver sees it: through `Reordered`, in the user's numbering.
@@ -306,6 +310,18 @@ impl PyEngine {
         let labels = rrpdem::fragments::label_model(&inner.model, &inner.broken);
         d.set_item("fragment", PyArray1::from_vec(py, labels.into_iter().map(i64::from).collect()))?;
         Ok(d)
+    }
+
+    /// With friction (MODEL §10): each particle's largest tangential displacement |ξ| over its
+    /// frictional contacts after the last force evaluation (length; 0 without one), by user
+    /// index, the field VTK frames carry as `tangential_displacement`; `None` without friction.
+    fn tangential_displacement<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyArray1<f64>>>> {
+        let mut g = self.lock()?;
+        let inner: &mut Inner = &mut g;
+        let got = py.detach(|| inner.tangential_displacement());
+        let step = inner.engine.steps_done();
+        let got = got.map_err(|e| run_error_text(py, e.to_string(), None, Some(step)))?;
+        Ok(got.map(|v| PyArray1::from_vec(py, v)))
     }
 
     /// Every rigid clump's state at the current step (MODEL §12) in `clumps.csv`'s columns but

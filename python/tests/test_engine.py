@@ -1,6 +1,7 @@
 """rrpdem.Engine stepped from Python reproduces `rrpdem run` bit for bit: each record's
 diagnostics, the breaks and the final state."""
 
+import json
 import numpy as np
 import pytest
 import rrpdem
@@ -95,3 +96,32 @@ def test_engine_used_from_two_threads_is_busy_not_deadlocked(tmp_path):
     finally:
         t.join()
     assert e.steps == 300_000 and e.diagnostics()["step"] == 300_000
+
+
+def test_engine_tangential_displacement_is_the_sliding_bound(tmp_path):
+    # MODEL §10: a sphere sliding on a wall without a dashpot keeps its spring-slider at the
+    # Coulomb bound, |xi| = 2 mu s / (3 kappa) with s = r - x its overlap (kappa = 2/7); the
+    # field VTK frames show, here from the Engine; None without friction.
+    k, g, r, mu, kappa = 2100.0, 10.0, 0.05, 0.3, 2.0 / 7.0
+    s0 = (g / (k / r**2.5)) ** (2.0 / 3.0)
+    for friction in [True, False]:
+        scenario = {
+            "name": "slide", "dt": 1e-4, "t_end": 0.02,
+            "particle": {"mass": 1, "inertia": 0.001, "diameter": 0.1},
+            "stiffness": {"contact": k, "wall": k}, "gravity": [-g, 0, 0],
+            "walls": [{"point": [0, 0, 0], "normal": [1, 0, 0]}],
+            "bodies": [{"type": "particles", "particles": [{"x": [r - s0, 0, 0], "v": [0, 0.5, 0]}]}],
+        }
+        if friction:
+            scenario["friction"] = {"wall_coefficient": mu}
+        path = tmp_path / f"slide_{friction}.json"
+        path.write_text(json.dumps(scenario))
+        e = rrpdem.Engine(path)
+        e.advance(150)
+        xi = e.tangential_displacement()
+        if not friction:
+            assert xi is None
+            continue
+        s = r - e.state()["x"][0]
+        want = 2 * mu * s / (3 * kappa)
+        assert xi.shape == (1,) and abs(xi[0] - want) <= 1e-12 * want, (xi, want)

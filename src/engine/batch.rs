@@ -41,6 +41,11 @@ pub trait BatchEngine {
         let _ = r;
         Ok(Vec::new())
     }
+    /// See `Engine::tangential_displacement`, for replica `r`.
+    fn tangential_displacement(&mut self, r: usize) -> Result<Option<Vec<f64>>, EngineError> {
+        let _ = r;
+        Ok(None)
+    }
     /// See `Engine::state_kind`: a replica's saved state loads into a one-replica engine of the
     /// same kind built from the replica's model.
     fn state_kind(&self) -> String;
@@ -148,6 +153,9 @@ impl BatchEngine for Single<'_> {
     }
     fn clumps(&mut self, _r: usize) -> Result<Vec<super::ClumpState>, EngineError> {
         self.engine.clumps()
+    }
+    fn tangential_displacement(&mut self, _r: usize) -> Result<Option<Vec<f64>>, EngineError> {
+        self.engine.tangential_displacement()
     }
     fn state_kind(&self) -> String {
         self.engine.state_kind()
@@ -273,6 +281,9 @@ impl<E: Engine + Send> BatchEngine for Separate<E> {
     }
     fn clumps(&mut self, r: usize) -> Result<Vec<super::ClumpState>, EngineError> {
         self.engines[r].clumps()
+    }
+    fn tangential_displacement(&mut self, r: usize) -> Result<Option<Vec<f64>>, EngineError> {
+        self.engines[r].tangential_displacement()
     }
     fn state_kind(&self) -> String {
         self.engines.first().map_or_else(String::new, |e| e.state_kind())

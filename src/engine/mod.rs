@@ -113,6 +113,13 @@ pub trait Engine {
     fn clumps(&mut self) -> Result<Vec<ClumpState>, EngineError> {
         Ok(Vec::new())
     }
+    /// With friction (MODEL §10): each particle's largest tangential displacement |ξ| over its
+    /// frictional contacts (spheres and walls) after the last force evaluation (length units;
+    /// 0 without one), the spring–slider's stretch that VTK frames show. `None` where the
+    /// model has no friction.
+    fn tangential_displacement(&mut self) -> Result<Option<Vec<f64>>, EngineError> {
+        Ok(None)
+    }
     /// What `save_state` calls this engine's state (backend and precision, e.g. `cpu-f64`).
     fn state_kind(&self) -> String;
     /// The engine's state at the current step, raw, so that `load_state` on an engine of the

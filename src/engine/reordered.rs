@@ -93,6 +93,13 @@ impl BatchEngine for Reordered<'_> {
             None => s,
         })
     }
+    fn tangential_displacement(&mut self, r: usize) -> Result<Option<Vec<f64>>, EngineError> {
+        let s = self.inner.tangential_displacement(r)?;
+        Ok(match (s, self.order(r)) {
+            (Some(s), Some(o)) => Some(o.to_user(s)),
+            (s, _) => s,
+        })
+    }
     fn state_kind(&self) -> String {
         self.inner.state_kind()
     }

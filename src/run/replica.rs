@@ -44,7 +44,8 @@ impl Frames<'_> {
         broken: &[bool],
     ) -> Result<(), Failure> {
         let state = engine.snapshot(r).map_err(Failure::Engine)?;
-        self.writer.submit(Frame { step, t, state, broken: broken.to_vec() }).map_err(Failure::Vtk)
+        let tangential = engine.tangential_displacement(r).map_err(Failure::Engine)?;
+        self.writer.submit(Frame { step, t, state, broken: broken.to_vec(), tangential }).map_err(Failure::Vtk)
     }
 }
 

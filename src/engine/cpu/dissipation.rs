@@ -192,6 +192,32 @@ impl DissState {
             + self.history.bytes()
     }
 
+    /// With friction, each particle's largest |ξ| after the last evaluation (its output,
+    /// `next`): over its entries for its partners (each pair's two copies are exact negatives,
+    /// so each end sees the pair's length) and its walls.
+    pub(super) fn tangential_displacement(&self, n: usize) -> Option<Vec<f64>> {
+        if !self.coef.friction() {
+            return None;
+        }
+        let h = &self.history;
+        let mut out = vec![0.0f64; n];
+        if self.coef.mu > 0.0 && h.off.len() == n + 1 && h.next.len() == h.keys.len() {
+            for (i, o) in out.iter_mut().enumerate() {
+                for x in &h.next[h.off[i] as usize..h.off[i + 1] as usize] {
+                    *o = o.max(x.length());
+                }
+            }
+        }
+        if h.walls > 0 {
+            for (i, o) in out.iter_mut().enumerate() {
+                for x in &h.wall_next[i * h.walls..(i + 1) * h.walls] {
+                    *o = o.max(x.length());
+                }
+            }
+        }
+        Some(out)
+    }
+
     /// Readies the history for an evaluation with the current neighbour list.
     pub(super) fn prepare(&mut self, nbr: &NeighbourList) {
         if self.coef.friction() {

@@ -412,6 +412,10 @@ impl Engine for CpuEngine {
         Ok(self.rigid.as_ref().map_or_else(Vec::new, |r| r.clump_states()))
     }
 
+    fn tangential_displacement(&mut self) -> Result<Option<Vec<f64>>, EngineError> {
+        Ok(self.diss.as_ref().and_then(|d| d.tangential_displacement(self.kin.len())))
+    }
+
     /// Builds the engine anew from `model` (the bond ranges, neighbour lists and per-particle
     /// columns in the new order) and loads the renumbered state, as a resume does; for the
     /// moment of the swap both engines are in memory.

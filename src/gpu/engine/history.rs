@@ -91,6 +91,66 @@ impl GpuEngine {
         Ok(out)
     }
 
+    /// Replica r's `Engine::tangential_displacement`: from the history copy its next
+    /// evaluation reads (the last evaluation's output), each stored pair counted at both its
+    /// particles (its owner keeps it), then each particle's walls.
+    pub(super) fn tangential_displacement_of(&mut self, r: usize) -> Result<Option<Vec<f64>>, EngineError> {
+        if !self.reps[r].params.dissipation.is_some_and(|d| d.friction()) {
+            return Ok(None);
+        }
+        let t = self.tail(r);
+        let (n, p0, np) = (self.state.n as u64, self.state.layout.p_start[r] as u64, self.np(r));
+        let row = self.reps[r].hist_parity as u64 * n + p0;
+        let v4 = 4 * real_size(self.precision) as u64;
+        let slots = self.state.wall_slots as u64;
+        let s = HIST_SLOTS as u64;
+        let parts = [
+            ("hist_count", 4 * row, t.count as u64),
+            ("hist_key", 4 * s * row, t.keys as u64),
+            ("hist_xi", v4 * s * row, t.xi as u64),
+            ("whist", v4 * slots * row, if t.walls > 0 { v4 * slots * np } else { 0 }),
+        ];
+        let got = self.state.read_ranges_raw(&self.ctx.device, &self.ctx.queue, &parts)?;
+        let f64s = self.precision == crate::engine::Precision::F64;
+        // |ξ| of the vec4 at element k of `b`, as the CPU's `DVec3::length`.
+        let length = |b: &[u8], k: usize| -> f64 {
+            let c: [f64; 3] = std::array::from_fn(|lane| {
+                if f64s {
+                    let at = 8 * (4 * k + lane);
+                    f64::from_le_bytes(b[at..at + 8].try_into().unwrap_or_default())
+                } else {
+                    let at = 4 * (4 * k + lane);
+                    f32::from_le_bytes(b[at..at + 4].try_into().unwrap_or_default()) as f64
+                }
+            });
+            (c[0] * c[0] + c[1] * c[1] + c[2] * c[2]).sqrt()
+        };
+        let word = |b: &[u8], k: usize| u32::from_le_bytes([b[4 * k], b[4 * k + 1], b[4 * k + 2], b[4 * k + 3]]);
+        let np = np as usize;
+        let mut out = vec![0.0f64; np];
+        if t.count > 0 {
+            for a in 0..np {
+                for slot in a * HIST_SLOTS..a * HIST_SLOTS + word(&got[0], a) as usize {
+                    let x = length(&got[2], slot);
+                    let b = (word(&got[1], slot) as u64).wrapping_sub(p0) as usize;
+                    out[a] = out[a].max(x);
+                    if let Some(o) = out.get_mut(b) {
+                        *o = o.max(x);
+                    }
+                }
+            }
+        }
+        if t.walls > 0 {
+            let own = self.reps[r].params.walls.len();
+            for (a, o) in out.iter_mut().enumerate() {
+                for w in 0..own {
+                    *o = o.max(length(&got[3], a * slots as usize + w));
+                }
+            }
+        }
+        Ok(Some(out))
+    }
+
     fn np(&self, r: usize) -> u64 {
         self.state.layout.n_particles[r] as u64
     }

@@ -691,6 +691,11 @@ impl Engine for GpuEngine {
         self.snapshot_of(0)
     }
 
+    fn tangential_displacement(&mut self) -> Result<Option<Vec<f64>>, EngineError> {
+        self.single("tangential_displacement")?;
+        self.tangential_displacement_of(0)
+    }
+
     fn state_kind(&self) -> String {
         self.state_kind_str()
     }
@@ -812,6 +817,10 @@ impl BatchEngine for GpuEngine {
 
     fn snapshot(&mut self, r: usize) -> Result<Vec<Kinematics>, EngineError> {
         self.snapshot_of(r)
+    }
+
+    fn tangential_displacement(&mut self, r: usize) -> Result<Option<Vec<f64>>, EngineError> {
+        self.tangential_displacement_of(r)
     }
 
     fn state_kind(&self) -> String {
