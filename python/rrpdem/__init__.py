@@ -272,6 +272,14 @@ class Engine:
         for a model without clumps."""
         return dict(self._e.clumps())
 
+    def tangential_displacement(self) -> Optional[np.ndarray]:
+        """With friction (MODEL §10): each particle's largest tangential displacement |ξ| over
+        its frictional contacts after the last force evaluation (length units; 0 without one),
+        by particle index: the field VTK frames carry as ``tangential_displacement``. A sliding
+        contact without a dashpot sits at 2 μ s / (3 κ) (s its overlap). ``None`` without
+        friction."""
+        return self._e.tangential_displacement()
+
     def take_breaks(self) -> Dict[str, np.ndarray]:
         """The bonds broken since the last call, in ``breaks.csv``'s columns."""
         d = dict(self._e.take_breaks())
