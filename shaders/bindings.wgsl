@@ -150,6 +150,10 @@ fn broke_now(o: BondOutGpu) -> bool {
 /// Particle → bond incidence (CSR, `Model::incidence`): entries are 2·bond + end.
 @group(2) @binding(4) var<storage, read_write> inc_offsets: array<u32>;
 @group(2) @binding(5) var<storage, read_write> inc_entries: array<u32>;
+/// Beside each incidence entry, the batch index of its bond's other end (where some replica has
+/// binder damping; a placeholder otherwise): `dissipate` evaluates a bond's dashpots from its
+/// ends without reading the bond, which may lie outside its particle chunk's bond window.
+@group(2) @binding(38) var<storage, read_write> inc_peer: array<u32>;
 /// With BLOCKS, the block of each particle's position (xyz): the cell of its replica's grid that
 /// holds it. State (saved, backed up); `integrate` moves a particle into its new block in the
 /// step that takes it out, so the grid uses it as the cell as it is. Without (f64), the cell

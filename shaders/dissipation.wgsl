@@ -64,7 +64,12 @@ fn dissipate(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg
                     continue;
                 }
             }
-            let ends = bond_ends[b - chunk.bond_win];
+            // The bond's ends (i, j) in its own order: this particle and its peer.
+            let peer = inc_peer[p - chunk.inc_win];
+            var ends = vec2<u32>(i, peer);
+            if (e & 1u) != 0u {
+                ends = vec2<u32>(peer, i);
+            }
             let o = binder_damping(pair_vector(ends.x, ends.y, edge), vel_at(ends.x).xyz - vel_at(ends.y).xyz,
                                    omega_at(ends.x).xyz, omega_at(ends.y).xyz, gamma);
             if (e & 1u) == 0u {

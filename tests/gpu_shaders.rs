@@ -218,6 +218,7 @@ fn host_elem_sizes(p: Precision) -> Vec<(String, u32)> {
         "nbr_offsets",
         "inc_offsets",
         "inc_entries",
+        "inc_peer",
         "halo_off",
         "halo_src",
         "halo_fill",

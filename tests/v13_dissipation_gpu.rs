@@ -252,30 +252,45 @@ fn a_sphere_with_more_frictional_contacts_than_the_history_holds_fails_with_a_me
 }
 
 #[test]
-fn a_damped_model_too_large_for_one_binding_is_refused_with_a_message() {
-    // `dissipate` reads every partner and bond end from one binding: where the arrays must be
-    // split (bindings of a few kB here; a model of ~10⁸ spheres on a real device), the engine
-    // says so instead of reading the wrong elements.
-    let model = block_with(0.3, 0.5);
-    for bytes in [1024u64, 2048, 4096, 8192] {
-        let options = GpuOptions { max_binding_size: Some(bytes), ..Default::default() };
-        let got =
-            GpuEngine::with_options(&model, Integrator::RrpNewmark, DT, Precision::F64, AdapterChoice::Any, options);
-        match got {
-            Ok(mut g) => {
-                // It fits: it must then run as the unsplit engine does.
-                let mut whole = gpu(&model, Integrator::RrpNewmark, DT, Precision::F64);
-                Engine::advance(&mut g, 50).unwrap();
-                Engine::advance(&mut whole, 50).unwrap();
-                assert_eq!(common::gpu::bits(&mut g), common::gpu::bits(&mut whole), "bindings of {bytes} B");
-            }
-            Err(e) => {
-                let text = e.to_string();
-                eprintln!("bindings of {bytes} B: {text}");
-                assert!(text.contains("binding") && !text.contains("  "), "bindings of {bytes} B: {text}");
+fn a_damped_model_split_over_several_bindings_runs_as_the_whole_one() {
+    // Bindings of a few kB (a model of ~10⁷ spheres on a real device) split the per-bond arrays,
+    // the incidence and the neighbour lists into chunks (`gpu::chunks`). `dissipate` reads a
+    // bond's other end beside its incidence entry (`inc_peer`), never the bond itself, so a
+    // damped model runs in chunks, bit for bit as in one binding. What still needs one binding
+    // is refused with a message naming it: the per-particle arrays in two parts, and the
+    // contact history of friction (bound whole).
+    let (damped, friction, torus) = (block(), block_with(0.3, 0.5), torus());
+    let mut chunked = 0;
+    for (model, name) in [(&damped, "damped"), (&friction, "friction"), (&torus, "torus")] {
+        for bytes in [1024u64, 2048, 4096, 8192, 12288, 16384, 32768, 65536] {
+            let options = GpuOptions { max_binding_size: Some(bytes), ..Default::default() };
+            let got =
+                GpuEngine::with_options(model, Integrator::RrpNewmark, DT, Precision::F64, AdapterChoice::Any, options);
+            match got {
+                Ok(mut g) => {
+                    let mut whole = gpu(model, Integrator::RrpNewmark, DT, Precision::F64);
+                    Engine::advance(&mut g, 50).unwrap();
+                    Engine::advance(&mut whole, 50).unwrap();
+                    assert_eq!(
+                        common::gpu::bits(&mut g),
+                        common::gpu::bits(&mut whole),
+                        "{name}, bindings of {bytes} B"
+                    );
+                    if g.chunk_counts().0 > 1 || g.chunk_counts().1 > 1 {
+                        chunked += 1;
+                    }
+                }
+                Err(e) => {
+                    let text = e.to_string();
+                    eprintln!("{name}, bindings of {bytes} B: {text}");
+                    assert!(text.contains("binding") && !text.contains("  "), "{name}, bindings of {bytes} B: {text}");
+                }
             }
         }
     }
+    // The torus (300 spheres, 1120 bonds) runs in 5 particle and 4 bond chunks at 32 kB, 2 and 2
+    // at 64 kB; the block in 2 particle chunks at 12 kB.
+    assert!(chunked >= 3, "damped runs split into chunks: {chunked}");
 }
 
 #[test]

@@ -148,6 +148,8 @@ pub struct BatchTotals {
     pub weibull: bool,
     /// Some replica dissipates (MODEL §10): `dload` and its backup are real.
     pub dissipation: bool,
+    /// Some replica has binder damping: `inc_peer` (4 bytes per incidence entry) is real.
+    pub binder_damping: bool,
     /// Some replica has pair friction, some wall friction (the contact history is real), and
     /// the most walls of a replica.
     pub pair_friction: bool,
@@ -191,6 +193,7 @@ impl BatchTotals {
         self.dissipation |= m.params.dissipation.is_some();
         let d = m.params.dissipation.unwrap_or_default();
         self.pair_friction |= d.mu > 0.0;
+        self.binder_damping |= d.binder();
         self.wall_friction |= d.mu_wall > 0.0;
         self.max_walls = self.max_walls.max(m.params.walls.len() as u64);
         self.broken_words += broken_words(m.bonds.len() as u64);
@@ -264,6 +267,7 @@ pub fn chunked_sizes(t: &BatchTotals, precision: Precision, nbr_capacity: u32) -
         ("bond reference directions and lengths", if t.bond_refs { 4 * rs * t.nb } else { 0 }),
         ("bond reference attitudes", if t.bond_attitudes { 8 * rs * t.nb } else { 0 }),
         ("incidence entries", 8 * t.nb),
+        ("the bonds' other ends beside them (binder damping)", if t.binder_damping { 8 * t.nb } else { 0 }),
         ("neighbour lists", 4 * nbr_capacity as u64 * t.n),
     ]
 }
@@ -311,9 +315,10 @@ pub fn planned_sizes(t: &BatchTotals, precision: Precision, nbr_capacity: u32) -
         v4,                                             // ref_pos
         if super::frame::uses_blocks(precision) { 16 * n } else { 0 }, // ref_cell
         4 * (n + 1),
-        8 * nb,      // incidence
-        4 * (n + 1), // neighbour list offsets
-        4 * (n + 1), // halo offsets
+        8 * nb,                                    // incidence
+        if t.binder_damping { 8 * nb } else { 0 }, // the bonds' other ends (inc_peer)
+        4 * (n + 1),                               // neighbour list offsets
+        4 * (n + 1),                               // halo offsets
         4 * (buckets + 1),
         status,
         v4,                                       // x_ref

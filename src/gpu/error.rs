@@ -47,13 +47,13 @@ pub enum GpuError {
          particles so that bonded ones are close in index, or use an adapter with larger bindings"
     )]
     ChunkTooLarge { particle: usize, max_binding: u64 },
-    /// Damping (MODEL §10) on the GPU reads every partner's and bond's data from one binding:
-    /// a model whose arrays are split over several (`gpu::chunks`, two-part bindings) runs it
-    /// on the CPU engine.
+    /// Damping (MODEL §10) on the GPU reads every partner's data from one binding of each
+    /// per-particle array: a model whose per-particle arrays are split in two parts runs it on
+    /// the CPU engine. (Per-bond arrays, incidence and neighbour lists in chunks are fine.)
     #[error(
-        "damping (MODEL §10) on the GPU needs the model's per-particle, per-bond and neighbour-list arrays in one \
-         storage binding each, and {what} does not fit ({particles} particles, bindings of {max_binding} bytes): run \
-         it with backend `cpu`, or on an adapter with larger bindings"
+        "damping (MODEL §10) on the GPU needs the model's per-particle arrays in one storage binding each, and \
+         {what} does not fit ({particles} particles, bindings of {max_binding} bytes): run it with backend `cpu`, or \
+         on an adapter with larger bindings"
     )]
     DissipationTooLarge { what: &'static str, particles: u64, max_binding: u64 },
     /// Device memory ran out (or the engine's `memory_budget` would be exceeded) while the state

@@ -37,13 +37,13 @@ pub(super) struct Paged {
 
 /// The arrays stored in pages: the per-bond arrays (one page layout, in bonds), the incidence
 /// entries and the neighbour lists (each with an overlap of one particle's longest range).
-pub(super) const PAGED: [&str; 7] =
-    ["bond_ends", "bond_ref", "bond_q0", "bond_scale", "bond_out", "inc_entries", "nbr"];
+pub(super) const PAGED: [&str; 8] =
+    ["bond_ends", "bond_ref", "bond_q0", "bond_scale", "bond_out", "inc_entries", "inc_peer", "nbr"];
 
 /// The window of a chunked array `name` in chunk `c`: incidence, lists, or bonds.
 pub(super) fn window_of<'c>(c: &'c Chunk, name: &str) -> &'c Range<u64> {
     match name {
-        "inc_entries" => &c.inc,
+        "inc_entries" | "inc_peer" => &c.inc,
         "nbr" => &c.nbr,
         _ => &c.bonds,
     }
@@ -56,19 +56,29 @@ pub(super) fn nbr_overlap(longest: u32) -> u64 {
 }
 
 /// The incidence of a batch (CSR: offsets n + 1, entries 2·bond + end, in each replica's
-/// incidence order), replica r's bonds offset by `b_start[r]`.
-pub(super) fn incidence(models: &[&Model], layout: &BatchLayout) -> (Vec<u32>, Vec<u32>) {
+/// incidence order), replica r's bonds offset by `b_start[r]`; with `peers`, beside each entry
+/// the batch index of the bond's other end (`inc_peer`, which `dissipate` reads instead of the
+/// bond's ends, so that a particle chunk needs no bond outside its window), else none.
+pub(super) fn incidence(models: &[&Model], layout: &BatchLayout, peers: bool) -> (Vec<u32>, Vec<u32>, Vec<u32>) {
     let (n, nb) = (layout.n as usize, layout.nb as usize);
     let mut inc_offsets: Vec<u32> = Vec::with_capacity(n + 1);
     let mut inc_entries: Vec<u32> = Vec::with_capacity(2 * nb);
+    let mut inc_peers: Vec<u32> = Vec::with_capacity(if peers { 2 * nb } else { 0 });
     for (r, model) in models.iter().enumerate() {
         let (offsets, entries) = model.incidence();
         let base = inc_entries.len() as u32;
         inc_offsets.extend(offsets[..model.particles.len()].iter().map(|o| o + base));
         inc_entries.extend(entries.iter().map(|e| e + 2 * layout.b_start[r]));
+        if peers {
+            let p0 = layout.p_start[r];
+            inc_peers.extend(entries.iter().map(|&e| {
+                let b = &model.bonds[(e >> 1) as usize];
+                p0 + if e & 1 == 0 { b.j } else { b.i }
+            }));
+        }
     }
     inc_offsets.push(inc_entries.len() as u32);
-    (inc_offsets, inc_entries)
+    (inc_offsets, inc_entries, inc_peers)
 }
 
 /// What the host keeps to plan chunks again (`DemState::replan`): 12 bytes per particle.
@@ -174,14 +184,6 @@ impl DemState {
         plan: ChunkPlan,
     ) -> Result<(), GpuError> {
         self.check_windows(&plan)?;
-        if self.dissipation && plan.particles.len() > 1 {
-            // `dissipate` reads partners and bond ends across the whole batch.
-            return Err(GpuError::DissipationTooLarge {
-                what: "the neighbour lists, incidence or bonds",
-                particles: self.n as u64,
-                max_binding: self.max_binding,
-            });
-        }
         let storage = wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST | wgpu::BufferUsages::COPY_SRC;
         // The halo: its offsets (planned with the state) and the copies and their lists.
         queue.write_buffer(&self.buffers["halo_off"], 0, bytemuck::cast_slice(&plan.halo_off));

@@ -76,6 +76,9 @@ pub(super) struct Shape {
     /// keeps (offsets) and plans chunks with.
     pub inc_offsets: Vec<u32>,
     pub inc_entries: Vec<u32>,
+    /// Beside each incidence entry, the batch index of the bond's other end, where some
+    /// replica has binder damping (`chunked::incidence`); empty otherwise.
+    pub inc_peers: Vec<u32>,
     /// Status words at the start (`record::initial_status`).
     pub status: Vec<u32>,
     /// The segmented reduction's chunk tables (`BatchLayout::reduce_tables`).
@@ -109,7 +112,8 @@ impl Shape {
                 "internal: kernels compiled for {parts:?} per-particle bindings, the state needs {two:?}; please report this"
             )));
         }
-        let (inc_offsets, inc_entries) = incidence(s.models, &layout);
+        let binder = s.models.iter().any(|m| m.params.dissipation.is_some_and(|d| d.binder()));
+        let (inc_offsets, inc_entries, inc_peers) = incidence(s.models, &layout, binder);
         let status = initial_status(true, layout.replicas());
         let (table0, table_levels) = layout.reduce_tables();
         let (watch0, watch_levels) = layout.watch_tables();
@@ -141,6 +145,7 @@ impl Shape {
             parts: two,
             inc_offsets,
             inc_entries,
+            inc_peers,
             status,
             table0,
             table_levels,
@@ -360,6 +365,15 @@ impl<'a> Planned<'a> {
         let entries = &shape.inc_entries;
         let make = make_pages(move |e| words(&entries[e.start as usize..e.end as usize]));
         self.add_paged("inc_entries", 4, shape.inc_pages, make);
+        // The bonds' other ends beside them (binder damping), in the same pages; else a
+        // placeholder.
+        if shape.inc_peers.is_empty() {
+            self.add_paged("inc_peer", 4, Pages::one(0), None);
+        } else {
+            let peers = &shape.inc_peers;
+            let make = make_pages(move |e| words(&peers[e.start as usize..e.end as usize]));
+            self.add_paged("inc_peer", 4, shape.inc_pages, make);
+        }
         // Every list starts with the same capacity; the engine plans them per particle once
         // some overflow (`DemState::set_nbr_offsets`).
         let offsets: Vec<u32> = (0..=n as u32).map(|i| i * s.nbr_capacity).collect();
