@@ -147,7 +147,7 @@ pub fn report(scenario: &Scenario, geometry: &Geometry) -> Report {
         solids,
         dt: scenario.dt,
         stability,
-        memory: memory_estimate(p, &geometry.pairs),
+        memory: memory_estimate_with(p, &geometry.pairs, geometry.params.dissipation, geometry.params.walls.len()),
         cpu_only: if scenario.integrator.cpu_only() {
             Some(format!("integrator `{}`", scenario.integrator))
         } else if !geometry.clumps.is_empty() {
@@ -222,6 +222,20 @@ fn contact_partners(p: &Particles, skin: f64) -> f64 {
 ///   (break records, up to what one binding holds), 2 bits of flags, and 4 or 8 for the
 ///   Weibull scale (not counted here).
 pub fn memory_estimate(p: &Particles, bond_ends: &[(u32, u32)]) -> MemoryEstimate {
+    memory_estimate_with(p, bond_ends, None, 0)
+}
+
+/// `memory_estimate` for a model whose parameters dissipate (MODEL §10, `dissipation`; `walls`
+/// its wall count): the CPU engine's loads, velocities and contact history (`DissState`), the
+/// GPU's loads and their backup, the bonds' other ends beside the incidence with binder damping
+/// (`inc_peer`) and the friction's contact history (`gpu::batch::history_sizes`, two copies and
+/// a backup).
+pub fn memory_estimate_with(
+    p: &Particles,
+    bond_ends: &[(u32, u32)],
+    dissipation: Option<crate::interactions::Dissipation>,
+    walls: usize,
+) -> MemoryEstimate {
     use glam::DQuat;
     use std::mem::size_of;
     let n = p.len() as u64;
@@ -252,6 +266,8 @@ pub fn memory_estimate(p: &Particles, bond_ends: &[(u32, u32)]) -> MemoryEstimat
             + flags,
         stored_ends: if parallel { crate::engine::stored_ends(n as usize, bond_ends) as u64 } else { 0 },
         parallel,
+        dissipation,
+        walls: walls as u64,
     })
 }
 
@@ -268,6 +284,14 @@ struct Layout {
     /// Whether the CPU bond pass runs in parallel, and the bond ends it then stores.
     parallel: bool,
     stored_ends: u64,
+    /// MODEL §10's coefficients where the model dissipates, and its walls.
+    dissipation: Option<crate::interactions::Dissipation>,
+    walls: u64,
+}
+
+/// The precision whose reals are `rs` bytes.
+fn precision_of(rs: u64) -> crate::engine::Precision {
+    if rs == 4 { crate::engine::Precision::F32 } else { crate::engine::Precision::F64 }
 }
 
 /// The figures of `memory_estimate` from the counts (see there for each term).
@@ -289,6 +313,35 @@ fn memory_of(l: &Layout) -> MemoryEstimate {
         + 4 * partners
         + b * (40 + 2)
         + if l.parallel { 52 * l.stored_ends + 24 * b.div_ceil(1024) } else { 0 };
+    // MODEL §10 (`DissState::bytes`): loads and the velocities they were formed from (48 B
+    // each per particle), the history's offsets, and with friction 4 + 2·24 B per list entry
+    // and 2·24 B per particle and wall; the parallel bond pass stores a deferred end's two
+    // loads (48 B more) with binder damping.
+    let (diss_cpu, diss_gpu) = match l.dissipation {
+        None => (0, Box::new(|_: u64| 0u64) as Box<dyn Fn(u64) -> u64>),
+        Some(d) => {
+            let wall_pairs = if d.mu_wall > 0.0 { 48 * n * l.walls } else { 0 };
+            let cpu = 96 * n
+                + if d.friction() { 4 * (n + 1) } else { 0 }
+                + if d.mu > 0.0 { 52 * partners } else { 0 }
+                + wall_pairs
+                + if d.binder() && l.parallel { 48 * l.stored_ends } else { 0 };
+            let totals = crate::gpu::batch::BatchTotals {
+                n,
+                pair_friction: d.mu > 0.0,
+                wall_friction: d.mu_wall > 0.0,
+                max_walls: l.walls,
+                ..Default::default()
+            };
+            let binder = d.binder();
+            let gpu = move |rs: u64| {
+                let history: u64 = crate::gpu::batch::history_sizes(&totals, precision_of(rs)).iter().sum();
+                24 * rs * n + if binder { 8 * b } else { 0 } + 2 * history
+            };
+            (cpu, Box::new(gpu) as Box<dyn Fn(u64) -> u64>)
+        }
+    };
+    let cpu_engine = cpu_engine + diss_cpu;
     let gpu = |rs: u64| {
         let records = n.max(b).max(1).div_ceil(WG as u64);
         let watch = n.max(1).div_ceil((WG * crate::gpu::shader::WATCH_PER_LANE) as u64);
@@ -307,6 +360,7 @@ fn memory_of(l: &Layout) -> MemoryEstimate {
             // The energy watch's partial sums and chunk table, over the particles only.
             + (NW as u64 * rs + 16) * (watch + watch.div_ceil(WG as u64))
             + b * (8 + 12 * rs + 8)
+            + diss_gpu(rs)
     };
     // DemState::new keeps the incidence (4 B per particle, 8 per bond) and the bonds' ends
     // (8 per bond, for break events) and makes one array at a time, in the device's
@@ -344,6 +398,8 @@ pub fn estimate(scenario: &Scenario, size: &SizeEstimate) -> Estimate {
         varying: n * per_particle,
         parallel,
         stored_ends: b / 5,
+        dissipation: scenario.params().dissipation,
+        walls: scenario.walls.len() as u64,
     });
     Estimate { name: scenario.name.clone(), size: size.clone(), memory }
 }

@@ -385,3 +385,46 @@ fn the_tangential_displacement_is_the_sliding_bound_on_both_engines() {
     let mut g = gpu(&block(), Integrator::RrpNewmark, DT, Precision::F64);
     assert_eq!(Engine::tangential_displacement(&mut g).unwrap(), None);
 }
+
+#[test]
+fn the_dry_run_memory_estimate_counts_what_dissipation_adds() {
+    // `generate::memory_estimate_with` (what `generate` and `run --dry-run` report) against what
+    // the engines plan and hold, for a 2·10⁴-sphere solid torus with each part of MODEL §10 on:
+    // dashpots alone, binder damping (the GPU's `inc_peer`), pair and wall friction (the contact
+    // history). GPU: `batch_bytes` (which the engine allocates, tested above) to within the
+    // small buffers the estimate leaves out, 0.1 %; CPU: the engine's own accounting after one
+    // step, within the estimate's guess of the list entries, 5 % (as without dissipation,
+    // tests/v8_solid_torus.rs).
+    use rrpdem::generate::memory_estimate_with;
+    for extra in [
+        r#""damping": {"restitution": 0.5},"#,
+        r#""damping": {"restitution": 0.5, "binder": {"axial": 0.5}},"#,
+        r#""damping": {"binder": {"axial": 0.5, "bending": 0.1}}, "friction": {"coefficient": 0.3, "wall_coefficient": 0.5},"#,
+    ] {
+        let json = format!(
+            r#"{{"name": "t", "dt": 1e-4, "t_end": 1, "particle": {{"mass": 1, "inertia": 1}}, {extra}
+            "stiffness": {{"bending": 10, "axial": 200, "shear": 200, "contact": 2100, "wall": 2100}},
+            "walls": [{{"point": [0, 0, 0], "normal": [1, 0, 0]}}],
+            "bodies": [{{"type": "torus_solid", "torus_diameter": 3, "tube_diameter": 1, "particles": 20000,
+                "lattice": "fcc", "gap": 0.02, "velocity": [-1, 0, 0]}}]}}"#
+        );
+        let model = model_from_json(&json).1;
+        let ends: Vec<(u32, u32)> = model.bonds.iter().map(|b| (b.i, b.j)).collect();
+        let one = rayon::ThreadPoolBuilder::new().num_threads(1).build().unwrap();
+        let m = one.install(|| {
+            memory_estimate_with(&model.particles, &ends, model.params.dissipation, model.params.walls.len())
+        });
+        for (p, total) in [(Precision::F32, m.gpu_f32), (Precision::F64, m.gpu_f64)] {
+            let planned = rrpdem::gpu::batch_bytes(&[&model], p, 16);
+            let ratio = total as f64 / planned as f64;
+            assert!((0.999..=1.0).contains(&ratio), "{extra} {p:?}: estimate {total} vs planned {planned}");
+        }
+        let actual: usize = one.install(|| {
+            let mut e = cpu(&model, Integrator::RrpNewmark, 1e-4);
+            e.advance(1).unwrap();
+            e.memory().iter().map(|p| p.1).sum()
+        });
+        let ratio = m.cpu_engine as f64 / actual as f64;
+        assert!((0.95..1.05).contains(&ratio), "{extra}: CPU estimate {} vs engine {actual} ({ratio})", m.cpu_engine);
+    }
+}
