@@ -52,7 +52,8 @@ fn dissipate(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg
     // nine reals per bond for the other end to read (lavapipe, fcc-2e4+damped in f64: about 10 %
     // slower that way).
     let gamma = reps[r].binder_gamma;
-    if any(gamma != vec4<real>(0.0)) {
+    // The host's test (`Dissipation::binder`, which also decides that `inc_peer` is real).
+    if any(gamma > vec4<real>(0.0)) {
         let rupture = (reps[r].flags & FLAG_RUPTURE) != 0u;
         for (var p = inc_offsets[i]; p < inc_offsets[i + 1u]; p++) {
             let e = inc_entries[p - chunk.inc_win];

@@ -314,7 +314,7 @@ fn memory_of(l: &Layout) -> MemoryEstimate {
         + b * (40 + 2)
         + if l.parallel { 52 * l.stored_ends + 24 * b.div_ceil(1024) } else { 0 };
     // MODEL §10 (`DissState::bytes`): loads and the velocities they were formed from (48 B
-    // each per particle), the history's offsets, and with friction 4 + 2·24 B per list entry
+    // each per particle), the history's offsets (always made), and with friction 4 + 2·24 B per list entry
     // and 2·24 B per particle and wall; the parallel bond pass stores a deferred end's two
     // loads (48 B more) with binder damping.
     let (diss_cpu, diss_gpu) = match l.dissipation {
@@ -322,7 +322,7 @@ fn memory_of(l: &Layout) -> MemoryEstimate {
         Some(d) => {
             let wall_pairs = if d.mu_wall > 0.0 { 48 * n * l.walls } else { 0 };
             let cpu = 96 * n
-                + if d.friction() { 4 * (n + 1) } else { 0 }
+                + 4 * (n + 1)
                 + if d.mu > 0.0 { 52 * partners } else { 0 }
                 + wall_pairs
                 + if d.binder() && l.parallel { 48 * l.stored_ends } else { 0 };

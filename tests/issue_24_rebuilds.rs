@@ -190,3 +190,49 @@ fn the_users_job_is_a_bench_case_with_its_cost_figures() {
     assert_eq!(g.host_waits_per_step, Some(1e-3));
     assert_eq!(g.dt, Some(s.dt));
 }
+
+#[test]
+fn a_rewound_replica_leaves_the_others_lists_sound() {
+    // Replica 1: an unbonded block imploding (v = 2 (c − x)), with lists of capacity 1: its
+    // counts grow as it packs, rebuilds overflow, and at the end of such a batch the lists are
+    // laid out anew (zeroed) for the next. Replica 0: the paper torus, whose lists never grow,
+    // with an energy guard so tight that it refuses a step in that same batch: the engine
+    // rewinds replica 0 alone (replica 1 held, its lists not rebuilt), then `BatchEngine::
+    // advance` takes the failed replica back and re-evaluates the batch. Replica 1 must run as
+    // it runs alone throughout. (A review found that `rewind` left the held replicas' lists as
+    // they were, zeroed after such an overflow; `advance`'s re-evaluation rebuilds every list
+    // after any failure, which hides it on this path, and `rewind` now asks for a rebuild of
+    // every replica at the next batch as well.)
+    use rrpdem::engine::{BatchEngine, Watch};
+    use rrpdem::gpu::GpuOptions;
+    let mut m = common::gpu::lattice_model(6, 5, 4, 1.2, false, 3);
+    let c = m.particles.x.iter().copied().sum::<glam::DVec3>() / m.particles.len() as f64;
+    for (v, x) in m.particles.v.iter_mut().zip(&m.particles.x) {
+        *v = (c - *x) * 2.0;
+    }
+    let (_, torus) = common::gpu::scenario_model("torus_impact.json");
+    let dt = 1e-3;
+    let tiny = GpuOptions { nbr_capacity: Some(1), ..Default::default() };
+    let mut b =
+        GpuEngine::new_batch(&[&torus, &m], Integrator::RrpNewmark, dt, Precision::F64, AdapterChoice::Any, tiny)
+            .unwrap_or_else(|e| panic!("GPU batch unavailable: {e}"));
+    let d0 = BatchEngine::diagnostics(&mut b).unwrap();
+    assert!(BatchEngine::set_watch(&mut b, 0, Watch::new(&d0[0], 1e-14, &torus.params.walls)));
+    assert!(BatchEngine::set_watch(&mut b, 1, Watch::new(&d0[1], f64::INFINITY, &m.params.walls)));
+    let mut alone = GpuEngine::with_options(&m, Integrator::RrpNewmark, dt, Precision::F64, AdapterChoice::Any, tiny)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let mut tripped = false;
+    for _ in 0..4 {
+        BatchEngine::advance(&mut b, 250).unwrap();
+        Engine::advance(&mut alone, 250).unwrap();
+        if let Some(e) = BatchEngine::take_failure(&mut b, 0) {
+            assert!(e.to_string().contains("energy"), "{e}");
+            tripped = true;
+        }
+        let diags = BatchEngine::diagnostics(&mut b).unwrap();
+        let snap = BatchEngine::snapshot(&mut b, 1).unwrap();
+        assert_eq!(common::gpu::state_bits(&snap, &diags[1]), common::gpu::bits(&mut alone), "replica 1 = alone");
+    }
+    assert!(tripped, "replica 0's guard refused a step");
+    assert!(b.fallback_steps() > 0, "replica 1's lists overflowed");
+}

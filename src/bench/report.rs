@@ -10,7 +10,9 @@ use std::path::{Path, PathBuf};
 use thiserror::Error;
 
 /// `format` of the documents this version writes and reads.
-pub const FORMAT: &str = "rrpdem-bench 1";
+pub const FORMAT: &str = "rrpdem-bench 2";
+/// The format before the per-step cost figures of issue 24 changed shape (read, converted).
+const FORMAT_1: &str = "rrpdem-bench 1";
 
 /// The line before the generated section of a Markdown file.
 pub const BEGIN: &str =
@@ -73,9 +75,10 @@ impl Report {
     pub fn read(path: &Path) -> Result<Report, ReportError> {
         let text = std::fs::read_to_string(path).map_err(|source| ReportError::Read { path: path.into(), source })?;
         let format = |detail: String| ReportError::Format { path: path.into(), detail };
-        let value: serde_json::Value = serde_json::from_str(&text).map_err(|e| format(e.to_string()))?;
+        let mut value: serde_json::Value = serde_json::from_str(&text).map_err(|e| format(e.to_string()))?;
         match value.get("format").and_then(|f| f.as_str()) {
             Some(FORMAT) => {}
+            Some(FORMAT_1) => upgrade_from_1(&mut value),
             Some(other) => return Err(format(format!("its format is `{other}`, this rrpdem reads `{FORMAT}`"))),
             None if value.is_array() => {
                 return Err(format(
@@ -238,6 +241,22 @@ pub fn update_markdown(path: &Path, report: &Report) -> Result<(), ReportError> 
     std::fs::rename(&tmp, path).map_err(|source| ReportError::Write { path: path.into(), source })
 }
 
+/// A format-1 report's measurements in format 2: `dispatches_per_step` was the pair (recorded,
+/// the grid stage's) that `recorded_dispatches_per_step` now holds, and the host waits were
+/// counted per 1000 steps.
+fn upgrade_from_1(value: &mut serde_json::Value) {
+    let Some(list) = value.get_mut("measurements").and_then(|m| m.as_array_mut()) else { return };
+    for m in list.iter_mut().filter_map(|m| m.as_object_mut()) {
+        if let Some(pair) = m.remove("dispatches_per_step").filter(|d| d.is_array()) {
+            m.insert("recorded_dispatches_per_step".into(), pair);
+        }
+        if let Some(w) = m.remove("host_waits_per_1000_steps").and_then(|w| w.as_f64()) {
+            m.insert("host_waits_per_step".into(), serde_json::json!(w / 1000.0));
+        }
+    }
+    value["format"] = serde_json::json!(FORMAT);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -266,5 +285,22 @@ mod tests {
             let e = splice(&bad, "x", p).unwrap_err().to_string();
             assert!(e.contains("doc.md") && e.contains(why), "{e}");
         }
+    }
+
+    #[test]
+    fn a_format_1_report_reads_with_its_step_costs_moved() {
+        // Format 1 (before issue 24's figures) held the recorded dispatch pair as
+        // `dispatches_per_step` and host waits per 1000 steps.
+        let mut v = serde_json::json!({"format": FORMAT_1, "measurements": [
+            {"case": "torus", "dispatches_per_step": [17, 8], "host_waits_per_1000_steps": 5.0},
+            {"case": "rings-1e5"}
+        ]});
+        upgrade_from_1(&mut v);
+        assert_eq!(v["format"], FORMAT);
+        let m = &v["measurements"][0];
+        assert_eq!(m["recorded_dispatches_per_step"], serde_json::json!([17, 8]));
+        assert_eq!(m["host_waits_per_step"], serde_json::json!(0.005));
+        assert!(m.get("dispatches_per_step").is_none() && m.get("host_waits_per_1000_steps").is_none());
+        assert_eq!(v["measurements"][1], serde_json::json!({"case": "rings-1e5"}));
     }
 }

@@ -154,8 +154,10 @@ struct Replica {
     /// flips with every evaluation that computes the dissipative loads; and at the backup point.
     hist_parity: u32,
     backup_parity: u32,
-    /// Steps in which this replica rebuilt its grid part and contact lists (`replica_rebuilds`).
+    /// Steps in which this replica rebuilt its grid part and contact lists (`replica_rebuilds`),
+    /// and the count at the backup point.
     rebuilds: u64,
+    backup_rebuilds: u64,
 }
 
 impl Replica {
@@ -202,6 +204,7 @@ impl Replica {
             hist_parity: 0,
             backup_parity: 0,
             rebuilds: 0,
+            backup_rebuilds: 0,
         }
     }
 }
@@ -475,9 +478,10 @@ impl GpuEngine {
         self.rebuilds
     }
 
-    /// Each replica's own rebuilds since the engine was made (as `neighbour_rebuilds`): decided
-    /// on its own particles' motion (`rebuild_decide` in shaders/integrate.wgsl), so the same
-    /// as the replica's count when it runs alone, whatever the other replicas do.
+    /// Each replica's own rebuilds on the way to its current state (the initial evaluation's
+    /// included; steps taken back by a rollback, a rewind or a batch taken again are not):
+    /// decided on its own particles' motion (`rebuild_decide` in shaders/integrate.wgsl), so
+    /// the same as the replica's count when it runs alone, whatever the other replicas do.
     pub fn replica_rebuilds(&self) -> Vec<u64> {
         self.reps.iter().map(|r| r.rebuilds).collect()
     }

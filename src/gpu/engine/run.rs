@@ -148,6 +148,8 @@ impl GpuEngine {
         self.ctx.take_error()?;
         let (status, rec) = self.state.read_status(&self.ctx.device)?;
         self.rebuilds += status[STATUS_REBUILDS] as u64;
+        // Each replica's own (taken back with it by `restore_replica`, so that a batch taken
+        // again or a rewind does not count its steps twice).
         for (r, rep) in self.reps.iter_mut().enumerate() {
             rep.rebuilds += status[STATUS_LEN + r * RSTATUS_LEN + RSTATUS_REBUILDS] as u64;
         }
@@ -385,6 +387,7 @@ impl GpuEngine {
             rep.backup_rupture = (rep.e_released, rep.n_broken);
             rep.backup_watch.clone_from(&rep.watch);
             rep.backup_parity = rep.hist_parity;
+            rep.backup_rebuilds = rep.rebuilds;
         }
     }
 
@@ -406,6 +409,10 @@ impl GpuEngine {
             rep.held = h;
         }
         self.write_reps();
+        // The others were held while r evaluated and stepped alone: their lists were not
+        // rebuilt, and an overflow in those steps laid the lists out anew (zeroed). Every
+        // replica rebuilds at the next batch's first step.
+        self.rebuild_next = true;
         if let Some((_, e)) = again.into_iter().next() {
             // It passed these steps before; the same steps cannot fail now.
             return Err(EngineError::NoRollback {
@@ -421,6 +428,7 @@ impl GpuEngine {
         rep.backup_rupture = (rep.e_released, rep.n_broken);
         rep.backup_watch.clone_from(&rep.watch);
         rep.backup_parity = rep.hist_parity;
+        rep.backup_rebuilds = rep.rebuilds;
         Ok(())
     }
 
@@ -462,6 +470,7 @@ impl GpuEngine {
         (rep.e_released, rep.n_broken) = rep.backup_rupture;
         rep.watch.clone_from(&rep.backup_watch);
         rep.hist_parity = rep.backup_parity;
+        rep.rebuilds = rep.backup_rebuilds;
         // Breaks after the restored step never happened.
         self.breaks.retain(|(q, e)| *q != r || e.step <= step);
         // Its lists were built for the state it leaves.
