@@ -563,7 +563,7 @@ pub fn measure(
             dispatches_per_step: step_costs
                 .map(|((all, grid), _)| (all - grid) as f64 + grid as f64 * rebuild_fraction),
             dispatches_per_quiet_step: step_costs.map(|((all, grid), _)| all - grid),
-            host_waits_per_step: step_costs.map(|c| c.1 / 1000.0),
+            host_waits_per_step: step_costs.map(|c| c.1),
             dt: Some(dt),
             ..m
         })

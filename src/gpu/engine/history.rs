@@ -54,18 +54,10 @@ impl GpuEngine {
             return Ok(Vec::new());
         }
         let mut out = self.state.read_dload_raw(&self.ctx.device, &self.ctx.queue, r)?;
-        let (n, p0, np) = (self.state.n as u64, self.state.layout.p_start[r] as u64, self.np(r));
-        let row = self.reps[r].hist_parity as u64 * n + p0;
+        let (p0, np) = (self.state.layout.p_start[r] as u64, self.np(r));
         let v4 = 4 * real_size(self.precision) as u64;
         let slots = self.state.wall_slots as u64;
-        let s = HIST_SLOTS as u64;
-        let parts = [
-            ("hist_count", 4 * row, t.count as u64),
-            ("hist_key", 4 * s * row, t.keys as u64),
-            ("hist_xi", v4 * s * row, t.xi as u64),
-            ("whist", v4 * slots * row, if t.walls > 0 { v4 * slots * np } else { 0 }),
-        ];
-        let mut got = self.state.read_ranges_raw(&self.ctx.device, &self.ctx.queue, &parts)?;
+        let mut got = self.read_history(r, &t)?;
         // Slots past a particle's count hold what earlier steps left there, never read: zeros in
         // the saved state, so that the same state always saves the same bytes.
         let xi_slot = v4 as usize;
@@ -99,18 +91,9 @@ impl GpuEngine {
             return Ok(None);
         }
         let t = self.tail(r);
-        let (n, p0, np) = (self.state.n as u64, self.state.layout.p_start[r] as u64, self.np(r));
-        let row = self.reps[r].hist_parity as u64 * n + p0;
-        let v4 = 4 * real_size(self.precision) as u64;
+        let (p0, np) = (self.state.layout.p_start[r] as u64, self.np(r));
         let slots = self.state.wall_slots as u64;
-        let s = HIST_SLOTS as u64;
-        let parts = [
-            ("hist_count", 4 * row, t.count as u64),
-            ("hist_key", 4 * s * row, t.keys as u64),
-            ("hist_xi", v4 * s * row, t.xi as u64),
-            ("whist", v4 * slots * row, if t.walls > 0 { v4 * slots * np } else { 0 }),
-        ];
-        let got = self.state.read_ranges_raw(&self.ctx.device, &self.ctx.queue, &parts)?;
+        let got = self.read_history(r, &t)?;
         let f64s = self.precision == crate::engine::Precision::F64;
         // |ξ| of the vec4 at element k of `b`, as the CPU's `DVec3::length`.
         let length = |b: &[u8], k: usize| -> f64 {
@@ -149,6 +132,23 @@ impl GpuEngine {
             }
         }
         Ok(Some(out))
+    }
+
+    /// Replica r's rows of the history copy its next evaluation reads, raw, in `tail`'s parts:
+    /// counts, partner keys (batch indices), ξ, and the walls' ξ (`wall_slots` per particle).
+    fn read_history(&self, r: usize, t: &Tail) -> Result<Vec<Vec<u8>>, EngineError> {
+        let (n, p0, np) = (self.state.n as u64, self.state.layout.p_start[r] as u64, self.np(r));
+        let row = self.reps[r].hist_parity as u64 * n + p0;
+        let v4 = 4 * real_size(self.precision) as u64;
+        let slots = self.state.wall_slots as u64;
+        let s = HIST_SLOTS as u64;
+        let parts = [
+            ("hist_count", 4 * row, t.count as u64),
+            ("hist_key", 4 * s * row, t.keys as u64),
+            ("hist_xi", v4 * s * row, t.xi as u64),
+            ("whist", v4 * slots * row, if t.walls > 0 { v4 * slots * np } else { 0 }),
+        ];
+        Ok(self.state.read_ranges_raw(&self.ctx.device, &self.ctx.queue, &parts)?)
     }
 
     fn np(&self, r: usize) -> u64 {

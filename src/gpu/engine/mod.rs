@@ -465,10 +465,10 @@ impl GpuEngine {
     }
 
     /// Dispatches per step (all, and the grid stage's indirect ones among them) and host waits
-    /// per 1000 steps under the run driver (one per `guard_interval` steps).
+    /// per step under the run driver (one per `guard_interval` steps).
     pub fn step_costs(&self) -> (usize, usize, f64) {
         let (all, grid) = self.state.dispatch_counts(self.integrator);
-        (all, grid, 1000.0 / Engine::guard_interval(self) as f64)
+        (all, grid, 1.0 / Engine::guard_interval(self) as f64)
     }
 
     /// Steps that rebuilt the grid and the neighbour lists since the engine was made (the
