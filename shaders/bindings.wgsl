@@ -154,6 +154,46 @@ fn broke_now(o: BondOutGpu) -> bool {
 /// binder damping; a placeholder otherwise): `dissipate` evaluates a bond's dashpots from its
 /// ends without reading the bond, which may lie outside its particle chunk's bond window.
 @group(2) @binding(38) var<storage, read_write> inc_peer: array<u32>;
+/// Beside each particle's incidence range, its bonded partners (batch indices) sorted by index,
+/// `NO_PARTNER` after them for a repeated pair (where some replica's lists leave bonded pairs
+/// out, FLAG_UNLISTED; a placeholder otherwise): what the particle kernel merges into the list
+/// and `nbr_build` leaves out (`grid::BondedPartners` on the CPU).
+@group(2) @binding(39) var<storage, read_write> bonded: array<u32>;
+
+/// `bonded`'s filler, after a particle's partners.
+const NO_PARTNER: u32 = 0xffffffffu;
+
+/// Whether replica r's lists leave its bonded pairs out.
+fn unlisted(r: u32) -> bool {
+    return (reps[r].flags & FLAG_UNLISTED) != 0u;
+}
+
+/// Particle i's `k`-th bonded partner (k from `inc_offsets[i]`), `NO_PARTNER` past the last.
+fn bonded_at(i: u32, k: u32) -> u32 {
+    if k >= inc_offsets[i + 1u] {
+        return NO_PARTNER;
+    }
+    return bonded[k - chunk.inc_win];
+}
+
+/// Whether particle j is among particle i's bonded partners (a binary search of its sorted run).
+fn is_bonded(i: u32, j: u32) -> bool {
+    var lo = inc_offsets[i];
+    var hi = inc_offsets[i + 1u];
+    while lo < hi {
+        let mid = (lo + hi) / 2u;
+        let b = bonded[mid - chunk.inc_win];
+        if b == j {
+            return true;
+        }
+        if b < j {
+            lo = mid + 1u;
+        } else {
+            hi = mid;
+        }
+    }
+    return false;
+}
 /// With BLOCKS, the block of each particle's position (xyz): the cell of its replica's grid that
 /// holds it. State (saved, backed up); `integrate` moves a particle into its new block in the
 /// step that takes it out, so the grid uses it as the cell as it is. Without (f64), the cell

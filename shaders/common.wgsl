@@ -80,7 +80,8 @@ struct ReplicaGpu {
     /// FLAG_BOND_Q0: reference attitudes per bond (bond_q0), not per particle (q_ref);
     /// FLAG_BOND_REF: reference directions and lengths per bond (bond_ref), not formed from the
     /// reference positions (ref_pos, ref_cell); FLAG_WEIBULL: rupture thresholds scaled per bond
-    /// (bond_scale); FLAG_DISSIPATE: dashpots (MODEL §10, `dload`).
+    /// (bond_scale); FLAG_DISSIPATE: dashpots (MODEL §10, `dload`); FLAG_UNLISTED: its
+    /// contact lists leave its bonded pairs out (`bonded`).
     flags: u32,
     /// Rupture rule: 0 = any (largest ratio ≥ 1), 1 = sum (sum of the ratios ≥ 1).
     rupture_sum: u32,

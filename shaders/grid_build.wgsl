@@ -157,6 +157,8 @@ fn nbr_build(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg
     let r = replica_of(i);
     let skin = reps[r].skin;
     let edge = reps[r].cell_edge;
+    // Bonded pairs stay out where the replica says so: the particle kernel merges them in.
+    let leave_out = unlisted(r);
     var count = 0u;
     for (var k = 0; k < 27; k++) {
         let nc = neighbour_cell(c, k);
@@ -168,7 +170,7 @@ fn nbr_build(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg
                 let xj = sorted_pos_at(p);
                 let d = block_vector(c, xr.xyz - xj.xyz, nc, edge);
                 let rc = xr.w + xj.w + skin;
-                if dot3(d, d) < rc * rc {
+                if dot3(d, d) < rc * rc && !(leave_out && is_bonded(i, j)) {
                     if count < cap {
                         nbr[base + count] = j;
                     }

@@ -76,9 +76,34 @@ fn particle(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg:
     let cnt = nbr_count[i];
     let base = nbr_offsets[i];
     if cnt <= nbr_offsets[i + 1u] - base {
-        // Verlet list: the candidates of the last rebuild, by index.
-        for (var k = 0u; k < cnt; k++) {
-            let j = nbr[base - chunk.nbr_win + k];
+        // Verlet list: the candidates of the last rebuild, by index, merged in index order with
+        // the bonded partners where the list leaves them out (`grid::NeighbourList::contacts`).
+        var k = 0u;
+        var kb = inc_offsets[i + 1u];
+        if unlisted(r) {
+            kb = inc_offsets[i];
+        }
+        var jl = NO_PARTNER;
+        if k < cnt {
+            jl = nbr[base - chunk.nbr_win + k];
+        }
+        var jb = bonded_at(i, kb);
+        loop {
+            var j: u32;
+            if jl < jb {
+                j = jl;
+                k++;
+                jl = NO_PARTNER;
+                if k < cnt {
+                    jl = nbr[base - chunk.nbr_win + k];
+                }
+            } else if jb != NO_PARTNER {
+                j = jb;
+                kb++;
+                jb = bonded_at(i, kb);
+            } else {
+                break;
+            }
             let xj = pos_at(j);
             let ct = contact(block_vector(c, xi - xj.xyz, cell_at(j).xyz, edge), xr.w + xj.w, k_contact);
             fi = fi + ct.force;

@@ -32,6 +32,10 @@ pub struct Case {
     /// `None`: the bench's step, `BENCH_DT`. `Some(dt)`: a scenario's step, halved while it is
     /// above half the model's stable-step estimate (`Case::dt`), as a user would have to.
     pub scenario_dt: Option<f64>,
+    /// `+listed`: the engines keep bonded pairs in their contact lists, as before they were left
+    /// out (`CpuEngine::list_bonded_pairs`, `GpuOptions::list_bonded_pairs`): the same results,
+    /// for before/after figures on any machine.
+    pub listed: bool,
 }
 
 /// The time step of the synthetic cases (their masses are chosen so that it is stable).
@@ -86,10 +90,16 @@ pub fn check_options(steps: u64, threads: &[usize], bandwidth: Option<f64>) -> R
 /// `scenarios/solid_torus_impact.json` itself, its torus made of about N spheres, at the
 /// scenario's step or, where the spheres' stiffer binder needs it, half of it, and so on),
 /// any of these with `+damped` or `+friction`
-/// (`dissipative_case`: MODEL §10 on), `tori-N` (N copies of the paper torus stepped as a study batch steps its variants: on the CPU
+/// (`dissipative_case`: MODEL §10 on) and then `+listed` (`Case::listed`), `tori-N` (N copies of the paper torus stepped as a study batch steps its variants: on the CPU
 /// one engine each, in parallel over the copies; on the GPU one state holding all of them;
 /// `measure` treats it specially).
 pub fn case(name: &str) -> Result<Case, String> {
+    if let Some(base) = name.strip_suffix("+listed") {
+        if base.starts_with("tori-") {
+            return Err(format!("`{name}`: `+listed` applies to one model (torus, rings-N, fcc-N, solid-torus-N, …)"));
+        }
+        return case(base).map(|c| Case { name: name.into(), listed: true, ..c });
+    }
     if let Some((base, extra)) = name.split_once('+') {
         return dissipative_case(name, base, extra);
     }
@@ -122,7 +132,7 @@ pub fn case(name: &str) -> Result<Case, String> {
     } else if let Some(count) = name.strip_prefix("solid-torus-impact-") {
         let count = n(count)?;
         let model = Box::new(move || solid_torus_impact(count));
-        return Ok(Case { name: name.into(), model, scenario_dt: Some(SOLID_TORUS_IMPACT_DT) });
+        return Ok(Case { name: name.into(), model, scenario_dt: Some(SOLID_TORUS_IMPACT_DT), listed: false });
     } else if let Some(count) = name.strip_prefix("solid-torus-rupture-") {
         let count = n(count)?;
         Box::new(move || solid_torus_rupture(count))
@@ -132,10 +142,10 @@ pub fn case(name: &str) -> Result<Case, String> {
     } else {
         return Err(format!(
             "unknown case `{name}` (torus, rings-N, fcc-N, solid-torus-N, solid-torus-rupture-N, solid-torus-impact-N, \
-             tori-N; the one-model cases also with +damped or +friction)"
+             tori-N; the one-model cases also with +damped or +friction, then +listed)"
         ));
     };
-    Ok(Case { name: name.into(), model, scenario_dt: None })
+    Ok(Case { name: name.into(), model, scenario_dt: None, listed: false })
 }
 
 /// Case `name` = `base+extra`: the case `base` with the dissipation of MODEL §10 on, as
@@ -165,7 +175,7 @@ fn dissipative_case(name: &str, base: &str, extra: &str) -> Result<Case, String>
         });
         Ok(m)
     };
-    Ok(Case { name: name.into(), model: Box::new(model), scenario_dt: inner.scenario_dt })
+    Ok(Case { name: name.into(), model: Box::new(model), scenario_dt: inner.scenario_dt, listed: false })
 }
 
 const PAPER: &str = r#""dt": 1e-3, "t_end": 1, "shear": "paper", "particle": {"mass": 1, "inertia": 1},
@@ -423,7 +433,8 @@ pub fn cpu_bytes_per_step(n: usize, bonds: usize, partners: usize) -> f64 {
 /// pos, quat, reference attitude q_ref and reference position ref_pos (with its block in f32;
 /// counted once per particle: a particle's bonds read them from nearby threads), and writes 12
 /// reals; `particle` reads the incidence (4 bytes per particle, 8 per
-/// bond), each bond result once per end (2 × 12 reals), pos, the list count and entries, and
+/// bond), each bond result once per end (2 × 12 reals), pos, the list count and entries (with
+/// the bonded partners the lists leave out: `partners` counts both, 4 bytes each), and
 /// writes force, moment and pot. In f32, positions carry a block (`gpu::frame`, vec4<i32>) that
 /// `integrate`, the bond ends and the particle kernel read with pos. Grid rebuilds and the
 /// diagnostics reduction are not counted.
@@ -492,15 +503,20 @@ pub fn measure(
         let mut step_costs = None;
         let (mut e, engine_bytes, bytes_per_step): (Box<dyn Engine>, _, _) = match engine {
             EngineKind::Cpu => {
-                let e = CpuEngine::new(&model, Integrator::RrpNewmark, dt).map_err(|e| e.to_string())?;
+                let mut e = CpuEngine::new(&model, Integrator::RrpNewmark, dt).map_err(|e| e.to_string())?;
+                if case.listed {
+                    e.list_bonded_pairs().map_err(|e| e.to_string())?;
+                }
                 engine_parts = e.memory().into_iter().map(|(k, v)| (k.to_string(), v as u64)).collect();
                 let bytes = engine_parts.iter().map(|m| m.1).sum::<u64>();
-                let per_step = cpu_bytes_per_step(n, nb, e.neighbour_entries());
+                // The list's partners and the bonded ones it leaves out, each entry read once.
+                let per_step = cpu_bytes_per_step(n, nb, e.neighbour_entries() + e.bonded_entries());
                 (Box::new(e), Some(bytes), per_step)
             }
             EngineKind::GpuF32 | EngineKind::GpuF64 => {
                 let p = if engine == EngineKind::GpuF32 { Precision::F32 } else { Precision::F64 };
-                let mut e = GpuEngine::new(&model, Integrator::RrpNewmark, dt, p, AdapterChoice::Any)
+                let options = crate::gpu::GpuOptions { list_bonded_pairs: case.listed, ..Default::default() };
+                let mut e = GpuEngine::with_options(&model, Integrator::RrpNewmark, dt, p, AdapterChoice::Any, options)
                     .map_err(|e| e.to_string())?;
                 if stages {
                     // Watched as `run` watches it, so that the watch stage is timed too.
@@ -512,14 +528,16 @@ pub fn measure(
                         Some(t.map_or_else(Vec::new, |t| t.into_iter().map(|(k, v)| (k.to_string(), v)).collect()));
                 }
                 // The GPU's own list lengths (the same contacts as the CPU's lists).
-                let partners = e.neighbour_entries_in_use().map_err(|e| e.to_string())? as usize;
+                let listed = e.neighbour_entries_in_use().map_err(|e| e.to_string())? as usize;
+                // The particle kernel also reads the bonded partners the lists leave out.
+                let partners = listed + if model.params.bonded_pairs_unlisted() { 2 * nb } else { 0 };
                 engine_parts = e.buffer_parts().into_iter().take(8).map(|(k, v)| (k.to_string(), v)).collect();
                 let bytes = e.device_bytes();
                 let (all, grid, waits) = e.step_costs();
                 step_costs = Some(((all, grid), waits));
                 let mut per_step = gpu_bytes_per_step(n, nb, partners, p);
                 if model.params.dissipation.is_some() {
-                    per_step += gpu_dissipation_bytes_per_step(n, nb, partners, p);
+                    per_step += gpu_dissipation_bytes_per_step(n, nb, listed, p);
                 }
                 (Box::new(e), Some(bytes), per_step)
             }
@@ -661,7 +679,9 @@ fn measure_copies(
     use rayon::prelude::*;
     let setup = Instant::now();
     // The copies' contacts are the model's: count its list once.
-    let partners = CpuEngine::new(model, Integrator::RrpNewmark, BENCH_DT).map(|c| c.neighbour_entries()).unwrap_or(0);
+    let partners = CpuEngine::new(model, Integrator::RrpNewmark, BENCH_DT)
+        .map(|c| c.neighbour_entries() + c.bonded_entries())
+        .unwrap_or(0);
     let (n1, b1) = (model.particles.len(), model.bonds.len());
     let (mut batch, engine_bytes, bytes_per_step): (Box<dyn BatchEngine>, Option<u64>, f64) = match engine {
         EngineKind::Cpu => {

@@ -202,7 +202,8 @@ fn contact_partners(p: &Particles, skin: f64) -> f64 {
 ///   and radius (8 each) and fixed (1), where
 ///   a column whose values are all equal is stored once (nothing per particle); its neighbour list (`src/grid.rs`): cell (12),
 ///   hash (4), sorted index (4), list offset (4), position at the last rebuild (24),
-///   `2^⌈log2 2N⌉ + 1` bucket starts (4 each) and 4 per list entry. Per bond: ends, reference
+///   `2^⌈log2 2N⌉ + 1` bucket starts (4 each) and 4 per list entry, and where it leaves bonded
+///   pairs out their sorted partners' offsets (4 per particle). Per bond: ends, reference
 ///   direction and length (40), broken flag and its rollback copy (2); with Weibull rupture
 ///   also its threshold scale (8, not counted here). When the bond pass runs in parallel (this
 ///   process's rayon pool has several threads, and there are 2048 bonds or more) it also stores
@@ -213,9 +214,11 @@ fn contact_partners(p: &Particles, skin: f64) -> f64 {
 ///   the reference attitude q_ref and position ref_pos: `48·rs`) and the rollback copies of pos,
 ///   vel, quat, omega (`16·rs`); fixed, incidence offset, hash, slot, sorted_tmp, nbr_count, list
 ///   offset, halo offset (4 each), cell and sorted_cell (16 each; in f32 the cell's rollback
-///   copy and the reference position's block too), the neighbour lists (16 entries of 4 bytes,
-///   the initial capacity, enough for a lattice's 12 neighbours), the bucket table and its
-///   scan levels; per bond its ends (8), results (12·rs), incidence (8) (a generated model's
+///   copy and the reference position's block too), the neighbour lists (4 bytes an entry, at
+///   the initial capacity `BatchTotals::initial_nbr_capacity`: 16 less the bonded partners per
+///   particle the lists leave out, at least 4), the bucket table and its scan levels; per bond
+///   its ends (8), results (12·rs), incidence (8), the sorted bonded partners beside it where
+///   the lists leave them out (8) (a generated model's
 ///   bonds take their reference attitudes, directions and lengths from the particles,
 ///   `Model::reference_attitudes` and `reference_positions`); the diagnostics partial sums (`NQ·rs`
 ///   per 64 records of max(N, B), and 16 bytes each in the reduction table). With rupture, per bond 32 bytes in f32 and 48 in f64 more
@@ -303,6 +306,12 @@ fn memory_of(l: &Layout) -> MemoryEstimate {
     use std::mem::size_of;
     let (n, b) = (l.n, l.b);
     let partners = (l.cpu_partners * n as f64).round() as u64;
+    // Both engines' lists leave bonded pairs out unless contacts between spheres dissipate
+    // (`Params::bonded_pairs_unlisted`); the GPU's lists then start shorter.
+    let unlisted = b > 0 && !l.dissipation.is_some_and(|d| d.pairs());
+    let gpu_lists =
+        crate::gpu::batch::BatchTotals { n, unlisted_bonds: if unlisted { b } else { 0 }, ..Default::default() };
+    let list_capacity = gpu_lists.initial_nbr_capacity() as u64;
     let (v3, q4, f) = (size_of::<DVec3>() as u64, size_of::<DQuat>() as u64, size_of::<f64>() as u64);
     let model = n * (3 * v3 + q4 + 3 * f + 1) + b * size_of::<Bond>() as u64;
     let buckets = crate::grid::bucket_count(n as usize) as u64;
@@ -311,6 +320,9 @@ fn memory_of(l: &Layout) -> MemoryEstimate {
         + n * (12 + 4 + 4 + 4 + v3)
         + 4 * (buckets + 1)
         + 4 * partners
+        // The bonded partners the list leaves out (`grid::BondedPartners`): their entries move
+        // from the list (counted in `partners`, all within reach at rest) to it, with offsets.
+        + if unlisted { 4 * (n + 1) } else { 0 }
         + b * (40 + 2)
         + if l.parallel { 52 * l.stored_ends + 24 * b.div_ceil(1024) } else { 0 };
     // MODEL §10 (`DissState::bytes`): loads and the velocities they were formed from (48 B
@@ -353,13 +365,14 @@ fn memory_of(l: &Layout) -> MemoryEstimate {
         }
         // In f32 the position blocks' rollback copy and the reference positions' blocks.
         let blocks = if rs == 4 { 2 * 16 } else { 0 };
-        n * (64 * rs + 8 * 4 + 2 * 16 + blocks + 16 * 4)
+        n * (64 * rs + 8 * 4 + 2 * 16 + blocks + 4 * list_capacity)
             + 4 * (buckets + 1)
             + scan
             + (NQ as u64 * rs + 16) * (records + records.div_ceil(WG as u64))
             // The energy watch's partial sums and chunk table, over the particles only.
             + (NW as u64 * rs + 16) * (watch + watch.div_ceil(WG as u64))
             + b * (8 + 12 * rs + 8)
+            + if unlisted { 8 * b } else { 0 }
             + diss_gpu(rs)
     };
     // DemState::new keeps the incidence (4 B per particle, 8 per bond) and the bonds' ends

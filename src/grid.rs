@@ -42,6 +42,106 @@ pub fn cell_hash(c: [i32; 3], mask: u32) -> u32 {
     ((c[0] as u32).wrapping_mul(a) ^ (c[1] as u32).wrapping_mul(b) ^ (c[2] as u32).wrapping_mul(d)) & mask
 }
 
+/// Each particle's bonded partners (over every bond, intact or broken), sorted by index without
+/// repeats (CSR): the pairs the contact lists leave out (`NeighbourList::leave_out_bonded`).
+/// The contact of a bonded pair is found here instead, every evaluation, merged into the list
+/// in index order (`NeighbourList::contacts`), so each particle's sums run over the same partners
+/// in the same order as when its list held them, and a break never needs a rebuild.
+#[derive(Clone, Debug, Default)]
+pub struct BondedPartners {
+    off: Vec<u32>,
+    list: Vec<u32>,
+}
+
+impl BondedPartners {
+    /// The partners of `n` particles joined by bonds with the given ends.
+    pub fn new<I: Iterator<Item = (u32, u32)>>(n: usize, ends: impl Fn() -> I) -> BondedPartners {
+        let mut off = vec![0u32; n + 1];
+        for (i, j) in ends() {
+            off[i as usize + 1] += 1;
+            off[j as usize + 1] += 1;
+        }
+        for p in 0..n {
+            off[p + 1] += off[p];
+        }
+        let mut fill = off.clone();
+        let mut all = vec![0u32; off[n] as usize];
+        for (i, j) in ends() {
+            for (p, q) in [(i, j), (j, i)] {
+                all[fill[p as usize] as usize] = q;
+                fill[p as usize] += 1;
+            }
+        }
+        // Sorted, and without the repeats of two bonds on one pair (a pair's contact once).
+        let mut list = Vec::with_capacity(all.len());
+        let mut new_off = Vec::with_capacity(n + 1);
+        new_off.push(0u32);
+        for p in 0..n {
+            let s = &mut all[off[p] as usize..off[p + 1] as usize];
+            s.sort_unstable();
+            let start = list.len();
+            for &q in s.iter() {
+                if list.len() == start || list.last() != Some(&q) {
+                    list.push(q);
+                }
+            }
+            new_off.push(list.len() as u32);
+        }
+        BondedPartners { off: new_off, list }
+    }
+
+    /// Particle `i`'s partners, by increasing index.
+    #[inline]
+    pub fn of(&self, i: usize) -> &[u32] {
+        self.off.get(i + 1).map_or(&[][..], |&e| &self.list[self.off[i] as usize..e as usize])
+    }
+
+    /// Whether `i` and `j` are joined by a bond.
+    #[inline]
+    pub fn contains(&self, i: usize, j: usize) -> bool {
+        self.of(i).binary_search(&(j as u32)).is_ok()
+    }
+
+    /// Entries (each pair counted from both ends).
+    pub fn entries(&self) -> usize {
+        self.list.len()
+    }
+
+    /// Bytes held (capacities).
+    pub fn bytes(&self) -> usize {
+        4 * (self.off.capacity() + self.list.capacity())
+    }
+}
+
+/// A particle's contact partners, its list's and its bonded ones merged by increasing index
+/// (`NeighbourList::contacts`): `(slot, j)`, the slot being the entry's place in the list, or
+/// `usize::MAX` for a bonded partner (which has none).
+pub struct Contacts<'a> {
+    list: &'a [u32],
+    bonded: &'a [u32],
+    a: usize,
+    b: usize,
+}
+
+impl Iterator for Contacts<'_> {
+    type Item = (usize, usize);
+
+    #[inline(always)]
+    fn next(&mut self) -> Option<(usize, usize)> {
+        let l = self.list.get(self.a).copied().unwrap_or(u32::MAX);
+        let b = self.bonded.get(self.b).copied().unwrap_or(u32::MAX);
+        if l < b {
+            self.a += 1;
+            Some((self.a - 1, l as usize))
+        } else if b != u32::MAX {
+            self.b += 1;
+            Some((usize::MAX, b as usize))
+        } else {
+            None
+        }
+    }
+}
+
 /// The grid, rebuilt every step from the positions.
 #[derive(Clone, Debug, Default)]
 pub struct CellGrid {
@@ -154,9 +254,14 @@ pub const MOVED_ALL: u8 = MOVED_ABS | MOVED_REL;
 /// the list. Rebuilds are linear (through the grid) and deterministic,
 /// and the list's content in sorted order does not change a force, so when they happen does not
 /// change a result.
+///
+/// With `leave_out_bonded`, pairs joined by a bond are not listed: `contacts` merges them back
+/// in index order (see `BondedPartners`), so the interior of a bonded solid has empty lists.
 #[derive(Clone, Debug, Default)]
 pub struct NeighbourList {
     skin: f64,
+    /// The pairs left out of the list (`leave_out_bonded`).
+    bonded: Option<BondedPartners>,
     grid: CellGrid,
     /// Partners of particle `i`: `list[offsets[i]..offsets[i+1]]`.
     offsets: Vec<u32>,
@@ -173,6 +278,7 @@ impl NeighbourList {
     pub fn new(n: usize, r_max: f64, skin: f64) -> NeighbourList {
         NeighbourList {
             skin,
+            bonded: None,
             grid: CellGrid::new(n, (2.0 * r_max + skin).max(f64::MIN_POSITIVE)),
             offsets: vec![0; n + 1],
             list: Vec::new(),
@@ -186,6 +292,25 @@ impl NeighbourList {
     /// Entries of the list (each pair counted from both ends).
     pub fn entries(&self) -> usize {
         self.list.len()
+    }
+
+    /// Leaves the pairs of `bonded` out of the list from the next rebuild on (which it forces);
+    /// `contacts` visits them from `bonded` instead.
+    pub fn leave_out_bonded(&mut self, bonded: BondedPartners) {
+        self.bonded = Some(bonded);
+        self.built = false;
+    }
+
+    /// Lists bonded pairs again from the next rebuild on (which it forces, if they were left out).
+    pub fn list_bonded(&mut self) {
+        if self.bonded.take().is_some() {
+            self.built = false;
+        }
+    }
+
+    /// Entries of the bonded partners left out of the list (0 where none are).
+    pub fn bonded_entries(&self) -> usize {
+        self.bonded.as_ref().map_or(0, BondedPartners::entries)
     }
 
     /// Number of rebuilds so far.
@@ -264,6 +389,7 @@ impl NeighbourList {
             + 4 * (g.hash.capacity() + g.start.capacity() + g.sorted.capacity())
             + 4 * (self.offsets.capacity() + self.list.capacity())
             + 24 * self.x_at_build.capacity()
+            + self.bonded.as_ref().map_or(0, BondedPartners::bytes)
     }
 
     fn rebuild(
@@ -275,6 +401,7 @@ impl NeighbourList {
         let grid = &self.grid;
         let n = self.x_at_build.len();
         let skin = self.skin;
+        let bonded = self.bonded.as_ref();
         // One pass over the 27 cells per particle: blocks of particles fill block-local lists
         // (partners sorted by index per particle) and write their counts into `offsets`; the
         // blocks are then copied into place. The temporaries are the size of the list itself.
@@ -288,7 +415,7 @@ impl NeighbourList {
                 let start = local.len();
                 grid.for_each_neighbour(i, |j| {
                     let reach = ri + radius(j) + skin;
-                    if (xi - x(j)).length_squared() < reach * reach {
+                    if (xi - x(j)).length_squared() < reach * reach && !bonded.is_some_and(|b| b.contains(i, j)) {
                         local.push(j as u32);
                     }
                 });
@@ -337,10 +464,18 @@ impl NeighbourList {
         Ok(())
     }
 
-    /// The candidate partners of particle `i`, by increasing index.
+    /// The candidate partners of particle `i` in the list, by increasing index (without the
+    /// bonded ones where they are left out: `contacts` has all).
     #[inline]
     pub fn partners(&self, i: usize) -> &[u32] {
         &self.list[self.offsets[i] as usize..self.offsets[i + 1] as usize]
+    }
+
+    /// Every candidate contact partner of particle `i` by increasing index: the list's, and the
+    /// bonded partners where the list leaves them out (`Contacts`).
+    #[inline]
+    pub fn contacts(&self, i: usize) -> Contacts<'_> {
+        Contacts { list: self.partners(i), bonded: self.bonded.as_ref().map_or(&[][..], |b| b.of(i)), a: 0, b: 0 }
     }
 }
 

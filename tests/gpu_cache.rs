@@ -81,13 +81,14 @@ fn fallback_steps_count_the_steps_whose_lists_could_not_grow() {
     // room to grow them, so every batch falls back to the grid (with the same bits).
     // The budget is the engine's bytes with lists of capacity 1: those of an engine whose lists
     // grew during `new`, less the growth (4 bytes per list slot beyond one per particle).
-    let tiny = GpuOptions { nbr_capacity: Some(1), ..Default::default() };
+    // (Bonded pairs listed: left out, the ring's lists are empty at rest and fit.)
+    let tiny = GpuOptions { nbr_capacity: Some(1), list_bonded_pairs: true, ..Default::default() };
     let grown = open(&m, s.dt, Precision::F64, tiny);
     let n = m.particles.len() as u64;
     assert!(grown.neighbour_capacity() > 1, "the torus must overflow lists of capacity 1");
     let budget = grown.device_bytes() - 4 * (grown.neighbour_entries() - n);
     drop(grown);
-    let stuck = GpuOptions { nbr_capacity: Some(1), memory_budget: Some(budget), ..Default::default() };
+    let stuck = GpuOptions { nbr_capacity: Some(1), memory_budget: Some(budget), ..tiny };
     let mut t = open(&m, s.dt, Precision::F64, stuck);
     for _ in 0..3 {
         t.advance(100).unwrap();

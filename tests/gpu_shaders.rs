@@ -219,6 +219,7 @@ fn host_elem_sizes(p: Precision) -> Vec<(String, u32)> {
         "inc_offsets",
         "inc_entries",
         "inc_peer",
+        "bonded",
         "halo_off",
         "halo_src",
         "halo_fill",

@@ -264,8 +264,13 @@ fn a_gpu_batch_over_the_memory_budget_is_split() {
     let path = small_study(tmp.path(), 0.5);
     let s = Study::load(&path).unwrap();
     let models: Vec<_> = (0..2).map(|k| s.scenario(k, &path).unwrap().build_model().unwrap()).collect();
-    let two = rrpdem::gpu::batch_bytes(&[&models[0], &models[1]], rrpdem::engine::Precision::F64, 16);
-    let three = rrpdem::gpu::batch_bytes(&[&models[0], &models[1], &models[0]], rrpdem::engine::Precision::F64, 16);
+    // At the lists' initial capacity, as the study plans its batches.
+    let bytes = |m: &[&rrpdem::model::Model]| {
+        let cap = rrpdem::gpu::batch::BatchTotals::of(m).initial_nbr_capacity();
+        rrpdem::gpu::batch_bytes(m, rrpdem::engine::Precision::F64, cap)
+    };
+    let two = bytes(&[&models[0], &models[1]]);
+    let three = bytes(&[&models[0], &models[1], &models[0]]);
     assert!(three > two, "a third replica needs memory");
     let out = tmp.path().join("out");
     let budget = two.to_string();

@@ -415,7 +415,8 @@ fn the_dry_run_memory_estimate_counts_what_dissipation_adds() {
             memory_estimate_with(&model.particles, &ends, model.params.dissipation, model.params.walls.len())
         });
         for (p, total) in [(Precision::F32, m.gpu_f32), (Precision::F64, m.gpu_f64)] {
-            let planned = rrpdem::gpu::batch_bytes(&[&model], p, 16);
+            let cap = rrpdem::gpu::batch::BatchTotals::of(&[&model]).initial_nbr_capacity();
+            let planned = rrpdem::gpu::batch_bytes(&[&model], p, cap);
             let ratio = total as f64 / planned as f64;
             assert!((0.999..=1.0).contains(&ratio), "{extra} {p:?}: estimate {total} vs planned {planned}");
         }

@@ -8,7 +8,9 @@
 
 use super::shader::HIST_SLOTS;
 use super::shader::{NQ, NW, RSTATUS_LEN, SCAN_WG, STATUS_LEN, WATCH_PER_LANE, WG};
-use super::sizes::{INITIAL_NBR_CAPACITY, MAX_BREAK_RECORDS, MIN_BUFFER, bond_out_elem, particle_elem, real_size};
+use super::sizes::{
+    INITIAL_NBR_CAPACITY, MAX_BREAK_RECORDS, MIN_BUFFER, MIN_NBR_CAPACITY, bond_out_elem, particle_elem, real_size,
+};
 use super::watch::watch_gpu_size;
 use crate::engine::Precision;
 use crate::model::Model;
@@ -150,6 +152,9 @@ pub struct BatchTotals {
     pub dissipation: bool,
     /// Some replica has binder damping: `inc_peer` (4 bytes per incidence entry) is real.
     pub binder_damping: bool,
+    /// Bonds of the replicas whose contact lists leave bonded pairs out
+    /// (`Params::bonded_pairs_unlisted`): where some, `bonded` (4 bytes per incidence entry) is real.
+    pub unlisted_bonds: u64,
     /// Some replica has pair friction, some wall friction (the contact history is real), and
     /// the most walls of a replica.
     pub pair_friction: bool,
@@ -194,11 +199,24 @@ impl BatchTotals {
         let d = m.params.dissipation.unwrap_or_default();
         self.pair_friction |= d.mu > 0.0;
         self.binder_damping |= d.binder();
+        if m.params.bonded_pairs_unlisted() {
+            self.unlisted_bonds += m.bonds.len() as u64;
+        }
         self.wall_friction |= d.mu_wall > 0.0;
         self.max_walls = self.max_walls.max(m.params.walls.len() as u64);
         self.broken_words += broken_words(m.bonds.len() as u64);
         self.bond_attitudes |= bond_attitudes;
         self.bond_refs |= bond_refs;
+    }
+
+    /// Each neighbour list's capacity to start with: `INITIAL_NBR_CAPACITY` less the bonded
+    /// partners per particle the lists leave out (on average over the batch), at least
+    /// `MIN_NBR_CAPACITY`: 16 for a cloud of loose spheres, 14 for rings, 5 for an fcc solid,
+    /// whose lists are empty at rest (its bonded neighbours were 11.5 of its ~12 entries). An
+    /// overflow later is exact and gives each list room for its own count.
+    pub fn initial_nbr_capacity(&self) -> u32 {
+        let left_out = 2 * self.unlisted_bonds / self.n.max(1);
+        (INITIAL_NBR_CAPACITY as u64).saturating_sub(left_out).max(MIN_NBR_CAPACITY as u64) as u32
     }
 
     /// Contact-grid bucket count (power of two ≥ 2N) where a binding can hold its table; an
@@ -268,6 +286,7 @@ pub fn chunked_sizes(t: &BatchTotals, precision: Precision, nbr_capacity: u32) -
         ("bond reference attitudes", if t.bond_attitudes { 8 * rs * t.nb } else { 0 }),
         ("incidence entries", 8 * t.nb),
         ("the bonds' other ends beside them (binder damping)", if t.binder_damping { 8 * t.nb } else { 0 }),
+        ("bonded partners, sorted (pairs left out of the lists)", if t.unlisted_bonds > 0 { 8 * t.nb } else { 0 }),
         ("neighbour lists", 4 * nbr_capacity as u64 * t.n),
     ]
 }
@@ -315,10 +334,11 @@ pub fn planned_sizes(t: &BatchTotals, precision: Precision, nbr_capacity: u32) -
         v4,                                             // ref_pos
         if super::frame::uses_blocks(precision) { 16 * n } else { 0 }, // ref_cell
         4 * (n + 1),
-        8 * nb,                                    // incidence
-        if t.binder_damping { 8 * nb } else { 0 }, // the bonds' other ends (inc_peer)
-        4 * (n + 1),                               // neighbour list offsets
-        4 * (n + 1),                               // halo offsets
+        8 * nb,                                        // incidence
+        if t.binder_damping { 8 * nb } else { 0 },     // the bonds' other ends (inc_peer)
+        if t.unlisted_bonds > 0 { 8 * nb } else { 0 }, // the sorted bonded partners (bonded)
+        4 * (n + 1),                                   // neighbour list offsets
+        4 * (n + 1),                                   // halo offsets
         4 * (buckets + 1),
         status,
         v4,                                       // x_ref
@@ -377,8 +397,8 @@ pub fn split_batches(
     limits: (u64, Option<u64>),
 ) -> Vec<std::ops::Range<usize>> {
     let (max_binding, budget) = limits;
-    let cap = INITIAL_NBR_CAPACITY;
     let fits = |t: &BatchTotals| {
+        let cap = t.initial_nbr_capacity();
         // A study's batches stay within one binding per array (no chunks needed for them).
         binding_sizes(t, precision).iter().chain(&chunked_sizes(t, precision, cap)).all(|&(_, s)| s <= max_binding)
             && budget.is_none_or(|b| planned_sizes(t, precision, cap).iter().sum::<u64>() <= b)

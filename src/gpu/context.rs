@@ -105,8 +105,9 @@ pub struct GpuContext {
 }
 
 /// Storage buffers the widest kernel (`particle`) binds (26 since it adds the dissipative
-/// loads `dload`, MODEL §10; lavapipe offers 32).
-pub const STORAGE_BUFFERS_NEEDED: u32 = 26;
+/// loads `dload`, MODEL §10; 27 since it merges the bonded partners the lists leave out,
+/// `bonded`; lavapipe offers 32).
+pub const STORAGE_BUFFERS_NEEDED: u32 = 27;
 /// The same with the per-particle arrays bound in two parts (`shader::Parts::Two`), where the
 /// widest is `dissipate` (MODEL §10): its random reads of the partners' pos, vel, omega,
 /// inertial, cell and the grid's sorted copies add a binding each. (Dissipation itself runs only

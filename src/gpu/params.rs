@@ -28,6 +28,9 @@ pub const FLAG_WEIBULL: u32 = 64;
 /// Bit of `ReplicaGpu::flags`: the replica's model dissipates (MODEL §10): `dissipate` computes
 /// its dashpots into `dload`, which the particle kernel adds and the ledger books.
 pub const FLAG_DISSIPATE: u32 = 128;
+/// Bit of `ReplicaGpu::flags`: the replica's contact lists leave its bonded pairs out
+/// (`Params::bonded_pairs_unlisted`); the particle kernel merges them in from `bonded`.
+pub const FLAG_UNLISTED: u32 = 256;
 
 /// What the batch-wide `SimParams` is built from.
 pub struct ParamInputs {
@@ -64,6 +67,8 @@ pub struct ReplicaInputs<'a> {
     pub bond_refs: bool,
     /// First word of its broken flags.
     pub broken_word: u32,
+    /// Its lists leave its bonded pairs out (`FLAG_UNLISTED`).
+    pub unlisted: bool,
     /// `ReplicaGpu::hist_parity`, `wall_slots`.
     pub hist_parity: u32,
     pub wall_slots: u32,
@@ -184,6 +189,9 @@ macro_rules! sim_params {
                 let diss = prm.dissipation.unwrap_or_default();
                 if prm.dissipation.is_some() {
                     flags |= FLAG_DISSIPATE;
+                }
+                if p.unlisted {
+                    flags |= FLAG_UNLISTED;
                 }
                 let rupture = prm.rupture.as_ref();
                 let inv = rupture.map_or([0.0; 4], |r| r.inv_thresholds);

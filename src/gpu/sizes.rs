@@ -26,6 +26,9 @@ pub const MAX_BREAK_RECORDS: u64 = 1 << 22;
 /// grows the capacity for the next batch.
 pub const INITIAL_NBR_CAPACITY: u32 = 16;
 
+/// The least initial capacity of a neighbour list (`BatchTotals::initial_nbr_capacity`).
+pub const MIN_NBR_CAPACITY: u32 = 4;
+
 /// Bytes of one real.
 pub fn real_size(p: Precision) -> usize {
     match p {

@@ -73,7 +73,7 @@ impl CpuEngine {
     /// Places the particles in the contact grid and rebuilds the neighbour list when one has
     /// moved far enough (`moved`, when the caller knows); a particle that cannot be placed is
     /// an error naming it.
-    fn place_neighbours(&mut self, moved: Option<bool>) -> Result<(), EngineError> {
+    pub(super) fn place_neighbours(&mut self, moved: Option<bool>) -> Result<(), EngineError> {
         let step = self.step;
         let t = self.time();
         let kin = &self.kin;
@@ -204,8 +204,7 @@ impl CpuEngine {
                 let mut u_contact = 0.0;
                 // The dissipative sums (MODEL §10), added after the conservative loads.
                 let mut dp = diss.as_ref().map(|d| d.start(i));
-                for (a, &j) in nbr.partners(i).iter().enumerate() {
-                    let j = j as usize;
+                for (a, j) in nbr.contacts(i) {
                     // The spheres of one clump never touch each other (MODEL §12).
                     if group.is_some_and(|g| g[i] == g[j]) {
                         continue;
@@ -216,7 +215,8 @@ impl CpuEngine {
                     if j > i {
                         u_contact += c.energy;
                     }
-                    // The contact's dashpot and slider from the same visit of the partner.
+                    // The contact's dashpot and slider from the same visit of the partner (a
+                    // model with them lists its bonded pairs: `CpuEngine::new`).
                     if let (Some(dd), Some(p)) = (&diss, &mut dp) {
                         dd.pair(p, a, j, d);
                     }

@@ -41,7 +41,7 @@ use super::scatter::BondRanges;
 use super::{Engine, EngineInfo, EngineState, Precision, Watch, wrong_state_kind};
 use crate::diagnostics::Diagnostics;
 use crate::error::EngineError;
-use crate::grid::{NeighbourList, SKIN_FACTOR};
+use crate::grid::{BondedPartners, NeighbourList, SKIN_FACTOR};
 use crate::integrator::{Integrator, Kinematics};
 use crate::interactions::BreakEvent;
 use crate::model::{Model, Params};
@@ -198,6 +198,9 @@ impl CpuEngine {
             e.rigid = Some(r);
         }
         e.diss = model.params.dissipation.map(|c| DissState::new(c, n, model.params.walls.len()));
+        if nb > 0 && model.params.bonded_pairs_unlisted() {
+            e.neighbours.leave_out_bonded(BondedPartners::new(n, || model.bonds.iter().map(|b| (b.i, b.j))));
+        }
         e.evaluate(true, None)?;
         if let Some(r) = &mut e.rigid {
             r.gather(&e.acc);
@@ -252,6 +255,20 @@ impl CpuEngine {
     /// ends).
     pub fn neighbour_entries(&self) -> usize {
         self.neighbours.entries()
+    }
+
+    /// Entries of the bonded partners the contact list leaves out (`grid::BondedPartners`),
+    /// visited every evaluation beside the list's; 0 where they are listed.
+    pub fn bonded_entries(&self) -> usize {
+        self.neighbours.bonded_entries()
+    }
+
+    /// Lists bonded pairs as any other pair (as before they were left out,
+    /// `Params::bonded_pairs_unlisted`), the list rebuilt now: the same contacts in the same
+    /// order, so the same results bit for bit. For comparisons and measurements.
+    pub fn list_bonded_pairs(&mut self) -> Result<(), EngineError> {
+        self.neighbours.list_bonded();
+        self.place_neighbours(None)
     }
 
     /// How many times the contact neighbour list was rebuilt.

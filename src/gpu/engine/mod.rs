@@ -38,10 +38,12 @@
 //! (`o × P`) and in the gravity energy (`−M g·o`).
 
 mod history;
+mod options;
 mod run;
 mod saved;
 mod upload;
 
+pub use options::GpuOptions;
 pub use run::{MAX_TIMED_STEPS, plan_nbr_offsets};
 
 use crate::diagnostics::Diagnostics;
@@ -86,35 +88,6 @@ const GUARD_PARTICLE_STEPS: u64 = 200_000_000;
 fn guard_interval(particles: u64) -> u64 {
     GUARD_PARTICLE_STEPS.div_ceil(particles.max(1)).clamp(GUARD_INTERVAL, 10 * GUARD_INTERVAL)
 }
-/// Tuning options of `GpuEngine::with_options` and `GpuEngine::new_batch`.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct GpuOptions {
-    /// Caps the workgroups per dispatch dimension below the adapter's limit, so that the 2-D
-    /// folding of large dispatches can be exercised on small systems.
-    pub max_workgroups_per_dimension: Option<u32>,
-    /// Caps the bytes per buffer binding below the adapter's limit (tests of the size check).
-    pub max_binding_size: Option<u64>,
-    /// Caps the bytes of each buffer ("page") the chunked arrays are stored in below the
-    /// adapter's buffer limit, so that their paging (`gpu::chunks::Pages`) can be exercised on
-    /// small systems. The arrays bound whole are not affected.
-    pub page_size: Option<u64>,
-    /// Initial capacity of each neighbour list (tests use a tiny one to exercise overflows).
-    pub nbr_capacity: Option<u32>,
-    /// Caps the bytes of device memory the state's buffers may take (beyond it, allocation fails
-    /// as if the device were out of memory): leaves room for other work on a shared device, and
-    /// lets tests exercise the out-of-memory report.
-    pub memory_budget: Option<u64>,
-    /// Counts positions from the coordinate origin instead of the centre of each replica's
-    /// bounding box, so that a model far from the origin is stored far out in blocks (tests of
-    /// the position frames, `gpu::frame`).
-    pub origin_at_zero: bool,
-    /// Opens a device of its own instead of taking one from the process-wide cache (see
-    /// `cache`), and closes it when the engine is dropped: for comparisons with a fresh device.
-    pub fresh_device: bool,
-    /// Caps the break records one batch of steps holds below `MAX_BREAK_RECORDS` (tests of
-    /// the overflow, after which the advance is taken again in shorter batches).
-    pub max_break_records: Option<u64>,
-}
 
 /// What the host keeps of one replica.
 struct Replica {
@@ -128,6 +101,8 @@ struct Replica {
     bond_attitudes: bool,
     /// Its bonds' reference directions and lengths are per bond (`FLAG_BOND_REF`).
     bond_refs: bool,
+    /// Its contact lists leave its bonded pairs out (`FLAG_UNLISTED`).
+    unlisted: bool,
     /// Ends (i, j) of every bond, replica-relative, for the break events.
     bond_ends: Vec<(u32, u32)>,
     /// Steps this replica has taken.
@@ -169,7 +144,7 @@ impl Replica {
         bond_attitudes: bool,
         bond_refs: bool,
         precision: Precision,
-        origin_at_zero: bool,
+        options: &GpuOptions,
     ) -> Replica {
         // List candidates are at most r_i + r_j + skin ≤ 2 r_max + skin apart: one cell.
         let skin = crate::grid::SKIN_FACTOR * model.max_radius();
@@ -177,7 +152,7 @@ impl Replica {
         let origin = match precision {
             // The reference positions' box: the same origin for a resumed run as for the
             // run it continues, so that its reference positions split the same.
-            Precision::F32 if !origin_at_zero => {
+            Precision::F32 if !options.origin_at_zero => {
                 bounding_box_centre(model.reference_x.as_deref().unwrap_or(&model.particles.x))
             }
             _ => DVec3::ZERO,
@@ -190,6 +165,7 @@ impl Replica {
             skin,
             bond_attitudes,
             bond_refs,
+            unlisted: !options.list_bonded_pairs && !model.bonds.is_empty() && model.params.bonded_pairs_unlisted(),
             bond_ends: model.bonds.iter().map(|b| (b.i, b.j)).collect(),
             step: 0,
             diag: Diagnostics::default(),
@@ -339,7 +315,6 @@ impl GpuEngine {
             }
             None => lease.pipe.clone(),
         };
-        let nbr_capacity = options.nbr_capacity.unwrap_or(INITIAL_NBR_CAPACITY).max(1);
         let max_buffer = options.page_size.map_or(ctx.limits.max_buffer_size, |m| m.min(ctx.limits.max_buffer_size));
         // Per particle where the bonds agree on it (always, for models built from their initial
         // state, and for checkpoints): `q_ref`; per bond otherwise.
@@ -351,11 +326,14 @@ impl GpuEngine {
         for (m, (q, x)) in models.iter().zip(ref_q.iter().zip(&ref_x)) {
             totals.add_with(m, q.is_none(), x.is_none());
         }
+        // Lists that hold bonded pairs start as they did before those were left out.
+        let capacity = if options.list_bonded_pairs { INITIAL_NBR_CAPACITY } else { totals.initial_nbr_capacity() };
+        let nbr_capacity = options.nbr_capacity.unwrap_or(capacity).max(1);
         check_sizes(&ctx, &totals, n, nbr_capacity, precision, have, part_len.is_some())?;
         let reps: Vec<Replica> = models
             .iter()
             .zip(ref_q.iter().zip(&ref_x))
-            .map(|(model, (q, x))| Replica::new(model, q.is_none(), x.is_none(), precision, options.origin_at_zero))
+            .map(|(model, (q, x))| Replica::new(model, q.is_none(), x.is_none(), precision, &options))
             .collect();
         let layout = BatchLayout::new(models);
         let frames: Vec<Frame> = reps.iter().map(|r| r.frame).collect();

@@ -49,6 +49,7 @@ pub(super) fn reps_bytes(reps: &[Replica], layout: &BatchLayout, precision: Prec
         held: reps[r].held,
         bond_attitudes: reps[r].bond_attitudes,
         bond_refs: reps[r].bond_refs,
+        unlisted: reps[r].unlisted,
         broken_word: layout.broken_word[r],
         hist_parity: reps[r].hist_parity,
         wall_slots,

@@ -37,13 +37,13 @@ pub(super) struct Paged {
 
 /// The arrays stored in pages: the per-bond arrays (one page layout, in bonds), the incidence
 /// entries and the neighbour lists (each with an overlap of one particle's longest range).
-pub(super) const PAGED: [&str; 8] =
-    ["bond_ends", "bond_ref", "bond_q0", "bond_scale", "bond_out", "inc_entries", "inc_peer", "nbr"];
+pub(super) const PAGED: [&str; 9] =
+    ["bond_ends", "bond_ref", "bond_q0", "bond_scale", "bond_out", "inc_entries", "inc_peer", "bonded", "nbr"];
 
 /// The window of a chunked array `name` in chunk `c`: incidence, lists, or bonds.
 pub(super) fn window_of<'c>(c: &'c Chunk, name: &str) -> &'c Range<u64> {
     match name {
-        "inc_entries" | "inc_peer" => &c.inc,
+        "inc_entries" | "inc_peer" | "bonded" => &c.inc,
         "nbr" => &c.nbr,
         _ => &c.bonds,
     }
@@ -79,6 +79,35 @@ pub(super) fn incidence(models: &[&Model], layout: &BatchLayout, peers: bool) ->
     }
     inc_offsets.push(inc_entries.len() as u32);
     (inc_offsets, inc_entries, inc_peers)
+}
+
+/// Each particle's bonded partners (batch indices) in its incidence range, sorted by index, a
+/// repeated partner (two bonds on one pair) replaced by `u32::MAX` and moved last: the array
+/// `bonded`, from which the particle kernel merges the pairs its list leaves out
+/// (`grid::BondedPartners` on the CPU: the same partners in the same order).
+pub(super) fn bonded_partners(models: &[&Model], layout: &BatchLayout, inc_offsets: &[u32]) -> Vec<u32> {
+    let mut out = vec![u32::MAX; *inc_offsets.last().unwrap_or(&0) as usize];
+    for (r, model) in models.iter().enumerate() {
+        let p0 = layout.p_start[r];
+        let (offsets, entries) = model.incidence();
+        for p in 0..model.particles.len() {
+            let (a, b) = (offsets[p] as usize, offsets[p + 1] as usize);
+            let at = inc_offsets[p0 as usize + p] as usize;
+            let s = &mut out[at..at + b - a];
+            for (o, &e) in s.iter_mut().zip(&entries[a..b]) {
+                let bond = &model.bonds[(e >> 1) as usize];
+                *o = p0 + if e & 1 == 0 { bond.j } else { bond.i };
+            }
+            s.sort_unstable();
+            for k in 1..s.len() {
+                if s[k] == s[k - 1] {
+                    s[k - 1] = u32::MAX;
+                }
+            }
+            s.sort_unstable();
+        }
+    }
+    out
 }
 
 /// What the host keeps to plan chunks again (`DemState::replan`): 12 bytes per particle.

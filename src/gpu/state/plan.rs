@@ -20,7 +20,7 @@ use super::super::frame::{Frame, uses_blocks};
 use super::super::shader::{NQ, NW, Parts, SCAN_WG};
 use super::super::sizes::{CELL_BYTES, MIN_BUFFER, bond_out_elem, particle_part_len, push_reals, real_size};
 use super::super::watch::watch_gpu_size;
-use super::chunked::{Paged, incidence, nbr_overlap};
+use super::chunked::{Paged, bonded_partners, incidence, nbr_overlap};
 use super::record::initial_status;
 use super::{BROKEN, CELL, DLOAD};
 use crate::engine::Precision;
@@ -79,6 +79,9 @@ pub(super) struct Shape {
     /// Beside each incidence entry, the batch index of the bond's other end, where some
     /// replica has binder damping (`chunked::incidence`); empty otherwise.
     pub inc_peers: Vec<u32>,
+    /// Each particle's bonded partners, sorted, beside its incidence (`chunked::bonded_partners`),
+    /// where some replica's lists leave bonded pairs out; else empty.
+    pub bonded: Vec<u32>,
     /// Status words at the start (`record::initial_status`).
     pub status: Vec<u32>,
     /// The segmented reduction's chunk tables (`BatchLayout::reduce_tables`).
@@ -114,6 +117,8 @@ impl Shape {
         }
         let binder = s.models.iter().any(|m| m.params.dissipation.is_some_and(|d| d.binder()));
         let (inc_offsets, inc_entries, inc_peers) = incidence(s.models, &layout, binder);
+        let unlisted = s.models.iter().any(|m| !m.bonds.is_empty() && m.params.bonded_pairs_unlisted());
+        let bonded = if unlisted { bonded_partners(s.models, &layout, &inc_offsets) } else { Vec::new() };
         let status = initial_status(true, layout.replicas());
         let (table0, table_levels) = layout.reduce_tables();
         let (watch0, watch_levels) = layout.watch_tables();
@@ -146,6 +151,7 @@ impl Shape {
             inc_offsets,
             inc_entries,
             inc_peers,
+            bonded,
             status,
             table0,
             table_levels,
@@ -373,6 +379,15 @@ impl<'a> Planned<'a> {
             let peers = &shape.inc_peers;
             let make = make_pages(move |e| words(&peers[e.start as usize..e.end as usize]));
             self.add_paged("inc_peer", 4, shape.inc_pages, make);
+        }
+        // Each particle's bonded partners, sorted, beside its incidence (in the same pages),
+        // where some replica leaves bonded pairs out of its lists; else a placeholder.
+        if shape.bonded.is_empty() {
+            self.add_paged("bonded", 4, Pages::one(0), None);
+        } else {
+            let bonded = &shape.bonded;
+            let make = make_pages(move |e| words(&bonded[e.start as usize..e.end as usize]));
+            self.add_paged("bonded", 4, shape.inc_pages, make);
         }
         // Every list starts with the same capacity; the engine plans them per particle once
         // some overflow (`DemState::set_nbr_offsets`).
