@@ -528,3 +528,28 @@ mod morton_tests {
         assert_eq!(morton3(m, m, m), (1u64 << 63) - 1);
     }
 }
+
+#[cfg(test)]
+mod bonded_tests {
+    use super::{BondedPartners, Contacts};
+
+    #[test]
+    fn bonded_partners_are_sorted_without_repeats_and_merge_with_a_list_by_index() {
+        // Particle 2 is bonded to 5, 0, 3 and (twice, two bonds on one pair) to 4.
+        let bonds = [(2u32, 5u32), (0, 2), (4, 2), (3, 2), (2, 4), (1, 3)];
+        let b = BondedPartners::new(6, || bonds.iter().copied());
+        assert_eq!(b.of(2), &[0, 3, 4, 5]);
+        assert_eq!(b.of(3), &[1, 2]);
+        assert_eq!(b.of(4), &[2]);
+        assert_eq!(b.entries(), 2 * bonds.len() - 2);
+        assert!(b.contains(2, 4) && b.contains(4, 2) && !b.contains(2, 1));
+        assert_eq!(b.of(6), &[] as &[u32], "past the last particle: none");
+        // The list's partners (slots 0, 1, 2) interleaved with the bonded ones (no slot).
+        let list = [1u32, 6, 7];
+        let merged: Vec<(usize, usize)> = Contacts { list: &list, bonded: b.of(2), a: 0, b: 0 }.collect();
+        let none = usize::MAX;
+        assert_eq!(merged, vec![(none, 0), (0, 1), (none, 3), (none, 4), (none, 5), (1, 6), (2, 7)]);
+        assert_eq!(Contacts { list: &[], bonded: &[], a: 0, b: 0 }.count(), 0);
+        assert_eq!(Contacts { list: &list, bonded: &[], a: 0, b: 0 }.map(|c| c.1).collect::<Vec<_>>(), vec![1, 6, 7]);
+    }
+}
