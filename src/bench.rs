@@ -530,7 +530,7 @@ pub fn measure(
                 // The GPU's own list lengths (the same contacts as the CPU's lists).
                 let listed = e.neighbour_entries_in_use().map_err(|e| e.to_string())? as usize;
                 // The particle kernel also reads the bonded partners the lists leave out.
-                let partners = listed + if model.params.bonded_pairs_unlisted() { 2 * nb } else { 0 };
+                let partners = listed + if !case.listed && model.params.bonded_pairs_unlisted() { 2 * nb } else { 0 };
                 engine_parts = e.buffer_parts().into_iter().take(8).map(|(k, v)| (k.to_string(), v)).collect();
                 let bytes = e.device_bytes();
                 let (all, grid, waits) = e.step_costs();

@@ -209,7 +209,8 @@ fn contact_partners(p: &Particles, skin: f64) -> f64 {
 ///   process's rayon pool has several threads, and there are 2048 bonds or more) it also stores
 ///   the ends that lie past a range boundary (`src/engine/scatter.rs`; 52 each, a few % of a
 ///   solid's ends), 8 per particle and 24 per 1024 bonds, allocated only then.
-/// - GPU (`src/gpu/state/plan.rs`, `DemState::new`), with `rs` the size of a real: per particle
+/// - GPU (`src/gpu/state/plan.rs`, `DemState::new`; its host memory while uploading,
+///   `gpu_upload`, as commented there), with `rs` the size of a real: per particle
 ///   twelve vec4 arrays (pos, vel, quat, omega, inertial, force, moment, pot, sorted_pos, x_ref,
 ///   the reference attitude q_ref and position ref_pos: `48·rs`) and the rollback copies of pos,
 ///   vel, quat, omega (`16·rs`); fixed, incidence offset, hash, slot, sorted_tmp, nbr_count, list
@@ -379,7 +380,9 @@ fn memory_of(l: &Layout) -> MemoryEstimate {
     // (8 per bond, for break events) and makes one array at a time, in the device's
     // precision, written in slices of 64 MiB (wgpu's staging copies): the largest array is a
     // per-particle vec4 in f64 (32 B per particle) or the bond ends.
-    let gpu_upload = 4 * n + 16 * b + (32 * n).max(8 * b) + (64 << 20);
+    // With the bonded pairs out of the lists, the sorted bonded partners (8 per bond) and the
+    // incidence they are sorted from (4 per particle, 8 per bond) beside it.
+    let gpu_upload = 4 * n + 16 * b + (32 * n).max(8 * b) + if unlisted { 4 * n + 16 * b } else { 0 } + (64 << 20);
     MemoryEstimate { model, cpu_engine, gpu_f32: gpu(4), gpu_f64: gpu(8), gpu_upload, contact_partners: l.gpu_partners }
 }
 

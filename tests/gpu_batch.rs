@@ -371,8 +371,9 @@ fn a_solid_torus_of_1e8_particles_fits_an_h100_in_f32() {
         h100 as f64 / (1u64 << 30) as f64
     );
     assert!(bytes + (2u64 << 30) < h100, "{bytes} B do not leave 2 GiB of an H100's {h100}");
-    // Per particle as docs/BENCHMARKS.md states it (389 B, with 72 B per bond; 437 and 64
-    // while the lists held the bonded neighbours in 16 slots).
+    // Per particle: 389 B with 72 B per bond at 6 bonds per particle (4 list slots; 393 B at
+    // docs/BENCHMARKS.md's 5.94, 5 slots; 437 B and 64 B while the lists held the bonded
+    // neighbours in 16 slots).
     let per_particle = (bytes - 72 * nb) as f64 / n as f64;
     assert!((382.0..397.0).contains(&per_particle), "{per_particle} B per particle");
     // With rupture (no Weibull scatter): 2 bits of flags per bond and 2²² break records.

@@ -97,6 +97,15 @@ fn the_gpu_lists_leave_bonded_pairs_out_and_the_run_is_the_same_bit_for_bit() {
             assert!(bits(&mut chunked) == bits(&mut whole), "{p:?}, {bytes} B: chunked results differ");
         }
         assert!(split >= 1, "{p:?}: no run in several chunks");
+        // The bonded partners over several pages (8 kB) beside the incidence, and lists of one
+        // slot: the impact's new contacts overflow them, so the particle kernel takes the grid
+        // walk (which finds bonded and other partners alike) until the lists are laid out anew.
+        let o = GpuOptions { page_size: Some(1 << 13), nbr_capacity: Some(1), ..Default::default() };
+        let mut paged = GpuEngine::with_options(&m, Integrator::RrpNewmark, s.dt, p, AdapterChoice::Any, o).unwrap();
+        assert!(paged.page_counts().1 > 1, "{p:?}: {:?}", paged.page_counts());
+        Engine::advance(&mut paged, steps).unwrap();
+        assert!(paged.neighbour_capacity() > 1, "{p:?}: the lists must have overflowed and grown");
+        assert!(bits(&mut paged) == bits(&mut unlisted), "{p:?}: paged, overflowing run differs");
         if p == Precision::F64 {
             // And the CPU's: the GPU twins agree to round-off (tests/gpu_parity.rs's bound).
             let dx = common::gpu::max_position_diff(&unlisted.snapshot().unwrap(), &reference.snapshot().unwrap());

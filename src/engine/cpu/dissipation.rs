@@ -342,6 +342,9 @@ impl DissPass<'_> {
             return;
         }
         let friction = c.mu > 0.0;
+        // A model whose contacts dissipate lists its bonded pairs (`Params::bonded_pairs_unlisted`):
+        // every partner here has a list slot.
+        debug_assert!(a != usize::MAX, "a dissipative pair without a list slot");
         let e = p.base + a;
         let rj = self.p.radius.get(j);
         let rs = p.ri + rj;

@@ -472,6 +472,10 @@ impl Engine for CpuEngine {
             bodies: Vec::new(),
         };
         let mut fresh = CpuEngine::new(model, self.integrator, self.dt)?;
+        // An engine told to list its bonded pairs (`list_bonded_pairs`) keeps doing so.
+        if self.neighbours.bonded_entries() == 0 && fresh.neighbours.bonded_entries() > 0 {
+            fresh.neighbours.list_bonded();
+        }
         fresh.set_state(state)?;
         // Bonds the fresh engine broke before their flags were loaded broke long ago.
         fresh.breaks.clear();
