@@ -168,6 +168,15 @@ fn unlisted(r: u32) -> bool {
     return (reps[r].flags & FLAG_UNLISTED) != 0u;
 }
 
+/// The `k`-th entry of the list that starts at slot `base` and holds `count`, `NO_PARTNER`
+/// past the last.
+fn listed_at(base: u32, count: u32, k: u32) -> u32 {
+    if k >= count {
+        return NO_PARTNER;
+    }
+    return nbr[base - chunk.nbr_win + k];
+}
+
 /// Particle i's `k`-th bonded partner (k from `inc_offsets[i]`), `NO_PARTNER` past the last.
 fn bonded_at(i: u32, k: u32) -> u32 {
     if k >= inc_offsets[i + 1u] {

@@ -83,20 +83,14 @@ fn particle(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg:
         if unlisted(r) {
             kb = inc_offsets[i];
         }
-        var jl = NO_PARTNER;
-        if k < cnt {
-            jl = nbr[base - chunk.nbr_win + k];
-        }
+        var jl = listed_at(base, cnt, k);
         var jb = bonded_at(i, kb);
         loop {
             var j: u32;
             if jl < jb {
                 j = jl;
                 k++;
-                jl = NO_PARTNER;
-                if k < cnt {
-                    jl = nbr[base - chunk.nbr_win + k];
-                }
+                jl = listed_at(base, cnt, k);
             } else if jb != NO_PARTNER {
                 j = jb;
                 kb++;

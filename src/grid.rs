@@ -56,21 +56,12 @@ pub struct BondedPartners {
 impl BondedPartners {
     /// The partners of `n` particles joined by bonds with the given ends.
     pub fn new<I: Iterator<Item = (u32, u32)>>(n: usize, ends: impl Fn() -> I) -> BondedPartners {
-        let mut off = vec![0u32; n + 1];
-        for (i, j) in ends() {
-            off[i as usize + 1] += 1;
-            off[j as usize + 1] += 1;
-        }
-        for p in 0..n {
-            off[p + 1] += off[p];
-        }
-        let mut fill = off.clone();
-        let mut all = vec![0u32; off[n] as usize];
-        for (i, j) in ends() {
-            for (p, q) in [(i, j), (j, i)] {
-                all[fill[p as usize] as usize] = q;
-                fill[p as usize] += 1;
-            }
+        // The incidence (`model::incidence`), each entry turned into the bond's other end.
+        let pairs: Vec<(u32, u32)> = ends().collect();
+        let (off, mut all) = crate::model::incidence(n, pairs.len(), || pairs.iter().copied());
+        for e in &mut all {
+            let (i, j) = pairs[(*e >> 1) as usize];
+            *e = if *e & 1 == 0 { j } else { i };
         }
         // Sorted, and without the repeats of two bonds on one pair (a pair's contact once).
         let mut list = Vec::with_capacity(all.len());

@@ -24,6 +24,7 @@ use super::super::pipeline::DemPipeline;
 use super::super::shader::WG;
 use super::super::sizes::{MIN_BUFFER, bond_out_elem};
 use super::DemState;
+use crate::grid::BondedPartners;
 use crate::model::Model;
 use std::ops::Range;
 
@@ -81,30 +82,20 @@ pub(super) fn incidence(models: &[&Model], layout: &BatchLayout, peers: bool) ->
     (inc_offsets, inc_entries, inc_peers)
 }
 
-/// Each particle's bonded partners (batch indices) in its incidence range, sorted by index, a
-/// repeated partner (two bonds on one pair) replaced by `u32::MAX` and moved last: the array
-/// `bonded`, from which the particle kernel merges the pairs its list leaves out
-/// (`grid::BondedPartners` on the CPU: the same partners in the same order).
+/// Each particle's bonded partners (batch indices) in its incidence range: the CPU's
+/// `grid::BondedPartners` (sorted, without repeats), then `u32::MAX` for the slots a repeated
+/// pair leaves free. The array `bonded`, from which the particle kernel merges the pairs its
+/// list leaves out.
 pub(super) fn bonded_partners(models: &[&Model], layout: &BatchLayout, inc_offsets: &[u32]) -> Vec<u32> {
     let mut out = vec![u32::MAX; *inc_offsets.last().unwrap_or(&0) as usize];
     for (r, model) in models.iter().enumerate() {
         let p0 = layout.p_start[r];
-        let (offsets, entries) = model.incidence();
+        let partners = BondedPartners::new(model.particles.len(), || model.bonds.iter().map(|b| (b.i, b.j)));
         for p in 0..model.particles.len() {
-            let (a, b) = (offsets[p] as usize, offsets[p + 1] as usize);
             let at = inc_offsets[p0 as usize + p] as usize;
-            let s = &mut out[at..at + b - a];
-            for (o, &e) in s.iter_mut().zip(&entries[a..b]) {
-                let bond = &model.bonds[(e >> 1) as usize];
-                *o = p0 + if e & 1 == 0 { bond.j } else { bond.i };
+            for (o, &q) in out[at..].iter_mut().zip(partners.of(p)) {
+                *o = p0 + q;
             }
-            s.sort_unstable();
-            for k in 1..s.len() {
-                if s[k] == s[k - 1] {
-                    s[k - 1] = u32::MAX;
-                }
-            }
-            s.sort_unstable();
         }
     }
     out

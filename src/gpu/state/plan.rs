@@ -371,23 +371,16 @@ impl<'a> Planned<'a> {
         let entries = &shape.inc_entries;
         let make = make_pages(move |e| words(&entries[e.start as usize..e.end as usize]));
         self.add_paged("inc_entries", 4, shape.inc_pages, make);
-        // The bonds' other ends beside them (binder damping), in the same pages; else a
-        // placeholder.
-        if shape.inc_peers.is_empty() {
-            self.add_paged("inc_peer", 4, Pages::one(0), None);
-        } else {
-            let peers = &shape.inc_peers;
-            let make = make_pages(move |e| words(&peers[e.start as usize..e.end as usize]));
-            self.add_paged("inc_peer", 4, shape.inc_pages, make);
-        }
-        // Each particle's bonded partners, sorted, beside its incidence (in the same pages),
-        // where some replica leaves bonded pairs out of its lists; else a placeholder.
-        if shape.bonded.is_empty() {
-            self.add_paged("bonded", 4, Pages::one(0), None);
-        } else {
-            let bonded = &shape.bonded;
-            let make = make_pages(move |e| words(&bonded[e.start as usize..e.end as usize]));
-            self.add_paged("bonded", 4, shape.inc_pages, make);
+        // Arrays of a word beside each incidence entry, in the same pages (a placeholder where
+        // empty): the bonds' other ends (binder damping) and each particle's bonded partners,
+        // sorted (where some replica leaves bonded pairs out of its lists).
+        for (name, values) in [("inc_peer", &shape.inc_peers), ("bonded", &shape.bonded)] {
+            if values.is_empty() {
+                self.add_paged(name, 4, Pages::one(0), None);
+            } else {
+                let make = make_pages(move |e| words(&values[e.start as usize..e.end as usize]));
+                self.add_paged(name, 4, shape.inc_pages, make);
+            }
         }
         // Every list starts with the same capacity; the engine plans them per particle once
         // some overflow (`DemState::set_nbr_offsets`).
