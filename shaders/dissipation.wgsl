@@ -1,8 +1,8 @@
 // Dissipative loads of MODEL §10 (twin of `DissPass::particle`, src/engine/cpu/dissipation.rs):
 // per particle of a dissipating replica, the viscous binder of its intact bonds (in incidence
 // order, each bond evaluated from its own ends as the CPU's bond pass does), then the normal
-// dashpots of its contacts (partners in index order, from the Verlet list or, for an overflowed
-// list, the grid walk) and of its walls (in wall order), in the CPU's order, from the positions of
+// dashpots of its contacts (partners in index order, from the Verlet list merged with the bonded
+// partners it leaves out or, for an overflowed list, the grid walk: shaders/walk.wgsl) and of its walls (in wall order), in the CPU's order, from the positions of
 // this evaluation and the velocities the step already knows (v_{k+½}, Ω_{k+½}: right-endpoint
 // forcing), with the spring–sliders of the frictional contacts, whose history ξ it reads from
 // one copy of `hist_*`/`whist` and writes to the other (shaders/bindings.wgsl: each pair's ξ
@@ -95,21 +95,22 @@ fn dissipate(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg
         let base = nbr_offsets[i];
         let listed = cnt <= nbr_offsets[i + 1u] - base;
         var walk: GridWalk;
-        if !listed {
+        var list_walk: ListWalk;
+        if listed {
+            list_walk = list_walk_start(i, r, base, cnt);
+        } else {
             walk = grid_walk_start(c, r, i);
         }
-        var k = 0u;
         loop {
             // The next partner j and x_i − x_j, from the list or the grid walk.
             var j: u32;
             var d: vec3<real>;
             var rj: real;
             if listed {
-                if k >= cnt {
+                j = list_walk_next(&list_walk);
+                if j == NO_PARTNER {
                     break;
                 }
-                j = nbr[base - chunk.nbr_win + k];
-                k++;
                 let xj = pos_at(j);
                 d = block_vector(c, xi - xj.xyz, cell_at(j).xyz, edge);
                 rj = xj.w;

@@ -78,24 +78,10 @@ fn particle(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg:
     if cnt <= nbr_offsets[i + 1u] - base {
         // Verlet list: the candidates of the last rebuild, by index, merged in index order with
         // the bonded partners where the list leaves them out (`grid::NeighbourList::contacts`).
-        var k = 0u;
-        var kb = inc_offsets[i + 1u];
-        if unlisted(r) {
-            kb = inc_offsets[i];
-        }
-        var jl = listed_at(base, cnt, k);
-        var jb = bonded_at(i, kb);
+        var walk = list_walk_start(i, r, base, cnt);
         loop {
-            var j: u32;
-            if jl < jb {
-                j = jl;
-                k++;
-                jl = listed_at(base, cnt, k);
-            } else if jb != NO_PARTNER {
-                j = jb;
-                kb++;
-                jb = bonded_at(i, kb);
-            } else {
+            let j = list_walk_next(&walk);
+            if j == NO_PARTNER {
                 break;
             }
             let xj = pos_at(j);

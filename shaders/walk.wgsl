@@ -1,8 +1,48 @@
-// The grid walk of a particle whose Verlet list overflowed: its replica's members of the 27
-// cells around its own, visited in particle-index order like a list, as a merge of the 27
-// buckets (sorted by index). Each cell keeps a cursor at its next member and that member's
-// index; every round takes the smallest and advances only that cell. Composed by the kernels
-// that visit contacts (shaders/particle.wgsl, shaders/dissipation.wgsl).
+// A particle's contact partners in particle-index order, as the kernels that visit contacts
+// (shaders/particle.wgsl, shaders/dissipation.wgsl) take them: from its Verlet list merged with
+// its bonded partners where the list leaves them out (`ListWalk`), or, where the list
+// overflowed, the grid walk: its replica's members of the 27 cells around its own (bonded or
+// not), as a merge of the 27 buckets (sorted by index). Each cell keeps a cursor at its next
+// member and that member's index; every round takes the smallest and advances only that cell.
+
+/// A visit of particle i's Verlet list (slots from `base`, `count` in use) merged in index
+/// order with its bonded partners where its replica's lists leave them out (FLAG_UNLISTED):
+/// the twin of `grid::Contacts`. Cursors and the next partner of each.
+struct ListWalk {
+    i: u32,
+    base: u32,
+    count: u32,
+    k: u32,
+    kb: u32,
+    jl: u32,
+    jb: u32,
+}
+
+/// The list walk of particle i of replica r, before its first partner.
+fn list_walk_start(i: u32, r: u32, base: u32, count: u32) -> ListWalk {
+    var kb = inc_offsets[i + 1u];
+    if unlisted(r) {
+        kb = inc_offsets[i];
+    }
+    return ListWalk(i, base, count, 0u, kb, listed_at(base, count, 0u), bonded_at(i, kb));
+}
+
+/// The next partner of a list walk (the smaller of the two runs' next), `NO_PARTNER` after the
+/// last.
+fn list_walk_next(w: ptr<function, ListWalk>) -> u32 {
+    if (*w).jl < (*w).jb {
+        let j = (*w).jl;
+        (*w).k++;
+        (*w).jl = listed_at((*w).base, (*w).count, (*w).k);
+        return j;
+    }
+    let j = (*w).jb;
+    if j != NO_PARTNER {
+        (*w).kb++;
+        (*w).jb = bonded_at((*w).i, (*w).kb);
+    }
+    return j;
+}
 
 /// First position ≥ p (below e) of a bucket whose entry is in cell `nc` of replica r and is not
 /// particle i (other cells and other replicas may share the bucket), or e.

@@ -457,7 +457,7 @@ pub fn gpu_bytes_per_step(n: usize, bonds: usize, partners: usize, precision: Pr
 
 /// The bytes MODEL §10's dashpots add to a GPU step (`gpu_bytes_per_step`'s conventions):
 /// `dissipate` reads the particle's pos (and block), vel, omega, inertial, its list count and
-/// offset, each list entry and, per bond end, the incidence entry and the bond's ends (the
+/// offset, each list entry and bonded partner (merged as the particle kernel merges them) and, per bond end, the incidence entry and the bond's ends (the
 /// partners' and ends' arrays counted as cached), and writes three vec4 of `dload`; the particle
 /// kernel reads and writes two of them (loads and ledger lanes); the watch reads all three.
 pub fn gpu_dissipation_bytes_per_step(n: usize, bonds: usize, partners: usize, precision: Precision) -> f64 {
@@ -530,14 +530,14 @@ pub fn measure(
                 // The GPU's own list lengths (the same contacts as the CPU's lists).
                 let listed = e.neighbour_entries_in_use().map_err(|e| e.to_string())? as usize;
                 // The particle kernel also reads the bonded partners the lists leave out.
-                let partners = listed + if !case.listed && model.params.bonded_pairs_unlisted() { 2 * nb } else { 0 };
+                let partners = listed + if !case.listed { 2 * nb } else { 0 };
                 engine_parts = e.buffer_parts().into_iter().take(8).map(|(k, v)| (k.to_string(), v)).collect();
                 let bytes = e.device_bytes();
                 let (all, grid, waits) = e.step_costs();
                 step_costs = Some(((all, grid), waits));
                 let mut per_step = gpu_bytes_per_step(n, nb, partners, p);
                 if model.params.dissipation.is_some() {
-                    per_step += gpu_dissipation_bytes_per_step(n, nb, listed, p);
+                    per_step += gpu_dissipation_bytes_per_step(n, nb, partners, p);
                 }
                 (Box::new(e), Some(bytes), per_step)
             }

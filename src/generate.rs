@@ -307,9 +307,9 @@ fn memory_of(l: &Layout) -> MemoryEstimate {
     use std::mem::size_of;
     let (n, b) = (l.n, l.b);
     let partners = (l.cpu_partners * n as f64).round() as u64;
-    // Both engines' lists leave bonded pairs out unless contacts between spheres dissipate
-    // (`Params::bonded_pairs_unlisted`); the GPU's lists then start shorter.
-    let unlisted = b > 0 && !l.dissipation.is_some_and(|d| d.pairs());
+    // Both engines' lists leave bonded pairs out (`grid::BondedPartners`); the GPU's lists then
+    // start shorter.
+    let unlisted = b > 0;
     let gpu_lists =
         crate::gpu::batch::BatchTotals { n, unlisted_bonds: if unlisted { b } else { 0 }, ..Default::default() };
     let list_capacity = gpu_lists.initial_nbr_capacity() as u64;

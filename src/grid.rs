@@ -105,8 +105,8 @@ impl BondedPartners {
 }
 
 /// A particle's contact partners, its list's and its bonded ones merged by increasing index
-/// (`NeighbourList::contacts`): `(slot, j)`, the slot being the entry's place in the list, or
-/// `usize::MAX` for a bonded partner (which has none).
+/// (`NeighbourList::contacts`). A partner's place in this sequence is its place in anything kept
+/// per contact (the friction history, `engine::cpu::dissipation`), which a rebuild realigns.
 pub struct Contacts<'a> {
     list: &'a [u32],
     bonded: &'a [u32],
@@ -115,18 +115,18 @@ pub struct Contacts<'a> {
 }
 
 impl Iterator for Contacts<'_> {
-    type Item = (usize, usize);
+    type Item = usize;
 
     #[inline(always)]
-    fn next(&mut self) -> Option<(usize, usize)> {
+    fn next(&mut self) -> Option<usize> {
         let l = self.list.get(self.a).copied().unwrap_or(u32::MAX);
         let b = self.bonded.get(self.b).copied().unwrap_or(u32::MAX);
         if l < b {
             self.a += 1;
-            Some((self.a - 1, l as usize))
+            Some(l as usize)
         } else if b != u32::MAX {
             self.b += 1;
-            Some((usize::MAX, b as usize))
+            Some(b as usize)
         } else {
             None
         }
@@ -535,12 +535,11 @@ mod bonded_tests {
         assert_eq!(b.entries(), 2 * bonds.len() - 2);
         assert!(b.contains(2, 4) && b.contains(4, 2) && !b.contains(2, 1));
         assert_eq!(b.of(6), &[] as &[u32], "past the last particle: none");
-        // The list's partners (slots 0, 1, 2) interleaved with the bonded ones (no slot).
+        // The list's partners interleaved with the bonded ones.
         let list = [1u32, 6, 7];
-        let merged: Vec<(usize, usize)> = Contacts { list: &list, bonded: b.of(2), a: 0, b: 0 }.collect();
-        let none = usize::MAX;
-        assert_eq!(merged, vec![(none, 0), (0, 1), (none, 3), (none, 4), (none, 5), (1, 6), (2, 7)]);
+        let merged: Vec<usize> = Contacts { list: &list, bonded: b.of(2), a: 0, b: 0 }.collect();
+        assert_eq!(merged, vec![0, 1, 3, 4, 5, 6, 7]);
         assert_eq!(Contacts { list: &[], bonded: &[], a: 0, b: 0 }.count(), 0);
-        assert_eq!(Contacts { list: &list, bonded: &[], a: 0, b: 0 }.map(|c| c.1).collect::<Vec<_>>(), vec![1, 6, 7]);
+        assert_eq!(Contacts { list: &list, bonded: &[], a: 0, b: 0 }.collect::<Vec<_>>(), vec![1, 6, 7]);
     }
 }

@@ -105,13 +105,6 @@ impl Params {
     pub fn weibull(&self) -> bool {
         self.rupture.as_ref().is_some_and(|r| r.weibull.is_some())
     }
-
-    /// Whether both engines' contact lists leave pairs joined by a bond out (`grid::BondedPartners`):
-    /// always, except where contacts between spheres dissipate (MODEL §10), whose loads and
-    /// tangential history are kept per list entry.
-    pub fn bonded_pairs_unlisted(&self) -> bool {
-        !self.dissipation.is_some_and(|d| d.pairs())
-    }
 }
 
 impl Default for Params {

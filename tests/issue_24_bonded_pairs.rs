@@ -1,11 +1,11 @@
 //! Issue 24: pairs joined by a bond are not in the contact lists.
 //!
-//! Both engines' lists leave bonded pairs out (`grid::BondedPartners`, `Params::bonded_pairs_unlisted`)
-//! and visit them from each particle's sorted bonded partners instead, merged into the list in
-//! index order: every contact sum runs over the same pairs in the same order as when the lists
+//! Both engines' lists leave bonded pairs out (`grid::BondedPartners`) and visit them from each
+//! particle's sorted bonded partners instead, merged into the list in index order: every contact sum runs over the same pairs in the same order as when the lists
 //! held them, so a run is the same bit for bit with and without the lists holding them (the
-//! engines' `list_bonded_pairs`, for comparisons). Where contacts between spheres dissipate
-//! (MODEL §10) the lists keep bonded pairs (their loads and history are per list entry).
+//! engines' `list_bonded_pairs`, for comparisons), with MODEL §10's dashpots and friction too
+//! (their tangential history kept per contact of the merged sequence on the CPU, by partner
+//! index on the GPU).
 
 mod common;
 use common::gpu::{bits, cpu, gpu, model_from_json};
@@ -115,43 +115,115 @@ fn the_gpu_lists_leave_bonded_pairs_out_and_the_run_is_the_same_bit_for_bit() {
     }
 }
 
+/// The impact with every MODEL §10 term on: contact, wall and binder dashpots, and friction
+/// between spheres and at the wall (its tangential history kept per contact).
+const DISSIPATIVE: &str = r#", "damping": {"restitution": 0.4, "wall_restitution": 0.6,
+    "binder": {"axial": 0.5, "shear": 0.3, "bending": 0.01, "twist": 0.02}},
+    "friction": {"coefficient": 0.3, "wall_coefficient": 0.5}"#;
+
 #[test]
-fn a_batch_mixes_replicas_that_list_bonded_pairs_and_replicas_that_do_not() {
-    // Contact damping between spheres keeps a replica's bonded pairs listed (its loads are per
-    // list entry); a conservative replica of the same batch leaves them out. Each replica of the
-    // batch is its run alone, bit for bit, and the damped one matches the CPU (whose lists keep
-    // them too) to round-off.
+fn dissipative_contacts_leave_bonded_pairs_out_and_keep_their_history_on_the_cpu() {
+    // The dashpots and sliders of a bonded pair are evaluated as its Hertz contact is: from the
+    // bonded partners merged into the list, the pair's ξ kept at its place in that merged
+    // sequence. Listed or not, and switched from one to the other mid-run (the history then
+    // follows each pair into the new sequence), the run is the same bit for bit.
+    let (s, m) = model_from_json(&impact(1500, DISSIPATIVE));
+    let steps = 300;
+    let mut unlisted = cpu(&m, Integrator::RrpNewmark, s.dt);
+    let mut listed = cpu(&m, Integrator::RrpNewmark, s.dt);
+    listed.list_bonded_pairs().unwrap();
+    let mut switched = cpu(&m, Integrator::RrpNewmark, s.dt);
+    assert_eq!(unlisted.neighbour_entries(), 0);
+    for e in [&mut unlisted, &mut listed, &mut switched] {
+        e.advance(steps / 2).unwrap();
+    }
+    // Friction is at work (sliding contacts hold ξ ≠ 0) before the switch.
+    let xi = Engine::tangential_displacement(&mut switched).unwrap().unwrap();
+    let sliding = xi.iter().filter(|&&x| x > 0.0).count();
+    assert!(sliding > xi.len() / 2, "{sliding} of {}", xi.len());
+    switched.list_bonded_pairs().unwrap();
+    for e in [&mut unlisted, &mut listed, &mut switched] {
+        e.advance(steps / 2).unwrap();
+    }
+    let d = unlisted.diagnostics().unwrap();
+    assert!(d.n_broken > 20 && d.e_dissipated > 1e-2 * d.total(), "{} breaks, {d:?}", d.n_broken);
+    // The history followed its pairs through rebuilds of the lists (6 in these steps).
+    assert!(unlisted.neighbour_rebuilds() >= 5, "{}", unlisted.neighbour_rebuilds());
+    let reference = bits(&mut listed);
+    assert!(bits(&mut unlisted) == reference, "unlisted differs from listed");
+    assert!(bits(&mut switched) == reference, "switched mid-run differs");
+    let xi = |e: &mut rrpdem::engine::CpuEngine| Engine::tangential_displacement(e).unwrap().unwrap();
+    assert!(xi(&mut unlisted) == xi(&mut listed), "the tangential history differs");
+    let n = m.particles.len() as f64;
+    assert!((unlisted.neighbour_entries() as f64) < n, "{}", unlisted.neighbour_entries());
+    assert!(listed.neighbour_entries() as f64 > 6.0 * n, "{}", listed.neighbour_entries());
+}
+
+#[test]
+fn dissipative_contacts_leave_bonded_pairs_out_on_the_gpu_and_a_batch_mixes_models() {
+    // The GPU's `dissipate` merges the bonded partners as the particle kernel does (its friction
+    // history is keyed by partner index, not by list slot): listed or not, the same bits; a
+    // batch of a conservative, a damped and a frictional torus gives each its run alone; and the
+    // frictional one matches the CPU to round-off with the same breaks.
     use rrpdem::engine::BatchEngine;
-    use rrpdem::gpu::{AdapterChoice, GpuEngine};
+    use rrpdem::gpu::{AdapterChoice, GpuEngine, GpuOptions};
     let (s, plain) = model_from_json(&impact(300, ""));
     let (_, damped) = model_from_json(&impact(300, r#", "damping": {"restitution": 0.4}"#));
-    assert!(plain.params.bonded_pairs_unlisted() && !damped.params.bonded_pairs_unlisted());
+    let (_, friction) = model_from_json(&impact(300, DISSIPATIVE));
     let steps = 300;
+    let mut c = cpu(&friction, Integrator::RrpNewmark, s.dt);
+    c.advance(steps).unwrap();
     for p in [Precision::F64, Precision::F32] {
-        let mut b = GpuEngine::new_batch(
-            &[&plain, &damped],
-            Integrator::RrpNewmark,
-            s.dt,
-            p,
-            AdapterChoice::Any,
-            Default::default(),
-        )
-        .unwrap();
+        let open = |m: &rrpdem::model::Model, list_bonded_pairs: bool| {
+            let o = GpuOptions { list_bonded_pairs, ..Default::default() };
+            GpuEngine::with_options(m, Integrator::RrpNewmark, s.dt, p, AdapterChoice::Any, o).unwrap()
+        };
+        let mut unlisted = open(&friction, false);
+        let mut listed = open(&friction, true);
+        assert_eq!(unlisted.neighbour_entries_in_use().unwrap(), 0, "{p:?}");
+        Engine::advance(&mut unlisted, steps).unwrap();
+        Engine::advance(&mut listed, steps).unwrap();
+        let d = Engine::diagnostics(&mut unlisted).unwrap();
+        assert!(d.n_broken > 10 && d.e_dissipated > 1e-2 * d.total(), "{p:?}: {d:?}");
+        assert!(bits(&mut unlisted) == bits(&mut listed), "{p:?}: listed and unlisted differ");
+        let xi = |e: &mut GpuEngine| Engine::tangential_displacement(e).unwrap().unwrap();
+        let x = xi(&mut unlisted);
+        assert!(x.iter().any(|&v| v > 0.0) && x == xi(&mut listed), "{p:?}: the tangential history differs");
+        assert!(unlisted.neighbour_entries_in_use().unwrap() < friction.particles.len() as u64, "{p:?}");
+        if p == Precision::F64 {
+            // tests/v13_dissipation_gpu.rs's bound for the CPU twin.
+            let dx = common::gpu::max_position_diff(&Engine::snapshot(&mut unlisted).unwrap(), &c.snapshot().unwrap());
+            assert!(dx < 1e-12, "{dx}");
+            assert_eq!(d.n_broken, c.diagnostics().unwrap().n_broken);
+        }
+        let models = [&plain, &damped, &friction];
+        let mut b =
+            GpuEngine::new_batch(&models, Integrator::RrpNewmark, s.dt, p, AdapterChoice::Any, Default::default())
+                .unwrap();
         BatchEngine::advance(&mut b, steps).unwrap();
         let diags = BatchEngine::diagnostics(&mut b).unwrap();
         assert!(diags[1].e_dissipated > 1e-3 * diags[1].total(), "{:?}", diags[1]);
-        for (r, m) in [&plain, &damped].into_iter().enumerate() {
+        for (r, m) in models.into_iter().enumerate() {
             let mut alone = gpu(m, Integrator::RrpNewmark, s.dt, p);
             Engine::advance(&mut alone, steps).unwrap();
             let snap = BatchEngine::snapshot(&mut b, r).unwrap();
             assert!(common::gpu::state_bits(&snap, &diags[r]) == bits(&mut alone), "{p:?}, replica {r}");
         }
+        // The damped torus's contacts in chunk windows (bindings of 16–64 kB), as in one binding.
+        let mut whole = open(&damped, false);
+        Engine::advance(&mut whole, steps).unwrap();
+        let mut split = 0;
+        for bytes in [1u64 << 14, 1 << 15, 1 << 16] {
+            let o = GpuOptions { max_binding_size: Some(bytes), ..Default::default() };
+            let Ok(mut chunked) =
+                GpuEngine::with_options(&damped, Integrator::RrpNewmark, s.dt, p, AdapterChoice::Any, o)
+            else {
+                continue;
+            };
+            split += usize::from(chunked.chunk_counts().0 > 1);
+            Engine::advance(&mut chunked, steps).unwrap();
+            assert!(bits(&mut chunked) == bits(&mut whole), "{p:?}, {bytes} B: chunked damped run differs");
+        }
+        assert!(split >= 1, "{p:?}: no damped run in several chunks");
     }
-    let mut c = cpu(&damped, Integrator::RrpNewmark, s.dt);
-    c.advance(steps).unwrap();
-    let mut g = gpu(&damped, Integrator::RrpNewmark, s.dt, Precision::F64);
-    Engine::advance(&mut g, steps).unwrap();
-    assert!(c.neighbour_entries() as f64 > 6.0 * damped.particles.len() as f64, "listed: {}", c.neighbour_entries());
-    let dx = common::gpu::max_position_diff(&Engine::snapshot(&mut g).unwrap(), &c.snapshot().unwrap());
-    assert!(dx < 1e-12, "{dx}");
 }

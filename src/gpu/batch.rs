@@ -152,8 +152,9 @@ pub struct BatchTotals {
     pub dissipation: bool,
     /// Some replica has binder damping: `inc_peer` (4 bytes per incidence entry) is real.
     pub binder_damping: bool,
-    /// Bonds of the replicas whose contact lists leave bonded pairs out
-    /// (`Params::bonded_pairs_unlisted`): where some, `bonded` (4 bytes per incidence entry) is real.
+    /// Bonds whose pairs the contact lists leave out (all of them, unless an engine is told to
+    /// list them, `GpuOptions::list_bonded_pairs`): where some, `bonded` (4 bytes per incidence
+    /// entry) is real.
     pub unlisted_bonds: u64,
     /// Some replica has pair friction, some wall friction (the contact history is real), and
     /// the most walls of a replica.
@@ -199,9 +200,7 @@ impl BatchTotals {
         let d = m.params.dissipation.unwrap_or_default();
         self.pair_friction |= d.mu > 0.0;
         self.binder_damping |= d.binder();
-        if m.params.bonded_pairs_unlisted() {
-            self.unlisted_bonds += m.bonds.len() as u64;
-        }
+        self.unlisted_bonds += m.bonds.len() as u64;
         self.wall_friction |= d.mu_wall > 0.0;
         self.max_walls = self.max_walls.max(m.params.walls.len() as u64);
         self.broken_words += broken_words(m.bonds.len() as u64);

@@ -4,9 +4,10 @@
 //! evaluates the binder's dashpots, once per bond), and the loads of one particle (its
 //! contacts' added as the particle pass visits each partner for the conservative contact).
 //!
-//! History layout: ξ of the pair (i, j) is kept by both, each beside its entry for the other
-//! in the neighbour list (`History::off`/`keys` are a copy of the list it is aligned with), seen
-//! from itself: `contact_dissipation` is odd under the exchange of the ends bit for bit, so the
+//! History layout: ξ of the pair (i, j) is kept by both, each at the other's place among its
+//! contacts (the list's partners and the bonded ones it leaves out, merged by index:
+//! `NeighbourList::contacts`; `History::off`/`keys` are a copy of that sequence), seen from
+//! itself: `contact_dissipation` is odd under the exchange of the ends bit for bit, so the
 //! two copies stay exact negatives of each other and each end reads its own (no lookup in the
 //! other's list, a cache miss per pair). A saved state holds each pair once, by its lower index;
 //! and per particle and wall. Each evaluation reads the history it started from (`xi`, its input)
@@ -69,14 +70,16 @@ impl History {
         }
         let n = self.off.len() - 1;
         let mut off = Vec::with_capacity(n + 1);
-        let mut keys = Vec::with_capacity(nbr.entries());
-        let mut xi = Vec::with_capacity(nbr.entries());
+        let entries = nbr.entries() + nbr.bonded_entries();
+        let mut keys = Vec::with_capacity(entries);
+        let mut xi = Vec::with_capacity(entries);
         off.push(0u32);
         for i in 0..n {
             let old = &self.keys[self.off[i] as usize..self.off[i + 1] as usize];
             let base = self.off[i] as usize;
             let mut a = 0;
-            for &j in nbr.partners(i) {
+            for j in nbr.contacts(i) {
+                let j = j as u32;
                 while a < old.len() && old[a] < j {
                     a += 1;
                 }
@@ -302,9 +305,9 @@ impl DissPass<'_> {
 
     /// Starts particle i's dissipative sums: its bonds' loads, which the bond pass gathered
     /// (those of its range, then the stored ones, in bond order). Then `pair` for each of its
-    /// partners in list order (the particle pass visits them once for both laws), then
-    /// `finish`. Call once per particle per evaluation, after the bond pass, with i's partners
-    /// in the neighbour list the history was prepared with.
+    /// contacts in order (`NeighbourList::contacts`; the particle pass visits them once for both
+    /// laws), then `finish`. Call once per particle per evaluation, after the bond pass, with
+    /// i's contacts in the neighbour list the history was prepared with.
     #[inline(always)]
     pub(super) fn start(&self, i: usize) -> ParticleDiss {
         let k = &self.p.kin[i];
@@ -330,7 +333,8 @@ impl DissPass<'_> {
         }
     }
 
-    /// Adds the contact of particle i (`start`) with its `a`-th partner `j` at `d = x_i − x_j`
+    /// Adds the contact of particle i (`start`) with its `a`-th contact `j` (in the order of
+    /// `NeighbourList::contacts`) at `d = x_i − x_j`
     /// onto `p`, and writes its new history. A run of partners with the same radius sum and
     /// inverse mass (all of them in a monodisperse packing) shares the pair constants, formed
     /// once for the run: the same values, so the same bits, without a division and three
@@ -342,9 +346,6 @@ impl DissPass<'_> {
             return;
         }
         let friction = c.mu > 0.0;
-        // A model whose contacts dissipate lists its bonded pairs (`Params::bonded_pairs_unlisted`):
-        // every partner here has a list slot.
-        debug_assert!(a != usize::MAX, "a dissipative pair without a list slot");
         let e = p.base + a;
         let rj = self.p.radius.get(j);
         let rs = p.ri + rj;

@@ -204,7 +204,8 @@ impl CpuEngine {
                 let mut u_contact = 0.0;
                 // The dissipative sums (MODEL §10), added after the conservative loads.
                 let mut dp = diss.as_ref().map(|d| d.start(i));
-                for (a, j) in nbr.contacts(i) {
+                // `a`: the partner's place among i's contacts, where its friction history is.
+                for (a, j) in nbr.contacts(i).enumerate() {
                     // The spheres of one clump never touch each other (MODEL §12).
                     if group.is_some_and(|g| g[i] == g[j]) {
                         continue;
@@ -215,8 +216,7 @@ impl CpuEngine {
                     if j > i {
                         u_contact += c.energy;
                     }
-                    // The contact's dashpot and slider from the same visit of the partner (a
-                    // model with them lists its bonded pairs: `CpuEngine::new`).
+                    // The contact's dashpot and slider from the same visit of the partner.
                     if let (Some(dd), Some(p)) = (&diss, &mut dp) {
                         dd.pair(p, a, j, d);
                     }

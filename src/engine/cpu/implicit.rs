@@ -141,7 +141,7 @@ impl CpuEngine {
             let ri = self.radius.get(i);
             let mut f = DVec3::ZERO;
             if prm.k_contact != 0.0 {
-                for (_, j) in self.neighbours.contacts(i) {
+                for j in self.neighbours.contacts(i) {
                     let r_sum = ri + self.radius.get(j);
                     let phi = |l: f64| along(|d| contact(d, r_sum, prm.k_contact), l);
                     let (d0, d1) = sep(i, j);

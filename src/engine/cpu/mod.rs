@@ -198,7 +198,7 @@ impl CpuEngine {
             e.rigid = Some(r);
         }
         e.diss = model.params.dissipation.map(|c| DissState::new(c, n, model.params.walls.len()));
-        if nb > 0 && model.params.bonded_pairs_unlisted() {
+        if nb > 0 {
             e.neighbours.leave_out_bonded(BondedPartners::new(n, || model.bonds.iter().map(|b| (b.i, b.j))));
         }
         e.evaluate(true, None)?;
@@ -264,7 +264,7 @@ impl CpuEngine {
     }
 
     /// Lists bonded pairs as any other pair (as before they were left out,
-    /// `Params::bonded_pairs_unlisted`), the list rebuilt now: the same contacts in the same
+    /// `grid::BondedPartners`), the list rebuilt now: the same contacts in the same
     /// order, so the same results bit for bit. For comparisons and measurements.
     pub fn list_bonded_pairs(&mut self) -> Result<(), EngineError> {
         self.neighbours.list_bonded();

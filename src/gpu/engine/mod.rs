@@ -165,7 +165,7 @@ impl Replica {
             skin,
             bond_attitudes,
             bond_refs,
-            unlisted: !options.list_bonded_pairs && !model.bonds.is_empty() && model.params.bonded_pairs_unlisted(),
+            unlisted: !options.list_bonded_pairs && !model.bonds.is_empty(),
             bond_ends: model.bonds.iter().map(|b| (b.i, b.j)).collect(),
             step: 0,
             diag: Diagnostics::default(),

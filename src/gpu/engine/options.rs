@@ -29,7 +29,7 @@ pub struct GpuOptions {
     /// the overflow, after which the advance is taken again in shorter batches).
     pub max_break_records: Option<u64>,
     /// Keeps bonded pairs in the contact lists (as before they were left out,
-    /// `Params::bonded_pairs_unlisted`): the same contacts in the same order, so the same results
+    /// `grid::BondedPartners`): the same contacts in the same order, so the same results
     /// bit for bit. For comparisons and measurements.
     pub list_bonded_pairs: bool,
 }

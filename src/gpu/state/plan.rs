@@ -117,7 +117,7 @@ impl Shape {
         }
         let binder = s.models.iter().any(|m| m.params.dissipation.is_some_and(|d| d.binder()));
         let (inc_offsets, inc_entries, inc_peers) = incidence(s.models, &layout, binder);
-        let unlisted = s.models.iter().any(|m| !m.bonds.is_empty() && m.params.bonded_pairs_unlisted());
+        let unlisted = s.models.iter().any(|m| !m.bonds.is_empty());
         let bonded = if unlisted { bonded_partners(s.models, &layout, &inc_offsets) } else { Vec::new() };
         let status = initial_status(true, layout.replicas());
         let (table0, table_levels) = layout.reduce_tables();
