@@ -57,7 +57,7 @@ use crate::gpu::frame::Frame;
 use crate::gpu::params::ParamInputs;
 use crate::gpu::pipeline::DemPipeline;
 use crate::gpu::shader::Parts;
-use crate::gpu::sizes::{INITIAL_NBR_CAPACITY, MAX_BREAK_RECORDS, particle_elem, particle_part_len};
+use crate::gpu::sizes::{MAX_BREAK_RECORDS, particle_elem, particle_part_len};
 use crate::gpu::state::{DemState, StateInputs};
 use crate::integrator::{Integrator, Kinematics};
 use crate::interactions::BreakEvent;
@@ -326,9 +326,12 @@ impl GpuEngine {
         for (m, (q, x)) in models.iter().zip(ref_q.iter().zip(&ref_x)) {
             totals.add_with(m, q.is_none(), x.is_none());
         }
-        // Lists that hold bonded pairs start as they did before those were left out.
-        let capacity = if options.list_bonded_pairs { INITIAL_NBR_CAPACITY } else { totals.initial_nbr_capacity() };
-        let nbr_capacity = options.nbr_capacity.unwrap_or(capacity).max(1);
+        // Lists that hold bonded pairs start as they did before those were left out, and no
+        // sorted partners are allocated for them.
+        if options.list_bonded_pairs {
+            totals.unlisted_bonds = 0;
+        }
+        let nbr_capacity = options.nbr_capacity.unwrap_or(totals.initial_nbr_capacity()).max(1);
         check_sizes(&ctx, &totals, n, nbr_capacity, precision, have, part_len.is_some())?;
         let reps: Vec<Replica> = models
             .iter()
@@ -359,6 +362,7 @@ impl GpuEngine {
             reps_bytes: &reps_b,
             walls_bytes: &walls,
             nbr_capacity,
+            unlisted: !options.list_bonded_pairs,
             memory_budget: options.memory_budget,
             max_binding: have,
             max_buffer,

@@ -45,6 +45,9 @@ pub struct StateInputs<'a> {
     pub walls_bytes: &'a [u8],
     /// Initial capacity of every neighbour list.
     pub nbr_capacity: u32,
+    /// The lists leave bonded pairs out (not `GpuOptions::list_bonded_pairs`): `bonded` is real
+    /// where some replica has bonds.
+    pub unlisted: bool,
     /// Caps the bytes allocated (see `GpuOptions`).
     pub memory_budget: Option<u64>,
     /// Most bytes one storage binding may hold.
@@ -117,7 +120,7 @@ impl Shape {
         }
         let binder = s.models.iter().any(|m| m.params.dissipation.is_some_and(|d| d.binder()));
         let (inc_offsets, inc_entries, inc_peers) = incidence(s.models, &layout, binder);
-        let unlisted = s.models.iter().any(|m| !m.bonds.is_empty());
+        let unlisted = s.unlisted && s.models.iter().any(|m| !m.bonds.is_empty());
         let bonded = if unlisted { bonded_partners(s.models, &layout, &inc_offsets) } else { Vec::new() };
         let status = initial_status(true, layout.replicas());
         let (table0, table_levels) = layout.reduce_tables();
