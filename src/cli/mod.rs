@@ -133,8 +133,9 @@ enum Command {
         /// (scenarios/solid_torus_impact.json scaled to N spheres, at its own step), tori-N (N a
         /// particle count such as 1e5), or `standard` for the set docs/BENCHMARKS.md reports (torus,
         /// rings-1e5, rings-1e6, fcc-1e5, fcc-1e6, solid-torus-1e5). A one-model case with
-        /// `+damped` (MODEL §10 dashpots) or `+friction` (dashpots and friction; CPU only), e.g.
-        /// fcc-1e5+damped.
+        /// `+damped` (MODEL §10 dashpots) or `+friction` (dashpots and friction), then optionally
+        /// `+listed` (the contact lists keep bonded pairs, as before issue 24: for comparisons),
+        /// e.g. fcc-1e5+damped, solid-torus-impact-1e5+listed.
         #[arg(long, value_delimiter = ',', default_value = "torus,rings-1e5,fcc-1e5")]
         cases: Vec<String>,
         /// Engines: cpu, gpu-f32, gpu-f64.
