@@ -327,9 +327,9 @@ fn memory_of(l: &Layout) -> MemoryEstimate {
         + b * (40 + 2)
         + if l.parallel { 52 * l.stored_ends + 24 * b.div_ceil(1024) } else { 0 };
     // MODEL §10 (`DissState::bytes`): loads and the velocities they were formed from (48 B
-    // each per particle), the history's offsets (always made), and with friction 4 + 2·24 B per contact
-    // partner (listed or bonded) and 2·24 B per particle and wall; the parallel bond pass stores a deferred end's two
-    // loads (48 B more) with binder damping.
+    // each per particle), the history's offsets (always made), and with friction 4 + 2·24 B
+    // per contact partner (listed or bonded) and 2·24 B per particle and wall; the parallel
+    // bond pass stores a deferred end's two loads (48 B more) with binder damping.
     let (diss_cpu, diss_gpu) = match l.dissipation {
         None => (0, Box::new(|_: u64| 0u64) as Box<dyn Fn(u64) -> u64>),
         Some(d) => {

@@ -1,11 +1,11 @@
 //! Issue 24: pairs joined by a bond are not in the contact lists.
 //!
 //! Both engines' lists leave bonded pairs out (`grid::BondedPartners`) and visit them from each
-//! particle's sorted bonded partners instead, merged into the list in index order: every contact sum runs over the same pairs in the same order as when the lists
-//! held them, so a run is the same bit for bit with and without the lists holding them (the
-//! engines' `list_bonded_pairs`, for comparisons), with MODEL §10's dashpots and friction too
-//! (their tangential history kept per contact of the merged sequence on the CPU, by partner
-//! index on the GPU).
+//! particle's sorted bonded partners instead, merged into the list in index order: every contact
+//! sum runs over the same pairs in the same order as when the lists held them, so a run is the
+//! same bit for bit with and without the lists holding them (the engines' `list_bonded_pairs`,
+//! for comparisons), with MODEL §10's dashpots and friction too (their tangential history kept
+//! per contact of the merged sequence on the CPU, by partner index on the GPU).
 
 mod common;
 use common::gpu::{bits, cpu, gpu, model_from_json};

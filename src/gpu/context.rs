@@ -109,11 +109,10 @@ pub struct GpuContext {
 /// `bonded`; lavapipe offers 32).
 pub const STORAGE_BUFFERS_NEEDED: u32 = 27;
 /// The same with the per-particle arrays bound in two parts (`shader::Parts::Two`), where the
-/// widest is `dissipate` (MODEL §10): its random reads of the partners' pos, vel, omega,
-/// inertial, cell and the grid's sorted copies add a binding each, and it merges the bonded
-/// partners (`bonded`, 32 since). (Dissipation itself runs only on models whose arrays bind
-/// whole; the kernel is compiled for every pipeline.)
-pub const STORAGE_BUFFERS_NEEDED_PARTS: u32 = 32;
+/// widest is the particle kernel: its random reads of the partners' pos and cell and the grid's
+/// sorted copies add a binding each. (`dissipate`, which would bind 32, is built for whole
+/// arrays only, `shader::WHOLE_ONLY`: dissipation is refused in two parts.)
+pub const STORAGE_BUFFERS_NEEDED_PARTS: u32 = 31;
 
 impl GpuContext {
     /// Picks an adapter and opens a device with the adapter's own limits (wgpu's defaults cap

@@ -29,7 +29,8 @@ pub const FLAG_WEIBULL: u32 = 64;
 /// its dashpots into `dload`, which the particle kernel adds and the ledger books.
 pub const FLAG_DISSIPATE: u32 = 128;
 /// Bit of `ReplicaGpu::flags`: the replica's contact lists leave its bonded pairs out
-/// (`Params::bonded_pairs_unlisted`); the particle kernel merges them in from `bonded`.
+/// (every replica with bonds, unless `GpuOptions::list_bonded_pairs`); the particle and
+/// `dissipate` kernels merge them in from `bonded` (`ListWalk`, shaders/walk.wgsl).
 pub const FLAG_UNLISTED: u32 = 256;
 
 /// What the batch-wide `SimParams` is built from.

@@ -47,6 +47,9 @@ impl DemPipeline {
                 source: wgpu::ShaderSource::Wgsl(composed.source.clone().into()),
             });
             for &entry in file.entry_points {
+                if parts == Parts::Two && shader::WHOLE_ONLY.contains(&entry) {
+                    continue;
+                }
                 let pipeline = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
                     label: Some(entry),
                     layout: None,
@@ -69,6 +72,11 @@ impl DemPipeline {
     /// Workgroups per dimension the dispatches use.
     pub fn max_workgroups(&self) -> u32 {
         self.max_workgroups
+    }
+
+    /// Whether `name` was built (`shader::WHOLE_ONLY` kernels are not, for two parts).
+    pub fn has(&self, name: &str) -> bool {
+        self.kernels.contains_key(name)
     }
 
     pub fn kernel(&self, name: &str) -> &Kernel {

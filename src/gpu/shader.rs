@@ -143,7 +143,8 @@ const GRID: &str = include_str!("../../shaders/grid.wgsl");
 const BINDINGS: &str = include_str!("../../shaders/bindings.wgsl");
 /// Tree sums over a workgroup (composed by the files that reduce: they set its `RQ`).
 const TREE: &str = include_str!("../../shaders/tree.wgsl");
-/// The grid walk of an overflowed neighbour list (composed by the kernels that visit contacts).
+/// A particle's contact partners in index order: its list merged with its bonded partners, or
+/// the grid walk of an overflowed list (composed by the kernels that visit contacts).
 const WALK: &str = include_str!("../../shaders/walk.wgsl");
 
 /// A kernel file of `shaders/` and its entry points.
@@ -354,6 +355,12 @@ pub const PARTED: [(&str, &str, u32, u32); 15] = [
     ("sorted_pos", "vec4<real>", 2, 31),
     ("x_ref", "vec4<real>", 2, 32),
 ];
+
+/// Entry points compiled only for whole per-particle arrays (`Parts::One`): MODEL §10's
+/// dissipation is refused where the arrays need two parts (`GpuError::DissipationTooLarge`), so
+/// `dissipate`, the widest kernel there, is not built for them and its bindings do not count
+/// towards `context::STORAGE_BUFFERS_NEEDED_PARTS`.
+pub const WHOLE_ONLY: [&str; 1] = ["dissipate"];
 
 /// The arrays of `PARTED` the particle kernel reads and writes at its own particle only, bound
 /// per chunk as the part that holds the chunk (`ChunkGpu::part_win`): with all of them in two

@@ -252,6 +252,8 @@ pub(super) struct DissPass<'a> {
     /// The parallel bond pass's stored ends (with binder damping).
     ranges: Option<&'a BondRanges<[EndLoad; 2]>>,
     off: &'a [u32],
+    /// The partners the history is aligned with (checked in debug builds).
+    keys: &'a [u32],
     xi: &'a [DVec3],
     n_walls: usize,
     wall_xi: &'a [DVec3],
@@ -284,6 +286,7 @@ impl DissState {
             p,
             ranges,
             off: &hist.off,
+            keys: &hist.keys,
             xi: &hist.xi,
             n_walls: hist.walls,
             wall_xi: &hist.wall_xi,
@@ -347,6 +350,7 @@ impl DissPass<'_> {
         }
         let friction = c.mu > 0.0;
         let e = p.base + a;
+        debug_assert!(!friction || self.keys.get(e) == Some(&(j as u32)), "history misaligned at {e}: partner {j}");
         let rj = self.p.radius.get(j);
         let rs = p.ri + rj;
         let l2 = d.length_squared();

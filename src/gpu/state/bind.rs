@@ -170,7 +170,7 @@ impl DemState {
     ) -> Result<HashMap<&'static str, Vec<Vec<wgpu::BindGroup>>>, GpuError> {
         let uniform = wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST;
         let mut chunk_bind: HashMap<&'static str, Vec<Vec<wgpu::BindGroup>>> = HashMap::new();
-        for kernel in CHUNKED_KERNELS {
+        for kernel in CHUNKED_KERNELS.into_iter().filter(|k| pipe.has(k)) {
             let chunks = match kernel {
                 "bonds" | "halo_copy" => &plan.bonds,
                 "reduce_state" => &plan.reduce,
