@@ -90,10 +90,28 @@ pub fn check_options(steps: u64, threads: &[usize], bandwidth: Option<f64>) -> R
 /// `scenarios/solid_torus_impact.json` itself, its torus made of about N spheres, at the
 /// scenario's step or, where the spheres' stiffer binder needs it, half of it, and so on),
 /// any of these with `+damped` or `+friction`
-/// (`dissipative_case`: MODEL §10 on) and then `+listed` (`Case::listed`), `tori-N` (N copies of the paper torus stepped as a study batch steps its variants: on the CPU
-/// one engine each, in parallel over the copies; on the GPU one state holding all of them;
+/// (`dissipative_case`: MODEL §10 on), then `+listed` (`Case::listed`), then `+skin=S` (the
+/// contact lists' skin, `Params::skin`, in units of r_max), `tori-N` (N copies of the paper
+/// torus stepped as a study batch steps its variants: on the CPU one engine each, in parallel over the copies; on the GPU one state holding all of them;
 /// `measure` treats it specially).
 pub fn case(name: &str) -> Result<Case, String> {
+    if let Some((base, skin)) = name.rsplit_once("+skin=") {
+        let max = crate::grid::MAX_SKIN_FACTOR;
+        let skin = match skin.parse::<f64>() {
+            Ok(s) if s > 0.0 && s <= max => s,
+            _ => return Err(format!("`{name}`: +skin= takes a skin in (0, {max}] (units of r_max), not `{skin}`")),
+        };
+        if base.starts_with("tori-") {
+            return Err(format!("`{name}`: `+skin=` applies to one model (torus, rings-N, fcc-N, solid-torus-N, …)"));
+        }
+        let inner = case(base)?;
+        let model = move || {
+            let mut m = (inner.model)()?;
+            m.params.skin = skin;
+            Ok(m)
+        };
+        return Ok(Case { name: name.into(), model: Box::new(model), ..case(base)? });
+    }
     if let Some(base) = name.strip_suffix("+listed") {
         if base.starts_with("tori-") {
             return Err(format!("`{name}`: `+listed` applies to one model (torus, rings-N, fcc-N, solid-torus-N, …)"));
@@ -142,7 +160,7 @@ pub fn case(name: &str) -> Result<Case, String> {
     } else {
         return Err(format!(
             "unknown case `{name}` (torus, rings-N, fcc-N, solid-torus-N, solid-torus-rupture-N, solid-torus-impact-N, \
-             tori-N; the one-model cases also with +damped or +friction, then +listed)"
+             tori-N; the one-model cases also with +damped or +friction, then +listed, then +skin=S)"
         ));
     };
     Ok(Case { name: name.into(), model, scenario_dt: None, listed: false })

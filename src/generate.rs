@@ -147,7 +147,13 @@ pub fn report(scenario: &Scenario, geometry: &Geometry) -> Report {
         solids,
         dt: scenario.dt,
         stability,
-        memory: memory_estimate_with(p, &geometry.pairs, geometry.params.dissipation, geometry.params.walls.len()),
+        memory: memory_estimate_with(
+            p,
+            &geometry.pairs,
+            geometry.params.dissipation,
+            geometry.params.walls.len(),
+            geometry.params.skin,
+        ),
         cpu_only: if scenario.integrator.cpu_only() {
             Some(format!("integrator `{}`", scenario.integrator))
         } else if !geometry.clumps.is_empty() {
@@ -163,7 +169,7 @@ pub fn report(scenario: &Scenario, geometry: &Geometry) -> Report {
 const PARTNER_SAMPLE: usize = 1 << 16;
 
 /// Mean contact-list partners per particle at t = 0: particles closer than `r_i + r_j + skin`
-/// (both engines' Verlet lists use the skin `grid::SKIN_FACTOR` r_max).
+/// (both engines' Verlet lists use the skin `Params::skin` r_max).
 fn contact_partners(p: &Particles, skin: f64) -> f64 {
     let n = p.len();
     if n < 2 {
@@ -226,11 +232,11 @@ fn contact_partners(p: &Particles, skin: f64) -> f64 {
 ///   (break records, up to what one binding holds), 2 bits of flags, and 4 or 8 for the
 ///   Weibull scale (not counted here).
 pub fn memory_estimate(p: &Particles, bond_ends: &[(u32, u32)]) -> MemoryEstimate {
-    memory_estimate_with(p, bond_ends, None, 0)
+    memory_estimate_with(p, bond_ends, None, 0, crate::grid::SKIN_FACTOR)
 }
 
 /// `memory_estimate` for a model whose parameters dissipate (MODEL §10, `dissipation`; `walls`
-/// its wall count): the CPU engine's loads, velocities and contact history (`DissState`), the
+/// its wall count) and whose contact lists have the skin `skin` (`Params::skin`): the CPU engine's loads, velocities and contact history (`DissState`), the
 /// GPU's loads and their backup, the bonds' other ends beside the incidence with binder damping
 /// (`inc_peer`) and the friction's contact history (`gpu::batch::history_sizes`, two copies and
 /// a backup).
@@ -239,6 +245,7 @@ pub fn memory_estimate_with(
     bond_ends: &[(u32, u32)],
     dissipation: Option<crate::interactions::Dissipation>,
     walls: usize,
+    skin: f64,
 ) -> MemoryEstimate {
     use glam::DQuat;
     use std::mem::size_of;
@@ -259,8 +266,8 @@ pub fn memory_estimate_with(
     memory_of(&Layout {
         n,
         b: bond_ends.len() as u64,
-        cpu_partners: contact_partners(p, crate::grid::SKIN_FACTOR * r_max),
-        gpu_partners: contact_partners(p, crate::grid::SKIN_FACTOR * r_max),
+        cpu_partners: contact_partners(p, skin * r_max),
+        gpu_partners: contact_partners(p, skin * r_max),
         varying: attitudes
             + constant(&p.mass)
             + constant(&p.inertia)

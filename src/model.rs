@@ -98,6 +98,10 @@ pub struct Params {
     /// two spheres of different clumps); `None`: none.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub gravitation: Option<f64>,
+    /// Verlet skin of both engines' contact lists in units of the largest radius (scenario
+    /// field `neighbour_skin`; `grid::SKIN_FACTOR` by default). Changes when lists are rebuilt,
+    /// never a result.
+    pub skin: f64,
 }
 
 impl Params {
@@ -122,6 +126,7 @@ impl Default for Params {
             rupture: None,
             dissipation: None,
             gravitation: None,
+            skin: crate::grid::SKIN_FACTOR,
         }
     }
 }

@@ -31,6 +31,7 @@ fn distinct(shear: ShearVariant) -> Params {
         rupture: None,
         dissipation: None,
         gravitation: None,
+        skin: rrpdem::grid::SKIN_FACTOR,
     }
 }
 

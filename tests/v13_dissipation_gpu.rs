@@ -412,7 +412,13 @@ fn the_dry_run_memory_estimate_counts_what_dissipation_adds() {
         let ends: Vec<(u32, u32)> = model.bonds.iter().map(|b| (b.i, b.j)).collect();
         let one = rayon::ThreadPoolBuilder::new().num_threads(1).build().unwrap();
         let m = one.install(|| {
-            memory_estimate_with(&model.particles, &ends, model.params.dissipation, model.params.walls.len())
+            memory_estimate_with(
+                &model.particles,
+                &ends,
+                model.params.dissipation,
+                model.params.walls.len(),
+                model.params.skin,
+            )
         });
         for (p, total) in [(Precision::F32, m.gpu_f32), (Precision::F64, m.gpu_f64)] {
             let cap = rrpdem::gpu::batch::BatchTotals::of(&[&model]).initial_nbr_capacity();

@@ -61,6 +61,7 @@ impl Scenario {
     /// Validates each body's fields as building it would.
     pub fn size_estimate(&self) -> Result<SizeEstimate, ScenarioError> {
         let mut bodies = Vec::with_capacity(self.bodies.len());
+        let skin = self.neighbour_skin.unwrap_or(crate::grid::SKIN_FACTOR);
         for (b, body) in self.bodies.iter().enumerate() {
             let field = format!("bodies[{b}]");
             let size = match body {
@@ -101,8 +102,8 @@ impl Scenario {
                     exact: true,
                     partners: KISSING.min(c.spheres.len().saturating_sub(1) as f64),
                 },
-                Body::TorusSolid(t) => solid(&t.resolve(self, &field)?),
-                Body::BlockSolid(s) => solid(&s.resolve(self, &field)?),
+                Body::TorusSolid(t) => solid(&t.resolve(self, &field)?, skin),
+                Body::BlockSolid(s) => solid(&s.resolve(self, &field)?, skin),
             };
             bodies.push(size);
         }
@@ -155,7 +156,7 @@ impl Scenario {
 /// A lattice body: its exact site count, and bonds and partners from the shells of an interior
 /// site. Bonds join sites within `(1 + tol)·D_p` (plus twice the jitter); surface sites have
 /// fewer neighbours, so `N·z/2` bounds the count from above.
-fn solid(fill: &generators::Fill) -> BodySize {
+fn solid(fill: &generators::Fill, skin: f64) -> BodySize {
     let lattice = Lattice::new(fill.lattice, fill.dp);
     let n = lattice.count(&fill.region) as f64;
     let moved = 2.0 * fill.jitter * fill.dp;
@@ -165,8 +166,8 @@ fn solid(fill: &generators::Fill) -> BodySize {
         lattice.stencil(0, r).len().max(lattice.stencil(1, r).len()) as f64
     };
     let z = if fill.bonded { shell((1.0 + fill.bond_tolerance) * fill.dp + moved) } else { 0.0 };
-    // The contact lists' reach: r_i + r_j + skin, skin = SKIN_FACTOR·r_max (both engines 0.6).
-    let partners = shell(fill.dp * (1.0 + 0.5 * crate::grid::SKIN_FACTOR) + moved);
+    // The contact lists' reach: r_i + r_j + skin, skin in units of r_max (`neighbour_skin`).
+    let partners = shell(fill.dp * (1.0 + 0.5 * skin) + moved);
     let exact = !fill.bonded;
     BodySize { kind: fill.kind, particles: n, bonds: 0.5 * n * z, exact, partners }
 }

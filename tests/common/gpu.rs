@@ -92,6 +92,7 @@ pub fn lattice_params() -> rrpdem::model::Params {
         rupture: None,
         dissipation: None,
         gravitation: None,
+        skin: rrpdem::grid::SKIN_FACTOR,
     }
 }
 

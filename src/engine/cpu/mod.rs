@@ -41,7 +41,7 @@ use super::scatter::BondRanges;
 use super::{Engine, EngineInfo, EngineState, Precision, Watch, wrong_state_kind};
 use crate::diagnostics::Diagnostics;
 use crate::error::EngineError;
-use crate::grid::{BondedPartners, NeighbourList, SKIN_FACTOR};
+use crate::grid::{BondedPartners, NeighbourList};
 use crate::integrator::{Integrator, Kinematics};
 use crate::interactions::BreakEvent;
 use crate::model::{Model, Params};
@@ -178,7 +178,7 @@ impl CpuEngine {
             e_released: 0.0,
             n_broken: 0,
             breaks: Vec::new(),
-            neighbours: NeighbourList::new(n, r_max, (SKIN_FACTOR * r_max).max(f64::MIN_POSITIVE)),
+            neighbours: NeighbourList::new(n, r_max, (model.params.skin * r_max).max(f64::MIN_POSITIVE)),
             step: 0,
             diag: Diagnostics::default(),
             saved: Saved::default(),

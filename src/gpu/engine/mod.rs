@@ -147,7 +147,7 @@ impl Replica {
         options: &GpuOptions,
     ) -> Replica {
         // List candidates are at most r_i + r_j + skin ≤ 2 r_max + skin apart: one cell.
-        let skin = crate::grid::SKIN_FACTOR * model.max_radius();
+        let skin = model.params.skin * model.max_radius();
         let cell = (2.0 * model.max_radius() + skin).max(f64::MIN_POSITIVE);
         let origin = match precision {
             // The reference positions' box: the same origin for a resumed run as for the
