@@ -76,8 +76,8 @@ pub struct MemoryEstimate {
     pub gpu_f64: u64,
     /// Host memory while the GPU engine is created, beyond the model (freed afterwards).
     pub gpu_upload: u64,
-    /// Contact-list partners per particle at t = 0 (within `r_i + r_j + 0.6 r_max`; a sample's
-    /// mean above 65 536 particles).
+    /// Contact-list partners per particle at t = 0 (within `r_i + r_j + skin`, `Params::skin`
+    /// r_max; a sample's mean above 65 536 particles).
     pub contact_partners: f64,
 }
 
@@ -279,6 +279,7 @@ pub fn memory_estimate_with(
         parallel,
         dissipation,
         walls: walls as u64,
+        skin,
     })
 }
 
@@ -298,6 +299,8 @@ struct Layout {
     /// MODEL §10's coefficients where the model dissipates, and its walls.
     dissipation: Option<crate::interactions::Dissipation>,
     walls: u64,
+    /// The contact lists' skin (`Params::skin`).
+    skin: f64,
 }
 
 /// The precision whose reals are `rs` bytes.
@@ -317,8 +320,12 @@ fn memory_of(l: &Layout) -> MemoryEstimate {
     // Both engines' lists leave bonded pairs out (`grid::BondedPartners`); the GPU's lists then
     // start shorter.
     let unlisted = b > 0;
-    let gpu_lists =
-        crate::gpu::batch::BatchTotals { n, unlisted_bonds: if unlisted { b } else { 0 }, ..Default::default() };
+    let gpu_lists = crate::gpu::batch::BatchTotals {
+        n,
+        unlisted_bonds: if unlisted { b } else { 0 },
+        max_skin: l.skin,
+        ..Default::default()
+    };
     let list_capacity = gpu_lists.initial_nbr_capacity() as u64;
     let (v3, q4, f) = (size_of::<DVec3>() as u64, size_of::<DQuat>() as u64, size_of::<f64>() as u64);
     let model = n * (3 * v3 + q4 + 3 * f + 1) + b * size_of::<Bond>() as u64;
@@ -423,6 +430,7 @@ pub fn estimate(scenario: &Scenario, size: &SizeEstimate) -> Estimate {
         stored_ends: b / 5,
         dissipation: scenario.params().dissipation,
         walls: scenario.walls.len() as u64,
+        skin: scenario.params().skin,
     });
     Estimate { name: scenario.name.clone(), size: size.clone(), memory }
 }

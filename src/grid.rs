@@ -15,18 +15,7 @@ use rayon::prelude::*;
 /// CPU engine's passes and the grid's use it.
 pub const PAR_MIN: usize = 2048;
 
-/// Verlet skin in units of the largest radius, for both engines' neighbour lists (a list is
-/// rebuilt once some particle has moved half of it since the last rebuild). A rebuild costs
-/// several steps; at 0.6 a body moving as a whole rebuilds half as often as at 0.3, for lists
-/// some 1.4× longer, and a close packing's second neighbours (2√2 r apart, beyond 2 r + 0.6 r)
-/// stay out of the lists until it is compressed by 8 %. Results do not depend on it: a listed
-/// pair that does not overlap adds +0 to sums that start at +0. The default of the scenario
-/// field `neighbour_skin` (`Params::skin`).
-pub const SKIN_FACTOR: f64 = 0.6;
-
-/// The largest skin a scenario may ask for: 4 r_max reaches the fourth and fifth neighbours of
-/// a close packing (about 40 list entries per particle), more than any rebuild saving repays.
-pub const MAX_SKIN_FACTOR: f64 = 4.0;
+pub use crate::model::{MAX_SKIN_FACTOR, SKIN_FACTOR};
 
 /// Buckets of a hashed grid of `n` particles: the power of two ≥ 2n (the CPU grid's, and the
 /// GPU's where one binding holds the table: `gpu::batch::bucket_count`).

@@ -6,7 +6,7 @@
 //! positions are stored in, so results move at f32 round-off).
 
 mod common;
-use common::gpu::{bits, cpu, model_from_json};
+use common::gpu::{bits, cpu, gpu, model_from_json};
 use rrpdem::engine::{Engine, Precision};
 use rrpdem::integrator::Integrator;
 use rrpdem::scenario::Scenario;
@@ -104,7 +104,7 @@ fn the_skin_is_validated_and_is_part_of_the_scenarios_identity() {
     for bad in ["0", "-0.5", "4.5", "1e300"] {
         let text = impact(300, &format!(r#", "neighbour_skin": {bad}"#));
         let e = Scenario::from_json(&text, path).and_then(|s| s.build_model().map(|_| ())).unwrap_err().to_string();
-        assert!(e.contains("neighbour_skin") && e.contains("(0, 4]"), "{bad}: {e}");
+        assert!(e.contains("neighbour_skin") && e.contains("(0, 2.5]"), "{bad}: {e}");
     }
     // A run resumes with the skin it started with (in GPU f32 another one moves the round-off);
     // a scenario without the field keeps the identity it had before the field existed.
@@ -115,4 +115,60 @@ fn the_skin_is_validated_and_is_part_of_the_scenarios_identity() {
     // The size estimate counts the wider lists' partners.
     let (ea, eb) = (a.size_estimate().unwrap(), b.size_estimate().unwrap());
     assert!(eb.partners() > ea.partners(), "{} {}", ea.partners(), eb.partners());
+}
+
+#[test]
+fn a_gpu_batch_mixes_skins_and_wider_lists_start_longer() {
+    // Each replica's grid cell and rebuild rule follow its own skin (a study may vary
+    // `/neighbour_skin`): in f64 every replica of a batch is its run alone, bit for bit.
+    use rrpdem::engine::BatchEngine;
+    use rrpdem::gpu::{AdapterChoice, GpuEngine};
+    let (s, narrow) = model_from_json(&impact(300, ""));
+    let (_, wide) = model_from_json(&impact(300, r#", "neighbour_skin": 1.4"#));
+    let steps = 200;
+    let models = [&narrow, &wide];
+    let mut b = GpuEngine::new_batch(
+        &models,
+        Integrator::RrpNewmark,
+        s.dt,
+        Precision::F64,
+        AdapterChoice::Any,
+        Default::default(),
+    )
+    .unwrap();
+    BatchEngine::advance(&mut b, steps).unwrap();
+    let diags = BatchEngine::diagnostics(&mut b).unwrap();
+    for (r, m) in models.into_iter().enumerate() {
+        let mut alone = gpu(m, Integrator::RrpNewmark, s.dt, Precision::F64);
+        Engine::advance(&mut alone, steps).unwrap();
+        let snap = BatchEngine::snapshot(&mut b, r).unwrap();
+        assert!(common::gpu::state_bits(&snap, &diags[r]) == bits(&mut alone), "replica {r}");
+    }
+    // The lists start with room for what the wider reach holds (`BatchTotals::initial_nbr_capacity`:
+    // 5 slots for an fcc solid at 0.6, 22 at 1.4).
+    let (a, w) = (
+        gpu(&narrow, Integrator::RrpNewmark, s.dt, Precision::F32),
+        gpu(&wide, Integrator::RrpNewmark, s.dt, Precision::F32),
+    );
+    assert!(
+        w.neighbour_capacity() >= a.neighbour_capacity() + 15,
+        "{} {}",
+        a.neighbour_capacity(),
+        w.neighbour_capacity()
+    );
+}
+
+#[test]
+fn the_bench_takes_a_skin_per_case() {
+    use rrpdem::bench::case;
+    let c = case("fcc-1e3+damped+listed+skin=1.2").unwrap();
+    assert!(c.listed);
+    let m = (c.model)().unwrap();
+    assert_eq!(m.params.skin, 1.2);
+    assert!(m.params.dissipation.is_some());
+    assert_eq!((case("fcc-1e3").unwrap().model)().unwrap().params.skin, rrpdem::grid::SKIN_FACTOR);
+    for bad in ["fcc-1e3+skin=0", "fcc-1e3+skin=3", "fcc-1e3+skin=x", "tori-10+skin=1"] {
+        let e = case(bad).err().unwrap_or_else(|| panic!("{bad} accepted"));
+        assert!(e.contains("skin"), "{bad}: {e}");
+    }
 }

@@ -161,6 +161,8 @@ pub struct BatchTotals {
     pub pair_friction: bool,
     pub wall_friction: bool,
     pub max_walls: u64,
+    /// The widest contact-list skin of a replica (`Params::skin`, units of its r_max).
+    pub max_skin: f64,
     /// Words of broken flags (each replica's from a word boundary).
     pub broken_words: u64,
     /// Records out of each reduction level (level 0 first), over all replicas.
@@ -203,6 +205,7 @@ impl BatchTotals {
         self.unlisted_bonds += m.bonds.len() as u64;
         self.wall_friction |= d.mu_wall > 0.0;
         self.max_walls = self.max_walls.max(m.params.walls.len() as u64);
+        self.max_skin = self.max_skin.max(m.params.skin);
         self.broken_words += broken_words(m.bonds.len() as u64);
         self.bond_attitudes |= bond_attitudes;
         self.bond_refs |= bond_refs;
@@ -211,11 +214,17 @@ impl BatchTotals {
     /// Each neighbour list's capacity to start with: `INITIAL_NBR_CAPACITY` less the bonded
     /// partners per particle the lists leave out (on average over the batch), at least
     /// `MIN_NBR_CAPACITY`: 16 for a cloud of loose spheres, 14 for rings, 5 for an fcc solid,
-    /// whose lists are empty at rest (its bonded neighbours were 11.5 of its ~12 entries). An
-    /// overflow later is exact and gives each list room for its own count.
+    /// whose lists are empty at rest (its bonded neighbours were 11.5 of its ~12 entries). A
+    /// skin wider than the default (`max_skin`) adds the partners a close packing (fraction
+    /// 0.74) holds in the wider reach: `0.74 ((2 + s)³ − (2 + 0.6)³)` in units of r_max, 7 at
+    /// s = 1, 17 at 1.4 (an fcc solid has 6 more within 1.4 at rest, 30 once compressed by
+    /// 2 %), 55 at 2.5. An overflow later is exact and gives each list room for its own count.
     pub fn initial_nbr_capacity(&self) -> u32 {
         let left_out = 2 * self.unlisted_bonds / self.n.max(1);
-        (INITIAL_NBR_CAPACITY as u64).saturating_sub(left_out).max(MIN_NBR_CAPACITY as u64) as u32
+        let reach = |s: f64| (2.0 + s).powi(3);
+        let wider = 0.7405 * (reach(self.max_skin) - reach(crate::grid::SKIN_FACTOR));
+        let start = INITIAL_NBR_CAPACITY as u64 + wider.max(0.0).ceil() as u64;
+        start.saturating_sub(left_out).max(MIN_NBR_CAPACITY as u64) as u32
     }
 
     /// Contact-grid bucket count (power of two ≥ 2N) where a binding can hold its table; an

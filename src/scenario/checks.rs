@@ -9,6 +9,23 @@ use crate::model::Particles;
 use rayon::prelude::*;
 
 impl Scenario {
+    /// `neighbour_skin`: in (0, `grid::MAX_SKIN_FACTOR`] where given.
+    pub(super) fn check_skin(&self) -> Result<(), ScenarioError> {
+        let max = crate::grid::MAX_SKIN_FACTOR;
+        match self.neighbour_skin {
+            Some(skin) if !(skin.is_finite() && skin > 0.0 && skin <= max) => Err(self.invalid(
+                "neighbour_skin",
+                format!(
+                    "must be a number in (0, {}] (units of the largest particle radius; {} when left out), got {}",
+                    num(max),
+                    num(crate::grid::SKIN_FACTOR),
+                    num(skin)
+                ),
+            )),
+            _ => Ok(()),
+        }
+    }
+
     /// Refuses two particles at the same place (bonded or not): their contact has no direction
     /// and would turn the first force evaluation into NaN. Linear: a cell search.
     pub(super) fn check_coincident(&self, p: &Particles, body_starts: &[usize]) -> Result<(), ScenarioError> {

@@ -95,13 +95,8 @@ pub struct Scenario {
     /// `spatial`; `crate::order`); by default the engine's interval (CPU 1000, GPU 20 000).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub order_check_every: Option<u64>,
-    /// Verlet skin of both engines' contact lists, in units of the largest particle radius
-    /// (`grid::SKIN_FACTOR`, 0.6, when left out): a pair is listed when its gap is below it at
-    /// a rebuild, and the lists are rebuilt once some particle has moved half of it (relative
-    /// to the body's drift). A larger skin rebuilds less often for longer lists. Results do
-    /// not depend on it on the CPU and the GPU in f64 (bit for bit); in GPU f32 the grid cell it
-    /// widens is also the block positions are stored in, so they move at f32 round-off: it is
-    /// part of the scenario's identity for `resume`, as everything that changes bits is.
+    /// Verlet skin of both engines' contact lists in units of the largest radius (`Params::skin`;
+    /// docs/SCENARIOS.md). Part of the identity for `resume` (in GPU f32 it moves round-off).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub neighbour_skin: Option<f64>,
     /// Optional outputs beyond the standard files (VTK frames for ParaView). Not part of the
@@ -435,18 +430,7 @@ impl Scenario {
         }
         self.check_step_count()?;
         positive(self, "max_energy_error", self.max_energy_error)?;
-        if let Some(skin) = self.neighbour_skin
-            && !(skin.is_finite() && skin > 0.0 && skin <= crate::grid::MAX_SKIN_FACTOR)
-        {
-            return Err(self.invalid(
-                "neighbour_skin",
-                format!(
-                    "must be a number in (0, {}] (units of the largest particle radius; 0.6 when left out), got {}",
-                    crate::grid::MAX_SKIN_FACTOR,
-                    num(skin)
-                ),
-            ));
-        }
+        self.check_skin()?;
         if self.order_check_every == Some(0) {
             return Err(self.invalid(
                 "order_check_every",

@@ -326,11 +326,8 @@ impl GpuEngine {
         for (m, (q, x)) in models.iter().zip(ref_q.iter().zip(&ref_x)) {
             totals.add_with(m, q.is_none(), x.is_none());
         }
-        // Lists that hold bonded pairs start as they did before those were left out, and no
-        // sorted partners are allocated for them.
-        if options.list_bonded_pairs {
-            totals.unlisted_bonds = 0;
-        }
+        // Lists that hold bonded pairs (`list_bonded_pairs`) start longer, with no sorted partners.
+        totals.unlisted_bonds *= u64::from(!options.list_bonded_pairs);
         let nbr_capacity = options.nbr_capacity.unwrap_or(totals.initial_nbr_capacity()).max(1);
         check_sizes(&ctx, &totals, n, nbr_capacity, precision, have, part_len.is_some())?;
         let reps: Vec<Replica> = models
