@@ -221,9 +221,10 @@ impl BatchTotals {
     /// 2 %), 55 at 2.5. An overflow later is exact and gives each list room for its own count.
     pub fn initial_nbr_capacity(&self) -> u32 {
         let left_out = 2 * self.unlisted_bonds / self.n.max(1);
-        let reach = |s: f64| (2.0 + s).powi(3);
-        let wider = 0.7405 * (reach(self.max_skin) - reach(crate::grid::SKIN_FACTOR));
-        let start = INITIAL_NBR_CAPACITY as u64 + wider.max(0.0).ceil() as u64;
+        let reach = |s: f64| (2.0 + s) * (2.0 + s) * (2.0 + s);
+        let default = crate::grid::SKIN_FACTOR;
+        let wider = if self.max_skin > default { 0.7405 * (reach(self.max_skin) - reach(default)) } else { 0.0 };
+        let start = INITIAL_NBR_CAPACITY as u64 + wider.ceil() as u64;
         start.saturating_sub(left_out).max(MIN_NBR_CAPACITY as u64) as u32
     }
 
