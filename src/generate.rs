@@ -236,10 +236,10 @@ pub fn memory_estimate(p: &Particles, bond_ends: &[(u32, u32)]) -> MemoryEstimat
 }
 
 /// `memory_estimate` for a model whose parameters dissipate (MODEL §10, `dissipation`; `walls`
-/// its wall count) and whose contact lists have the skin `skin` (`Params::skin`): the CPU engine's loads, velocities and contact history (`DissState`), the
-/// GPU's loads and their backup, the bonds' other ends beside the incidence with binder damping
-/// (`inc_peer`) and the friction's contact history (`gpu::batch::history_sizes`, two copies and
-/// a backup).
+/// its wall count) and whose contact lists have the skin `skin` (`Params::skin`): the CPU
+/// engine's loads, velocities and contact history (`DissState`), the GPU's loads and their
+/// backup, the bonds' other ends beside the incidence with binder damping (`inc_peer`) and the
+/// friction's contact history (`gpu::batch::history_sizes`, two copies and a backup of one).
 pub fn memory_estimate_with(
     p: &Particles,
     bond_ends: &[(u32, u32)],
@@ -363,7 +363,8 @@ fn memory_of(l: &Layout) -> MemoryEstimate {
             let binder = d.binder();
             let gpu = move |rs: u64| {
                 let history: u64 = crate::gpu::batch::history_sizes(&totals, precision_of(rs)).iter().sum();
-                24 * rs * n + if binder { 8 * b } else { 0 } + 2 * history
+                // Two copies of the history, and one as backup.
+                24 * rs * n + if binder { 8 * b } else { 0 } + history + history / 2
             };
             (cpu, Box::new(gpu) as Box<dyn Fn(u64) -> u64>)
         }

@@ -158,8 +158,9 @@ fn damped_gpu_runs_resume_batch_and_roll_back_bit_for_bit() {
         // The same state saves the same bytes (loads, ledger shares, history; unused slots zero).
         let (a, b) = (Engine::save_state(&mut resumed).unwrap(), Engine::save_state(&mut whole).unwrap());
         assert!(a.data == b.data, "{p:?}: saved states differ");
-        // Rollback: 100 steps taken back and taken again.
-        Engine::advance(&mut first, 100).unwrap();
+        // Rollback: 101 steps taken back and taken again (an odd count: the history's two copies
+        // have swapped roles since the backup, which holds the one read at its step).
+        Engine::advance(&mut first, 101).unwrap();
         Engine::rollback(&mut first).unwrap();
         Engine::advance(&mut first, 250).unwrap();
         assert_eq!(common::gpu::bits(&mut first), want, "{p:?}: rolled back");
@@ -433,5 +434,43 @@ fn the_dry_run_memory_estimate_counts_what_dissipation_adds() {
         });
         let ratio = m.cpu_engine as f64 / actual as f64;
         assert!((0.95..1.05).contains(&ratio), "{extra}: CPU estimate {} vs engine {actual} ({ratio})", m.cpu_engine);
+    }
+}
+
+#[test]
+fn replicas_reading_different_history_copies_back_up_and_roll_back_their_own() {
+    // The backup keeps one copy of the contact history: each replica's read copy at the backup
+    // point (`DemState::record_backup`, by runs of replicas reading the same copy). Two replicas
+    // an odd number of steps apart read different copies; both roll back after an odd number of
+    // steps and step again, and each equals its run alone.
+    let model = torus_friction();
+    let p = Precision::F64;
+    let mut b = GpuEngine::new_batch(
+        &[&model, &model],
+        Integrator::RrpNewmark,
+        DT,
+        p,
+        AdapterChoice::Any,
+        GpuOptions::default(),
+    )
+    .unwrap();
+    BatchEngine::advance(&mut b, 51).unwrap();
+    BatchEngine::rollback(&mut b, 0).unwrap();
+    BatchEngine::advance(&mut b, 61).unwrap();
+    BatchEngine::advance(&mut b, 33).unwrap();
+    BatchEngine::rollback(&mut b, 0).unwrap();
+    BatchEngine::rollback(&mut b, 1).unwrap();
+    BatchEngine::advance(&mut b, 33).unwrap();
+    let diags = BatchEngine::diagnostics(&mut b).unwrap();
+    assert_eq!((diags[0].step, diags[1].step), (94, 145));
+    for (r, steps) in [(0usize, 94u64), (1, 145)] {
+        let mut alone = gpu(&model, Integrator::RrpNewmark, DT, p);
+        Engine::advance(&mut alone, steps).unwrap();
+        assert!(
+            Engine::tangential_displacement(&mut alone).unwrap().unwrap().iter().any(|&x| x > 0.0),
+            "friction must be at work"
+        );
+        let snap = BatchEngine::snapshot(&mut b, r).unwrap();
+        assert!(state_bits(&snap, &diags[r]) == common::gpu::bits(&mut alone), "replica {r}");
     }
 }

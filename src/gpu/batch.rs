@@ -368,9 +368,10 @@ pub fn planned_sizes(t: &BatchTotals, precision: Precision, nbr_capacity: u32) -
     v.extend([v4, v4, v4, v4, cell_backup, 4 * nw, 4 * nw, 4 * rs * rec, 16 * rec]); // backups, rupture
     let dload = if t.dissipation { 3 * v4 } else { 0 };
     v.extend([dload, dload]); // dissipative loads and their backup
-    // The contact history (two copies) and its backup: counts, partners, ξ, walls' ξ.
+    // The contact history (two copies) and its backup (one copy: the one read at the backup
+    // point, `DemState::record_backup`): counts, partners, ξ, walls' ξ.
     let [count, keys, xi, walls] = history_sizes(t, precision);
-    v.extend([count, count, keys, keys, xi, xi, walls, walls]);
+    v.extend([count, count / 2, keys, keys / 2, xi, xi / 2, walls, walls / 2]);
     // Scan levels: auxiliary arrays, the top-sum placeholder and one uniform per level.
     let block = 2 * SCAN_WG as u64;
     let mut lens = vec![buckets + 1];

@@ -356,7 +356,8 @@ impl GpuEngine {
             let chunk = STEPS_PER_SUBMIT.min(steps as u64 - done);
             let mut encoder = self.ctx.device.create_command_encoder(&Default::default());
             if backup && done == 0 {
-                self.state.record_backup(&mut encoder);
+                let parities: Vec<u32> = self.reps.iter().map(|r| r.hist_parity).collect();
+                self.state.record_backup(&mut encoder, &parities);
             }
             for k in 0..chunk {
                 let queries = self
@@ -421,7 +422,7 @@ impl GpuEngine {
             });
         }
         let mut encoder = self.ctx.device.create_command_encoder(&Default::default());
-        self.state.record_backup_replica(&mut encoder, r);
+        self.state.record_backup_replica(&mut encoder, r, self.reps[r].hist_parity);
         self.ctx.queue.submit([encoder.finish()]);
         let rep = &mut self.reps[r];
         rep.backup_step = Some(rep.step);
@@ -463,7 +464,7 @@ impl GpuEngine {
             return false; // no advance since the engine was built or loaded
         };
         let mut encoder = self.ctx.device.create_command_encoder(&Default::default());
-        self.state.record_restore(&mut encoder, r);
+        self.state.record_restore(&mut encoder, r, self.reps[r].backup_parity);
         self.ctx.queue.submit([encoder.finish()]);
         let rep = &mut self.reps[r];
         rep.step = step;
@@ -507,7 +508,8 @@ impl GpuEngine {
         self.begin_advance();
         if steps == 0 {
             let mut encoder = self.ctx.device.create_command_encoder(&Default::default());
-            self.state.record_backup(&mut encoder);
+            let parities: Vec<u32> = self.reps.iter().map(|r| r.hist_parity).collect();
+            self.state.record_backup(&mut encoder, &parities);
             self.ctx.queue.submit([encoder.finish()]);
             return Ok(Vec::new());
         }

@@ -482,13 +482,14 @@ impl<'a> Planned<'a> {
             (DLOAD.0, dload),
             (DLOAD.1, dload),
             ("hist_count", count),
-            ("hist_count_backup", count),
+            // The backups hold one copy (`DemState::record_backup`).
+            ("hist_count_backup", count / 2),
             ("hist_key", keys),
-            ("hist_key_backup", keys),
+            ("hist_key_backup", keys / 2),
             ("hist_xi", xi),
-            ("hist_xi_backup", xi),
+            ("hist_xi_backup", xi / 2),
             ("whist", walls),
-            ("whist_backup", walls),
+            ("whist_backup", walls / 2),
             ("break_at", 4 * rs * nr_records),
             ("break_id", 16 * nr_records),
         ] {
