@@ -3,7 +3,8 @@
 // order, each bond evaluated from its own ends as the CPU's bond pass does), then the normal
 // dashpots of its contacts (partners in index order, from the Verlet list merged with the bonded
 // partners it leaves out or, for an overflowed list, the grid walk: shaders/walk.wgsl) and of
-// its walls (in wall order), in the CPU's order, from the positions of this evaluation and the velocities the step already knows (v_{k+½}, Ω_{k+½}: right-endpoint
+// its walls (in wall order), in the CPU's order, from the positions of this evaluation and the
+// velocities the step already knows (v_{k+½}, Ω_{k+½}: right-endpoint
 // forcing), with the spring–sliders of the frictional contacts, whose history ξ it reads from
 // one copy of `hist_*`/`whist` and writes to the other (shaders/bindings.wgsl: each pair's ξ
 // kept by its lower index, looked up by the higher one). Written into `dload` before the particle

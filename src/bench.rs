@@ -105,12 +105,13 @@ pub fn case(name: &str) -> Result<Case, String> {
             return Err(format!("`{name}`: `+skin=` applies to one model (torus, rings-N, fcc-N, solid-torus-N, …)"));
         }
         let inner = case(base)?;
+        let (scenario_dt, listed) = (inner.scenario_dt, inner.listed);
         let model = move || {
             let mut m = (inner.model)()?;
             m.params.skin = skin;
             Ok(m)
         };
-        return Ok(Case { name: name.into(), model: Box::new(model), ..case(base)? });
+        return Ok(Case { name: name.into(), model: Box::new(model), scenario_dt, listed });
     }
     if let Some(base) = name.strip_suffix("+listed") {
         if base.starts_with("tori-") {

@@ -12,20 +12,7 @@ use common::gpu::{bits, cpu, gpu, model_from_json};
 use rrpdem::engine::{Engine, Precision};
 use rrpdem::integrator::Integrator;
 
-/// A solid torus of ~`n` fcc spheres hitting the wall at speed 1 with rupture (the users' job,
-/// scenarios/solid_torus_impact.json, smaller), with `extra` fields (JSON, leading comma).
-fn impact(n: usize, extra: &str) -> String {
-    format!(
-        r#"{{"name": "impact", "dt": 5e-4, "t_end": 1,
-        "particle": {{"mass": 1, "inertia": 1}},
-        "stiffness": {{"bending": 10, "axial": 200, "shear": 200, "contact": 2100, "wall": 2100}},
-        "shear": "objective",
-        "walls": [{{"point": [0, 0, 0], "normal": [1, 0, 0]}}],
-        "rupture": {{"tension": 0.01, "shear": 0.1}}{extra},
-        "bodies": [{{"type": "torus_solid", "torus_diameter": 3, "tube_diameter": 1, "particles": {n},
-                     "lattice": "fcc", "gap": 0, "velocity": [-1, 0, 0]}}]}}"#
-    )
-}
+use common::solid_torus_impact_json as impact;
 
 #[test]
 fn the_cpu_lists_leave_bonded_pairs_out_and_the_run_is_the_same_bit_for_bit() {
@@ -83,20 +70,7 @@ fn the_gpu_lists_leave_bonded_pairs_out_and_the_run_is_the_same_bit_for_bit() {
         let mut whole = open(&small, false);
         Engine::advance(&mut whole, steps).unwrap();
         assert!(whole.diagnostics().unwrap().n_broken > 10);
-        let mut split = 0;
-        for bytes in [1u64 << 14, 1 << 15, 1 << 16] {
-            let o = GpuOptions { max_binding_size: Some(bytes), ..Default::default() };
-            // Too small a binding for some particle's bonds is refused (tests/gpu_chunks.rs).
-            let Ok(mut chunked) =
-                GpuEngine::with_options(&small, Integrator::RrpNewmark, s.dt, p, AdapterChoice::Any, o)
-            else {
-                continue;
-            };
-            split += usize::from(chunked.chunk_counts().0 > 1);
-            Engine::advance(&mut chunked, steps).unwrap();
-            assert!(bits(&mut chunked) == bits(&mut whole), "{p:?}, {bytes} B: chunked results differ");
-        }
-        assert!(split >= 1, "{p:?}: no run in several chunks");
+        chunked_runs_equal(&small, s.dt, p, steps, &bits(&mut whole));
         // The bonded partners over several pages (8 kB) beside the incidence, and lists of one
         // slot: the impact's new contacts overflow them, so the particle kernel takes the grid
         // walk (which finds bonded and other partners alike) until the lists are laid out anew.
@@ -212,18 +186,26 @@ fn dissipative_contacts_leave_bonded_pairs_out_on_the_gpu_and_a_batch_mixes_mode
         // The damped torus's contacts in chunk windows (bindings of 16–64 kB), as in one binding.
         let mut whole = open(&damped, false);
         Engine::advance(&mut whole, steps).unwrap();
-        let mut split = 0;
-        for bytes in [1u64 << 14, 1 << 15, 1 << 16] {
-            let o = GpuOptions { max_binding_size: Some(bytes), ..Default::default() };
-            let Ok(mut chunked) =
-                GpuEngine::with_options(&damped, Integrator::RrpNewmark, s.dt, p, AdapterChoice::Any, o)
-            else {
-                continue;
-            };
-            split += usize::from(chunked.chunk_counts().0 > 1);
-            Engine::advance(&mut chunked, steps).unwrap();
-            assert!(bits(&mut chunked) == bits(&mut whole), "{p:?}, {bytes} B: chunked damped run differs");
-        }
-        assert!(split >= 1, "{p:?}: no damped run in several chunks");
+        chunked_runs_equal(&damped, s.dt, p, steps, &bits(&mut whole));
     }
+}
+
+/// `model` run `steps` steps with bindings of 16, 32 and 64 kB (several chunks of particles,
+/// bonds and incidence, as a model of ~10⁷ spheres on a real device) gives `want` (its run in
+/// one binding), bit for bit; at least one of them runs in several chunks.
+fn chunked_runs_equal(model: &rrpdem::model::Model, dt: f64, p: Precision, steps: u64, want: &[u64]) {
+    use rrpdem::gpu::{AdapterChoice, GpuEngine, GpuOptions};
+    let mut split = 0;
+    for bytes in [1u64 << 14, 1 << 15, 1 << 16] {
+        let o = GpuOptions { max_binding_size: Some(bytes), ..Default::default() };
+        // Too small a binding for some particle's bonds is refused (tests/gpu_chunks.rs).
+        let Ok(mut chunked) = GpuEngine::with_options(model, Integrator::RrpNewmark, dt, p, AdapterChoice::Any, o)
+        else {
+            continue;
+        };
+        split += usize::from(chunked.chunk_counts().0 > 1);
+        Engine::advance(&mut chunked, steps).unwrap();
+        assert!(bits(&mut chunked) == want, "{p:?}, {bytes} B: chunked results differ");
+    }
+    assert!(split >= 1, "{p:?}: no run in several chunks");
 }

@@ -12,21 +12,11 @@ use rrpdem::integrator::Integrator;
 use rrpdem::scenario::Scenario;
 use std::path::Path;
 
-/// A solid torus of ~`n` fcc spheres hitting the wall at speed 1 with rupture and wall friction
-/// (the users' job, scenarios/solid_torus_impact.json, smaller), with `extra` fields (JSON,
-/// leading comma).
+/// `common::solid_torus_impact_json` with contact damping and friction (their history is per
+/// contact, so a list layout that lost a pair would show), and `extra` fields.
 fn impact(n: usize, extra: &str) -> String {
-    format!(
-        r#"{{"name": "impact", "dt": 5e-4, "t_end": 1,
-        "particle": {{"mass": 1, "inertia": 1}},
-        "stiffness": {{"bending": 10, "axial": 200, "shear": 200, "contact": 2100, "wall": 2100}},
-        "shear": "objective",
-        "walls": [{{"point": [0, 0, 0], "normal": [1, 0, 0]}}],
-        "rupture": {{"tension": 0.01, "shear": 0.1}},
-        "damping": {{"restitution": 0.5}}, "friction": {{"coefficient": 0.3, "wall_coefficient": 0.5}}{extra},
-        "bodies": [{{"type": "torus_solid", "torus_diameter": 3, "tube_diameter": 1, "particles": {n},
-                     "lattice": "fcc", "gap": 0, "velocity": [-1, 0, 0]}}]}}"#
-    )
+    let dissipation = r#", "damping": {"restitution": 0.5}, "friction": {"coefficient": 0.3, "wall_coefficient": 0.5}"#;
+    common::solid_torus_impact_json(n, &format!("{dissipation}{extra}"))
 }
 
 #[test]

@@ -132,6 +132,10 @@ fn chunks(n: u32, nb: u32) -> u32 {
     n.max(nb).max(1).div_ceil(WG)
 }
 
+/// Volume fraction of a close packing of equal spheres, π/√18: the densest a model's spheres
+/// around one particle can be (`BatchTotals::initial_nbr_capacity`).
+const CLOSE_PACKING: f64 = 0.7405;
+
 /// What the buffer sizes of a batch depend on, accumulated replica by replica.
 #[derive(Clone, Debug, Default)]
 pub struct BatchTotals {
@@ -223,7 +227,7 @@ impl BatchTotals {
         let left_out = 2 * self.unlisted_bonds / self.n.max(1);
         let reach = |s: f64| (2.0 + s) * (2.0 + s) * (2.0 + s);
         let default = crate::grid::SKIN_FACTOR;
-        let wider = if self.max_skin > default { 0.7405 * (reach(self.max_skin) - reach(default)) } else { 0.0 };
+        let wider = if self.max_skin > default { CLOSE_PACKING * (reach(self.max_skin) - reach(default)) } else { 0.0 };
         let start = INITIAL_NBR_CAPACITY as u64 + wider.ceil() as u64;
         start.saturating_sub(left_out).max(MIN_NBR_CAPACITY as u64) as u32
     }

@@ -118,3 +118,19 @@ pub fn falling_sphere(z: f64, gap: f64, dt: f64, t_end: f64) -> Scenario {
     );
     Scenario::from_json(&json, Path::new("drop.json")).unwrap()
 }
+
+/// A solid torus of ~`n` fcc spheres hitting the wall at speed 1 with rupture (the users' job,
+/// scenarios/solid_torus_impact.json, smaller; the issue 24 tests), with `extra` fields (JSON,
+/// leading comma).
+pub fn solid_torus_impact_json(n: usize, extra: &str) -> String {
+    format!(
+        r#"{{"name": "impact", "dt": 5e-4, "t_end": 1,
+        "particle": {{"mass": 1, "inertia": 1}},
+        "stiffness": {{"bending": 10, "axial": 200, "shear": 200, "contact": 2100, "wall": 2100}},
+        "shear": "objective",
+        "walls": [{{"point": [0, 0, 0], "normal": [1, 0, 0]}}],
+        "rupture": {{"tension": 0.01, "shear": 0.1}}{extra},
+        "bodies": [{{"type": "torus_solid", "torus_diameter": 3, "tube_diameter": 1, "particles": {n},
+                     "lattice": "fcc", "gap": 0, "velocity": [-1, 0, 0]}}]}}"#
+    )
+}

@@ -139,14 +139,13 @@ impl GpuEngine {
     fn read_history(&self, r: usize, t: &Tail) -> Result<Vec<Vec<u8>>, EngineError> {
         let (n, p0, np) = (self.state.n as u64, self.state.layout.p_start[r] as u64, self.np(r));
         let row = self.reps[r].hist_parity as u64 * n + p0;
-        let v4 = 4 * real_size(self.precision) as u64;
-        let slots = self.state.wall_slots as u64;
-        let s = HIST_SLOTS as u64;
+        // Bytes per particle and copy of each array (`DemState::history_row_bytes`).
+        let per = |name: &str| self.state.history_row_bytes(name).unwrap_or(0);
         let parts = [
-            ("hist_count", 4 * row, t.count as u64),
-            ("hist_key", 4 * s * row, t.keys as u64),
-            ("hist_xi", v4 * s * row, t.xi as u64),
-            ("whist", v4 * slots * row, if t.walls > 0 { v4 * slots * np } else { 0 }),
+            ("hist_count", per("hist_count") * row, t.count as u64),
+            ("hist_key", per("hist_key") * row, t.keys as u64),
+            ("hist_xi", per("hist_xi") * row, t.xi as u64),
+            ("whist", per("whist") * row, if t.walls > 0 { per("whist") * np } else { 0 }),
         ];
         Ok(self.state.read_ranges_raw(&self.ctx.device, &self.ctx.queue, &parts)?)
     }

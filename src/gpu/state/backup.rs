@@ -65,8 +65,9 @@ impl DemState {
         self.record_replica_copy(encoder, r, false, parity);
     }
 
-    /// Bytes per particle and copy of a contact-history array (`None` for the others).
-    fn history_row_bytes(&self, name: &str) -> Option<u64> {
+    /// Bytes per particle and copy of a contact-history array (`None` for the others): the
+    /// rows the backups, restores and history reads (`GpuEngine::read_history`) address.
+    pub(crate) fn history_row_bytes(&self, name: &str) -> Option<u64> {
         let v4 = 4 * real_size(self.precision) as u64;
         match name {
             "hist_count" => Some(4),
