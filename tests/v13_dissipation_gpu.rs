@@ -295,6 +295,61 @@ fn a_damped_model_split_over_several_bindings_runs_as_the_whole_one() {
 }
 
 #[test]
+fn friction_in_chunk_windows_runs_as_in_one_binding() {
+    // The history of friction is bound whole (it must fit one binding), so the split test above
+    // refuses friction wherever its chunks would begin. A block whose bonds reach two sites
+    // along x and y and one along z (3010 bonds on 160 spheres) splits its per-bond arrays and
+    // incidence into chunks in bindings the history still fits. Its sphere pairs along x are not bonded and touch (spacing 0.97 of
+    // unit diameters): contacts from the lists; the bonded pairs along y and z touch too:
+    // contacts merged from the bonded partners. Every chunked run equals the run in one
+    // binding bit for bit, ξ included, and the contacts slide (ξ ≠ 0 at some sphere).
+    let mut prm = lattice_params();
+    prm.dissipation = block_with(0.3, 0.5).params.dissipation;
+    let near = |[dx, dy, dz]: [i64; 3]| dx.abs() <= 2 && dy.abs() <= 2 && dz <= 1 && [dx, dy, dz] != [1, 0, 0];
+    let model = common::gpu::lattice_model_bonded(8, 5, 4, 0.97, 23, prm, near);
+    let n = model.particles.len();
+    eprintln!("{n} spheres, {} bonds", model.bonds.len());
+    for precision in [Precision::F64, Precision::F32] {
+        let mut whole = gpu(&model, Integrator::RrpNewmark, DT, precision);
+        Engine::advance(&mut whole, 120).unwrap();
+        let want = common::gpu::bits(&mut whole);
+        let want_xi = Engine::tangential_displacement(&mut whole).unwrap().unwrap();
+        assert!(want_xi.iter().any(|&x| x > 0.0), "{precision:?}: no contact slid");
+        let mut chunked = 0;
+        // Bindings from what the history needs (1 kB per sphere in f64, 512 B in f32) to what
+        // still splits the per-bond arrays (about 1.5 kB per sphere in f64, 0.9 kB in f32).
+        let steps: &[u64] = if precision == Precision::F64 { &[20, 24, 28, 32] } else { &[10, 12, 14, 16] };
+        for bytes in steps.iter().map(|k| k * 8192) {
+            let options = GpuOptions { max_binding_size: Some(bytes), ..Default::default() };
+            let mut g = match GpuEngine::with_options(
+                &model,
+                Integrator::RrpNewmark,
+                DT,
+                precision,
+                AdapterChoice::Any,
+                options,
+            ) {
+                Ok(g) => g,
+                Err(e) => {
+                    let text = e.to_string();
+                    eprintln!("{precision:?}, bindings of {bytes} B: {text}");
+                    assert!(text.contains("binding"), "{precision:?}, bindings of {bytes} B: {text}");
+                    continue;
+                }
+            };
+            Engine::advance(&mut g, 120).unwrap();
+            assert_eq!(common::gpu::bits(&mut g), want, "{precision:?}, bindings of {bytes} B");
+            let xi = Engine::tangential_displacement(&mut g).unwrap().unwrap();
+            assert_eq!(xi, want_xi, "{precision:?}, bindings of {bytes} B: ξ");
+            let (p, b, _) = g.chunk_counts();
+            eprintln!("{precision:?}, bindings of {bytes} B: {p} particle chunks, {b} bond chunks");
+            chunked += usize::from(p > 1 || b > 1);
+        }
+        assert!(chunked >= 3, "{precision:?}: friction ran in chunks {chunked} times");
+    }
+}
+
+#[test]
 fn the_memory_estimate_counts_the_loads_and_the_contact_history() {
     // `gpu::batch_bytes` (what studies split batches by, and `generate` reports) is what the
     // engine allocates, with dashpots, pair friction and wall friction in one batch.

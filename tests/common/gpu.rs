@@ -106,6 +106,22 @@ pub fn lattice_model_with(
     seed: u64,
     params: rrpdem::model::Params,
 ) -> Model {
+    // Bonds along x between neighbours only.
+    lattice_model_bonded(nx, ny, nz, spacing, seed, params, |o| bonds && o == [1, 0, 0])
+}
+
+/// `lattice_model_with`'s spheres bonded where `bonded([dx, dy, dz])` holds for the lattice
+/// offset of a pair from its lower-index sphere to the other ((dz, dy, dx) lexicographically
+/// positive: each pair asked once; at most 3 sites apart along each axis), bonds in site order.
+pub fn lattice_model_bonded(
+    nx: usize,
+    ny: usize,
+    nz: usize,
+    spacing: f64,
+    seed: u64,
+    params: rrpdem::model::Params,
+    bonded: impl Fn([i64; 3]) -> bool,
+) -> Model {
     use glam::DVec3;
     use rrpdem::model::Particles;
     let mut rng = super::Rng(seed);
@@ -122,11 +138,25 @@ pub fn lattice_model_with(
         }
     }
     let mut pairs = Vec::new();
-    if bonds {
-        for z in 0..nz {
-            for y in 0..ny {
-                for x in 0..nx - 1 {
-                    pairs.push((idx(x, y, z) as u32, idx(x + 1, y, z) as u32));
+    let (sx, sy, sz) = (nx as i64, ny as i64, nz as i64);
+    for z in 0..sz {
+        for y in 0..sy {
+            for x in 0..sx {
+                for dz in 0..=3i64 {
+                    for dy in -3..=3i64 {
+                        for dx in -3..=3i64 {
+                            // Each pair once: offsets after (0, 0, 0) in (dz, dy, dx) order.
+                            if (dz, dy, dx) <= (0, 0, 0) {
+                                continue;
+                            }
+                            let (u, v, w) = (x + dx, y + dy, z + dz);
+                            if u < 0 || v < 0 || w < 0 || u >= sx || v >= sy || w >= sz || !bonded([dx, dy, dz]) {
+                                continue;
+                            }
+                            let a = idx(x as usize, y as usize, z as usize) as u32;
+                            pairs.push((a, idx(u as usize, v as usize, w as usize) as u32));
+                        }
+                    }
                 }
             }
         }
