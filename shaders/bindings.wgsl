@@ -49,43 +49,22 @@ const DLOAD_MOMENT: u32 = 1u;
 const DLOAD_WALL: u32 = 2u;
 
 /// The tangential history of the frictional contacts (MODEL §10; where some replica has
-/// friction, placeholders otherwise), in two copies: the evaluation at batch step s of replica
-/// r reads copy (reps[r].hist_parity + s) mod 2 and writes the other (`hist_copies`). Per copy c
-/// and particle i, row c·N + i: the contacts with higher-index partners j > i (the pair's owner
-/// is its lower index), `hist_count` of them, partner indices ascending in `hist_key` and ξ
-/// (xyz, seen from i) in `hist_xi`, HIST_SLOTS each. A contact that opens is left out (it
-/// forgets ξ). Walls: ξ of particle i at the replica's wall w in `whist`, row (c·N + i)·W + w,
-/// W = reps[r].wall_slots.
+/// friction, placeholders otherwise). Row i: particle i's contacts with every partner it
+/// touches, `hist_count` of them, partner indices ascending in `hist_key` and ξ (xyz, seen from
+/// i) in `hist_xi`, HIST_SLOTS each; each pair is kept by both its particles, the two copies exact
+/// negatives (`dissipate` evaluates a pair as its lower index sees it at both ends). Only
+/// `dissipate` of particle i reads or writes row i: the evaluation reads the row and rewrites it
+/// in place, so the row holds the output of the last evaluation, the input of the next. A
+/// contact that would need more slots fails the replica (`RSTATUS_HIST_*`). Walls: ξ of
+/// particle i at the replica's wall w in `whist`, row i·W + w, W = reps[r].wall_slots.
 @group(2) @binding(34) var<storage, read_write> hist_count: array<u32>;
 @group(2) @binding(35) var<storage, read_write> hist_key: array<u32>;
 @group(2) @binding(36) var<storage, read_write> hist_xi: array<vec4<real>>;
 @group(2) @binding(37) var<storage, read_write> whist: array<vec4<real>>;
 
-/// The copies of the history the evaluation at batch step `step` of replica r reads (x) and
-/// writes (y), as row offsets (copy · N).
-fn hist_copies(r: u32, step: u32) -> vec2<u32> {
-    let c = (reps[r].hist_parity + step) & 1u;
-    return vec2<u32>(c * params.n_particles, (1u - c) * params.n_particles);
-}
-
-/// ξ of the contact kept in row `row` of a copy (its owner's) with partner `key`, or zero: a
-/// binary search of the row's sorted partners.
-fn hist_find(row: u32, key: u32) -> vec3<real> {
-    var lo = 0u;
-    var hi = hist_count[row];
-    while lo < hi {
-        let mid = (lo + hi) / 2u;
-        let k = hist_key[row * HIST_SLOTS + mid];
-        if k == key {
-            return hist_xi[row * HIST_SLOTS + mid].xyz;
-        }
-        if k < key {
-            lo = mid + 1u;
-        } else {
-            hi = mid;
-        }
-    }
-    return vec3<real>(0.0);
+/// Particle i's row of the contact history.
+fn hist_row(i: u32) -> u32 {
+    return i;
 }
 
 /// Whether replica r's model dissipates (dashpots in `dload`).

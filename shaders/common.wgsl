@@ -87,14 +87,13 @@ struct ReplicaGpu {
     rupture_sum: u32,
     /// First word of its broken flags in bond_broken (a bit per bond, from a word boundary).
     broken_word: u32,
-    /// The copy of the contact history its next evaluation reads (`hist_copies`), set by the host.
-    hist_parity: u32,
     /// Wall slots per particle of the wall history `whist` (the most walls of any replica).
     wall_slots: u32,
     _pad_u0: u32,
     _pad_u1: u32,
     _pad_u2: u32,
     _pad_u3: u32,
+    _pad_u4: u32,
 }
 
 /// A planar wall: point p and unit normal n pointing into the domain (xyz of each); p is stored

@@ -6,8 +6,8 @@
 // its walls (in wall order), in the CPU's order, from the positions of this evaluation and the
 // velocities the step already knows (v_{k+½}, Ω_{k+½}: right-endpoint
 // forcing), with the spring–sliders of the frictional contacts, whose history ξ it reads from
-// one copy of `hist_*`/`whist` and writes to the other (shaders/bindings.wgsl: each pair's ξ
-// kept by its lower index, looked up by the higher one). Written into `dload` before the particle
+// particle i's own row of `hist_*`/`whist` and rewrites there (shaders/bindings.wgsl: each
+// pair's ξ kept by both its particles). Written into `dload` before the particle
 // kernel adds them: a kernel of its own, since the particle kernel kicks the velocities this one
 // reads at the partners.
 
@@ -30,10 +30,8 @@ fn dissipate(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg
     let mu_wall = reps[r].damping.w;
     let kappa = reps[r].stiffness_ratio;
     let step = current_step();
-    // Rows of particle i in the history copy read and in the one written.
-    let copies = hist_copies(r, step);
-    let row_in = copies.x + i;
-    let row_out = copies.y + i;
+    // Particle i's row of the contact history, read and then rewritten in place (only i uses it).
+    let row = hist_row(i);
     let h = params.h;
     let xr = pos_at(i);
     let xi = xr.xyz;
@@ -85,12 +83,19 @@ fn dissipate(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg
     }
     if beta > 0.0 || mu > 0.0 {
         let k_contact = reps[r].k_contact;
-        // Own contacts (j > i) come in partner order, as the history holds them: a cursor.
+        // The row's contacts come in partner order, as the walk visits them: a cursor. Copied
+        // first, since the row is rewritten as the walk goes (a new contact shifts the rest).
         var own = 0u;
         var own_count = 0u;
         var written = 0u;
+        var old_key: array<u32, HIST_SLOTS>;
+        var old_xi: array<vec3<real>, HIST_SLOTS>;
         if mu > 0.0 {
-            own_count = hist_count[row_in];
+            own_count = hist_count[row];
+            for (var a = 0u; a < own_count; a++) {
+                old_key[a] = hist_key[row * HIST_SLOTS + a];
+                old_xi[a] = hist_xi[row * HIST_SLOTS + a].xyz;
+            }
         }
         let cnt = nbr_count[i];
         let base = nbr_offsets[i];
@@ -133,28 +138,35 @@ fn dissipate(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg
                 let s = rs - l;
                 if s > 0.0 {
                     let k_h = hertz_constant(k_contact, rs);
-                    // ξ of the pair seen from i: its own row for j > i, else j's, negated.
+                    // ξ of the pair seen from i (i's own copy; j keeps the negated one).
                     var xi_in = zero;
                     if mu > 0.0 {
-                        if j > i {
-                            while own < own_count && hist_key[row_in * HIST_SLOTS + own] < j {
-                                own++;
-                            }
-                            if own < own_count && hist_key[row_in * HIST_SLOTS + own] == j {
-                                xi_in = hist_xi[row_in * HIST_SLOTS + own].xyz;
-                            }
-                        } else {
-                            xi_in = -hist_find(copies.x + j, i);
+                        while own < own_count && old_key[own] < j {
+                            own++;
+                        }
+                        if own < own_count && old_key[own] == j {
+                            xi_in = old_xi[own];
                         }
                     }
-                    let o = contact_dissipation(d / l, s, k_h * s * sqrt(s), k_h, 1.0 / inv, l * ri / rs, l * rj / rs,
-                                                vi - vel_at(j).xyz, wi, omega_at(j).xyz, xi_in, h, beta, mu, kappa);
-                    f = f + o.f_i;
-                    m = m + o.m_i;
-                    if mu > 0.0 && j > i {
+                    // Both ends evaluate the pair as its lower index sees it (`lo` the lower
+                    // index's side): the same operations on the same values, so the same bits at
+                    // both ends even where a compiler fuses products into sums differently for
+                    // swapped operands (with IEEE rounding the function is odd under the exchange
+                    // of the ends, so this is also each end's own view, as on the CPU).
+                    let lo = i < j;
+                    let sign = select(real(-1.0), real(1.0), lo);
+                    let vj = vel_at(j).xyz;
+                    let wj = omega_at(j).xyz;
+                    let o = contact_dissipation((d * sign) / l, s, k_h * s * sqrt(s), k_h, 1.0 / inv,
+                                                l * select(rj, ri, lo) / rs, l * select(ri, rj, lo) / rs,
+                                                select(vj - vi, vi - vj, lo), select(wj, wi, lo), select(wi, wj, lo),
+                                                xi_in * sign, h, beta, mu, kappa);
+                    f = f + o.f_i * sign;
+                    m = m + select(o.m_j, o.m_i, lo);
+                    if mu > 0.0 {
                         if written < HIST_SLOTS {
-                            hist_key[row_out * HIST_SLOTS + written] = j;
-                            hist_xi[row_out * HIST_SLOTS + written] = vec4<real>(o.xi, 0.0);
+                            hist_key[row * HIST_SLOTS + written] = j;
+                            hist_xi[row * HIST_SLOTS + written] = vec4<real>(o.xi * sign, 0.0);
                         }
                         written++;
                     }
@@ -162,7 +174,7 @@ fn dissipate(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg
             }
         }
         if mu > 0.0 {
-            hist_count[row_out] = min(written, HIST_SLOTS);
+            hist_count[row] = min(written, HIST_SLOTS);
             if written > HIST_SLOTS {
                 // More contacts than the history holds: the replica fails (lowest particle of
                 // its first such step), and the host says why.
@@ -183,7 +195,7 @@ fn dissipate(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg
                 let k_h = hertz_constant(reps[r].k_wall, ri);
                 var xi_in = zero;
                 if mu_wall > 0.0 {
-                    xi_in = whist[row_in * slots + slot].xyz;
+                    xi_in = whist[row * slots + slot].xyz;
                 }
                 let o = contact_dissipation(walls[w].normal.xyz, s, k_h * s * sqrt(s), k_h, 1.0 / inv_i, gap, 0.0, vi,
                                             wi, zero, xi_in, h, beta_wall, mu_wall, kappa);
@@ -193,7 +205,7 @@ fn dissipate(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg
                 xi_new = o.xi;
             }
             if mu_wall > 0.0 {
-                whist[row_out * slots + slot] = vec4<real>(xi_new, 0.0);
+                whist[row * slots + slot] = vec4<real>(xi_new, 0.0);
             }
         }
     }

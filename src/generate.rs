@@ -239,7 +239,7 @@ pub fn memory_estimate(p: &Particles, bond_ends: &[(u32, u32)]) -> MemoryEstimat
 /// its wall count) and whose contact lists have the skin `skin` (`Params::skin`): the CPU
 /// engine's loads, velocities and contact history (`DissState`), the GPU's loads and their
 /// backup, the bonds' other ends beside the incidence with binder damping (`inc_peer`) and the
-/// friction's contact history (`gpu::batch::history_sizes`, two copies and a backup of one).
+/// friction's contact history and its backup (`gpu::batch::history_sizes`).
 pub fn memory_estimate_with(
     p: &Particles,
     bond_ends: &[(u32, u32)],
@@ -363,8 +363,8 @@ fn memory_of(l: &Layout) -> MemoryEstimate {
             let binder = d.binder();
             let gpu = move |rs: u64| {
                 let history: u64 = crate::gpu::batch::history_sizes(&totals, precision_of(rs)).iter().sum();
-                // Two copies of the history, and one as backup.
-                24 * rs * n + if binder { 8 * b } else { 0 } + history + history / 2
+                // The history and its backup.
+                24 * rs * n + if binder { 8 * b } else { 0 } + 2 * history
             };
             (cpu, Box::new(gpu) as Box<dyn Fn(u64) -> u64>)
         }

@@ -158,8 +158,8 @@ fn damped_gpu_runs_resume_batch_and_roll_back_bit_for_bit() {
         // The same state saves the same bytes (loads, ledger shares, history; unused slots zero).
         let (a, b) = (Engine::save_state(&mut resumed).unwrap(), Engine::save_state(&mut whole).unwrap());
         assert!(a.data == b.data, "{p:?}: saved states differ");
-        // Rollback: 101 steps taken back and taken again (an odd count: the history's two copies
-        // have swapped roles since the backup, which holds the one read at its step).
+        // Rollback: 101 steps taken back and taken again (the history rewritten in place 101
+        // times since the backup).
         Engine::advance(&mut first, 101).unwrap();
         Engine::rollback(&mut first).unwrap();
         Engine::advance(&mut first, 250).unwrap();
@@ -228,28 +228,37 @@ fn a_reversed_numbering_keeps_the_history_of_each_pair_on_the_gpu() {
 
 #[test]
 fn a_sphere_with_more_frictional_contacts_than_the_history_holds_fails_with_a_message() {
-    // A sphere of diameter 6 at index 0 resting among 30 unit spheres that all touch it: 30
-    // contacts with higher-index partners, more than HIST_SLOTS.
-    let mut parts = vec![r#"{"x": [0, 0, 0], "diameter": 6}"#.to_string()];
-    for k in 0..30 {
-        let a = k as f64 * std::f64::consts::TAU / 30.0;
-        let z = if k % 2 == 0 { 0.3 } else { -0.3 };
-        parts.push(format!(r#"{{"x": [{}, {}, {z}], "diameter": 1}}"#, 3.45 * a.cos(), 3.45 * a.sin()));
+    // A sphere of diameter 6 resting among 30 unit spheres that all touch it: 30 contacts, more
+    // than HIST_SLOTS, whether it comes first or last (each sphere keeps all its contacts).
+    for big_first in [true, false] {
+        let big = r#"{"x": [0, 0, 0], "diameter": 6}"#.to_string();
+        let mut parts = Vec::new();
+        for k in 0..30 {
+            let a = k as f64 * std::f64::consts::TAU / 30.0;
+            let z = if k % 2 == 0 { 0.3 } else { -0.3 };
+            parts.push(format!(r#"{{"x": [{}, {}, {z}], "diameter": 1}}"#, 3.45 * a.cos(), 3.45 * a.sin()));
+        }
+        if big_first {
+            parts.insert(0, big);
+        } else {
+            parts.push(big);
+        }
+        let json = format!(
+            r#"{{"name": "c", "dt": 1e-3, "t_end": 1, "particle": {{"mass": 1, "inertia": 0.1, "diameter": 1}},
+            "stiffness": {{"contact": 1e3}}, "friction": {{"coefficient": 0.3}},
+            "bodies": [{{"type": "particles", "particles": [{}]}}]}}"#,
+            parts.join(",")
+        );
+        let model = model_from_json(&json).1;
+        let cpu_ok = cpu(&model, Integrator::RrpNewmark, DT).advance(10);
+        assert!(cpu_ok.is_ok(), "the CPU engine has no such bound");
+        let err = match GpuEngine::new(&model, Integrator::RrpNewmark, DT, Precision::F64, AdapterChoice::Any) {
+            Err(e) => e.to_string(),
+            Ok(mut g) => Engine::advance(&mut g, 10).err().map(|e| e.to_string()).unwrap_or_default(),
+        };
+        let name = if big_first { "particle 0 " } else { "particle 30 " };
+        assert!(err.contains(name) && err.contains("backend `cpu`") && !err.contains("  "), "{err}");
     }
-    let json = format!(
-        r#"{{"name": "c", "dt": 1e-3, "t_end": 1, "particle": {{"mass": 1, "inertia": 0.1, "diameter": 1}},
-        "stiffness": {{"contact": 1e3}}, "friction": {{"coefficient": 0.3}},
-        "bodies": [{{"type": "particles", "particles": [{}]}}]}}"#,
-        parts.join(",")
-    );
-    let model = model_from_json(&json).1;
-    let cpu_ok = cpu(&model, Integrator::RrpNewmark, DT).advance(10);
-    assert!(cpu_ok.is_ok(), "the CPU engine has no such bound");
-    let err = match GpuEngine::new(&model, Integrator::RrpNewmark, DT, Precision::F64, AdapterChoice::Any) {
-        Err(e) => e.to_string(),
-        Ok(mut g) => Engine::advance(&mut g, 10).err().map(|e| e.to_string()).unwrap_or_default(),
-    };
-    assert!(err.contains("particle 0") && err.contains("backend `cpu`") && !err.contains("  "), "{err}");
 }
 
 #[test]
@@ -493,11 +502,10 @@ fn the_dry_run_memory_estimate_counts_what_dissipation_adds() {
 }
 
 #[test]
-fn replicas_reading_different_history_copies_back_up_and_roll_back_their_own() {
-    // The backup keeps one copy of the contact history: each replica's read copy at the backup
-    // point (`DemState::record_backup`, by runs of replicas reading the same copy). Two replicas
-    // an odd number of steps apart read different copies; both roll back after an odd number of
-    // steps and step again, and each equals its run alone.
+fn replicas_at_different_steps_back_up_and_roll_back_their_own_history() {
+    // Two frictional replicas an odd number of steps apart (one rolled back alone) both roll
+    // back after an odd number of steps and step again: each equals its run alone, history
+    // included (`DemState::record_backup`, `record_restore`: each replica's rows).
     let model = torus_friction();
     let p = Precision::F64;
     let mut b = GpuEngine::new_batch(

@@ -304,14 +304,14 @@ pub fn chunked_sizes(t: &BatchTotals, precision: Precision, nbr_capacity: u32) -
     ]
 }
 
-/// Bytes of the contact history of MODEL §10's friction (two copies, shaders/bindings.wgsl):
+/// Bytes of the contact history of MODEL §10's friction (one row per particle, shaders/bindings.wgsl):
 /// `hist_count`, `hist_key`, `hist_xi` where some replica has pair friction, `whist` where some
 /// has wall friction (0 otherwise: placeholders). The one formula the allocation
 /// (`state::plan`) and the estimates use.
 pub fn history_sizes(t: &BatchTotals, precision: Precision) -> [u64; 4] {
     let (n, s, v4) = (t.n, HIST_SLOTS as u64, 4 * real_size(precision) as u64);
-    let pairs = if t.pair_friction { [2 * 4 * n, 2 * 4 * n * s, 2 * v4 * n * s] } else { [0; 3] };
-    [pairs[0], pairs[1], pairs[2], if t.wall_friction { 2 * v4 * n * t.max_walls } else { 0 }]
+    let pairs = if t.pair_friction { [4 * n, 4 * n * s, v4 * n * s] } else { [0; 3] };
+    [pairs[0], pairs[1], pairs[2], if t.wall_friction { v4 * n * t.max_walls } else { 0 }]
 }
 
 /// Every buffer the state of a batch allocates, with its size as allocated (padded as
@@ -372,10 +372,9 @@ pub fn planned_sizes(t: &BatchTotals, precision: Precision, nbr_capacity: u32) -
     v.extend([v4, v4, v4, v4, cell_backup, 4 * nw, 4 * nw, 4 * rs * rec, 16 * rec]); // backups, rupture
     let dload = if t.dissipation { 3 * v4 } else { 0 };
     v.extend([dload, dload]); // dissipative loads and their backup
-    // The contact history (two copies) and its backup (one copy: the one read at the backup
-    // point, `DemState::record_backup`): counts, partners, ξ, walls' ξ.
+    // The contact history and its backup: counts, partners, ξ, walls' ξ.
     let [count, keys, xi, walls] = history_sizes(t, precision);
-    v.extend([count, count / 2, keys, keys / 2, xi, xi / 2, walls, walls / 2]);
+    v.extend([count, count, keys, keys, xi, xi, walls, walls]);
     // Scan levels: auxiliary arrays, the top-sum placeholder and one uniform per level.
     let block = 2 * SCAN_WG as u64;
     let mut lens = vec![buckets + 1];

@@ -70,8 +70,7 @@ pub struct ReplicaInputs<'a> {
     pub broken_word: u32,
     /// Its lists leave its bonded pairs out (`FLAG_UNLISTED`).
     pub unlisted: bool,
-    /// `ReplicaGpu::hist_parity`, `wall_slots`.
-    pub hist_parity: u32,
+    /// Wall slots per particle of the wall history.
     pub wall_slots: u32,
 }
 
@@ -151,11 +150,9 @@ macro_rules! sim_params {
             pub rupture_sum: u32,
             /// First word of its broken flags (`BatchLayout::broken_word`).
             pub broken_word: u32,
-            /// The copy of the contact history the next evaluation reads (`hist_copies`).
-            pub hist_parity: u32,
             /// Wall slots per particle of the wall history (the most walls of any replica).
             pub wall_slots: u32,
-            pub _pad_u: [u32; 4],
+            pub _pad_u: [u32; 5],
         }
 
         const _: () = assert!(std::mem::size_of::<$rep>() == $rep_size);
@@ -228,9 +225,8 @@ macro_rules! sim_params {
                     flags,
                     rupture_sum: rupture.is_some_and(|r| r.rule == RuptureRule::Sum) as u32,
                     broken_word: p.broken_word,
-                    hist_parity: p.hist_parity,
                     wall_slots: p.wall_slots,
-                    _pad_u: [0; 4],
+                    _pad_u: [0; 5],
                 }
             }
         }

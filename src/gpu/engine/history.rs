@@ -4,7 +4,10 @@
 //! evaluation reads: with pair friction per particle the count of its contacts with
 //! higher-index partners (u32), `HIST_SLOTS` partner indices (u32, replica-relative) and
 //! `HIST_SLOTS` ξ (vec4 of reals); with wall friction per particle ξ at each of its walls (vec4).
-//! Loaded into copy 0 of the history; renumbered by moving each pair to its new lower index.
+//! So each pair is saved once, by its lower index, although the device keeps it at both
+//! particles (shaders/bindings.wgsl): saving keeps each row's higher-index partners, loading
+//! adds each pair to its higher index's row too, negated. Renumbered by moving each pair to its
+//! new lower index.
 
 use super::GpuEngine;
 use crate::error::EngineError;
@@ -32,12 +35,13 @@ impl GpuEngine {
         let on = self.reps[r].params.dissipation.is_some();
         let np = self.state.layout.n_particles[r] as usize;
         let v4 = 4 * real_size(self.precision);
-        let pairs = d.mu > 0.0;
+        // The device's rows (`DemState::history_row_bytes`), with pair friction.
+        let row = |name: &str| if d.mu > 0.0 { self.state.history_row_bytes(name).unwrap_or(0) as usize } else { 0 };
         Tail {
             dload: if on { 3 * v4 * np } else { 0 },
-            count: if pairs { 4 * np } else { 0 },
-            keys: if pairs { 4 * HIST_SLOTS * np } else { 0 },
-            xi: if pairs { v4 * HIST_SLOTS * np } else { 0 },
+            count: row("hist_count") * np,
+            keys: row("hist_key") * np,
+            xi: row("hist_xi") * np,
             walls: if d.mu_wall > 0.0 { v4 * self.reps[r].params.walls.len() * np } else { 0 },
         }
     }
@@ -58,12 +62,23 @@ impl GpuEngine {
         let v4 = 4 * real_size(self.precision) as u64;
         let slots = self.state.wall_slots as u64;
         let mut got = self.read_history(r, &t)?;
-        // Slots past a particle's count hold what earlier steps left there, never read: zeros in
-        // the saved state, so that the same state always saves the same bytes.
+        // Each row's pairs with higher-index partners (the lower index saves a pair), moved to
+        // the row's front. Slots past them hold what earlier steps left there, never read: zeros
+        // in the saved state, so that the same state always saves the same bytes.
         let xi_slot = v4 as usize;
         for p in 0..got[0].len() / 4 {
-            let c = u32::from_le_bytes([got[0][4 * p], got[0][4 * p + 1], got[0][4 * p + 2], got[0][4 * p + 3]]);
-            let (from, to) = (p * HIST_SLOTS + c as usize, (p + 1) * HIST_SLOTS);
+            let count = word(&got[0], p) as usize;
+            let mut kept = 0;
+            for s in 0..count {
+                let (from, to) = (p * HIST_SLOTS + s, p * HIST_SLOTS + kept);
+                if word(&got[1], from) as u64 > p0 + p as u64 {
+                    got[1].copy_within(4 * from..4 * from + 4, 4 * to);
+                    got[2].copy_within(xi_slot * from..xi_slot * (from + 1), xi_slot * to);
+                    kept += 1;
+                }
+            }
+            got[0][4 * p..4 * p + 4].copy_from_slice(&(kept as u32).to_le_bytes());
+            let (from, to) = (p * HIST_SLOTS + kept, (p + 1) * HIST_SLOTS);
             got[1][4 * from..4 * to].fill(0);
             got[2][xi_slot * from..xi_slot * to].fill(0);
         }
@@ -83,15 +98,15 @@ impl GpuEngine {
         Ok(out)
     }
 
-    /// Replica r's `Engine::tangential_displacement`: from the history copy its next
-    /// evaluation reads (the last evaluation's output), each stored pair counted at both its
-    /// particles (its owner keeps it), then each particle's walls.
+    /// Replica r's `Engine::tangential_displacement`: from the history its next evaluation reads
+    /// (the last evaluation's output), each particle's contacts (both particles of a pair keep
+    /// it), then its walls.
     pub(super) fn tangential_displacement_of(&mut self, r: usize) -> Result<Option<Vec<f64>>, EngineError> {
         if !self.reps[r].params.dissipation.is_some_and(|d| d.friction()) {
             return Ok(None);
         }
         let t = self.tail(r);
-        let (p0, np) = (self.state.layout.p_start[r] as u64, self.np(r));
+        let np = self.np(r);
         let slots = self.state.wall_slots as u64;
         let got = self.read_history(r, &t)?;
         let f64s = self.precision == crate::engine::Precision::F64;
@@ -108,18 +123,12 @@ impl GpuEngine {
             });
             (c[0] * c[0] + c[1] * c[1] + c[2] * c[2]).sqrt()
         };
-        let word = |b: &[u8], k: usize| u32::from_le_bytes([b[4 * k], b[4 * k + 1], b[4 * k + 2], b[4 * k + 3]]);
         let np = np as usize;
         let mut out = vec![0.0f64; np];
         if t.count > 0 {
-            for a in 0..np {
+            for (a, o) in out.iter_mut().enumerate() {
                 for slot in a * HIST_SLOTS..a * HIST_SLOTS + word(&got[0], a) as usize {
-                    let x = length(&got[2], slot);
-                    let b = (word(&got[1], slot) as u64).wrapping_sub(p0) as usize;
-                    out[a] = out[a].max(x);
-                    if let Some(o) = out.get_mut(b) {
-                        *o = o.max(x);
-                    }
+                    *o = o.max(length(&got[2], slot));
                 }
             }
         }
@@ -134,12 +143,11 @@ impl GpuEngine {
         Ok(Some(out))
     }
 
-    /// Replica r's rows of the history copy its next evaluation reads, raw, in `tail`'s parts:
+    /// Replica r's rows of the history its next evaluation reads, raw, in `tail`'s parts:
     /// counts, partner keys (batch indices), ξ, and the walls' ξ (`wall_slots` per particle).
     fn read_history(&self, r: usize, t: &Tail) -> Result<Vec<Vec<u8>>, EngineError> {
-        let (n, p0, np) = (self.state.n as u64, self.state.layout.p_start[r] as u64, self.np(r));
-        let row = self.reps[r].hist_parity as u64 * n + p0;
-        // Bytes per particle and copy of each array (`DemState::history_row_bytes`).
+        let (row, np) = (self.state.layout.p_start[r] as u64, self.np(r));
+        // Bytes per particle of each array (`DemState::history_row_bytes`).
         let per = |name: &str| self.state.history_row_bytes(name).unwrap_or(0);
         let parts = [
             ("hist_count", per("hist_count") * row, t.count as u64),
@@ -155,18 +163,19 @@ impl GpuEngine {
     }
 
     /// Loads a one-replica dissipation tail (`save_dissipation`'s bytes): `dload`, and the
-    /// history into copy 0, which the next evaluation then reads.
-    pub(super) fn load_dissipation(&mut self, bytes: &[u8]) {
+    /// history, which the next evaluation then reads, each pair into both its particles' rows.
+    pub(super) fn load_dissipation(&mut self, bytes: &[u8]) -> Result<(), EngineError> {
         let t = self.tail(0);
         let (dload, rest) = bytes.split_at(t.dload);
         self.state.write_dload_raw(&self.ctx.queue, dload, 0);
         let (count, rest) = rest.split_at(t.count);
         let (keys, rest) = rest.split_at(t.keys);
         let (xi, walls) = rest.split_at(t.xi);
-        for (name, part) in [("hist_count", count), ("hist_key", keys), ("hist_xi", xi), ("whist", walls)] {
+        let [count, keys, xi] = both_ends(count, keys, xi, self.precision)?;
+        for (name, part) in [("hist_count", &count[..]), ("hist_key", &keys), ("hist_xi", &xi), ("whist", walls)] {
             self.state.write_range_raw(&self.ctx.queue, name, 0, part);
         }
-        self.reps[0].hist_parity = 0;
+        Ok(())
     }
 
     /// A one-replica dissipation tail renumbered by `perm` (new particle k was old
@@ -198,7 +207,6 @@ impl GpuEngine {
             for (new, &old) in perm.particles.iter().enumerate() {
                 new_of[old as usize] = new as u32;
             }
-            let word = |b: &[u8], k: usize| u32::from_le_bytes([b[4 * k], b[4 * k + 1], b[4 * k + 2], b[4 * k + 3]]);
             // (owner, partner, ξ bytes, negated) of every stored pair, in the new numbering.
             let mut pairs: Vec<(u32, u32, Vec<u8>, bool)> = Vec::new();
             for a in 0..np {
@@ -238,6 +246,55 @@ impl GpuEngine {
         debug_assert_eq!(out.len(), bytes.len());
         Ok(out)
     }
+}
+
+/// The little-endian u32 at element k of `b`.
+fn word(b: &[u8], k: usize) -> u32 {
+    u32::from_le_bytes([b[4 * k], b[4 * k + 1], b[4 * k + 2], b[4 * k + 3]])
+}
+
+/// The device's rows of a history saved by lower index (counts, replica-relative partners, ξ
+/// of a one-replica tail): each particle's pairs with lower-index partners (ξ negated, in the
+/// order of those partners), then its saved ones. Ascending in partner either way: the rows
+/// are filled in particle order. A particle that would keep more than `HIST_SLOTS` contacts is
+/// an error naming it.
+fn both_ends(
+    count: &[u8],
+    keys: &[u8],
+    xi: &[u8],
+    precision: crate::engine::Precision,
+) -> Result<[Vec<u8>; 3], EngineError> {
+    let np = count.len() / 4;
+    let v4 = 4 * real_size(precision);
+    let (mut c, mut k, mut x) = (vec![0u32; np], vec![0u32; np * HIST_SLOTS], vec![0u8; np * HIST_SLOTS * v4]);
+    for a in 0..np {
+        for s in 0..word(count, a) as usize {
+            let slot = a * HIST_SLOTS + s;
+            let b = word(keys, slot) as usize;
+            for (at, partner, negate) in [(a, b, false), (b, a, true)] {
+                let Some(&used) = c.get(at) else {
+                    return Err(EngineError::Unsupported(format!(
+                        "the saved contact history names particle {partner}'s partner {at}, beyond the model's {np}"
+                    )));
+                };
+                if used as usize >= HIST_SLOTS {
+                    return Err(EngineError::Unsupported(format!(
+                        "particle {at} keeps more than {HIST_SLOTS} frictional contacts in the saved state (the GPU \
+                         engine's bound, MODEL §10); run this model with backend `cpu`"
+                    )));
+                }
+                let to = at * HIST_SLOTS + used as usize;
+                k[to] = partner as u32;
+                let target = &mut x[to * v4..(to + 1) * v4];
+                target.copy_from_slice(&xi[slot * v4..(slot + 1) * v4]);
+                if negate {
+                    negate_reals(target, precision);
+                }
+                c[at] += 1;
+            }
+        }
+    }
+    Ok([c.iter().flat_map(|w| w.to_le_bytes()).collect(), k.iter().flat_map(|w| w.to_le_bytes()).collect(), x])
 }
 
 /// Negates the three reals of a raw vec4 (little-endian, the device's precision) by their sign

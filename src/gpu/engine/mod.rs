@@ -125,10 +125,6 @@ struct Replica {
     /// (shaders/watch.wgsl), and as it was at the backup point (for `rollback`).
     watch: Option<Watch>,
     backup_watch: Option<Watch>,
-    /// The copy of the contact history its next evaluation reads (`ReplicaGpu::hist_parity`):
-    /// flips with every evaluation that computes the dissipative loads; and at the backup point.
-    hist_parity: u32,
-    backup_parity: u32,
     /// Steps in which this replica rebuilt its grid part and contact lists (`replica_rebuilds`),
     /// and the count at the backup point.
     rebuilds: u64,
@@ -177,8 +173,6 @@ impl Replica {
             held: false,
             watch: None,
             backup_watch: None,
-            hist_parity: 0,
-            backup_parity: 0,
             rebuilds: 0,
             backup_rebuilds: 0,
         }
@@ -394,12 +388,9 @@ impl GpuEngine {
             other => GpuError::InitialState(Box::new(other)),
         })?;
         // From now on `dload` holds the dissipative loads of the current state (evaluated,
-        // loaded or restored with it): evaluations keep them. That evaluation wrote the other
-        // copy of the contact history.
+        // loaded or restored with it): evaluations keep them (and the contact history, which
+        // that evaluation rewrote).
         e.dload_kept = true;
-        for rep in &mut e.reps {
-            rep.hist_parity ^= 1;
-        }
         for (r, err) in failures {
             e.reps[r].failure = Some(err);
             e.reps[r].held = true;

@@ -277,9 +277,9 @@ impl GpuEngine {
             let step = if steps == 0 { start } else { start + w(RSTATUS_HIST_STEP) as u64 + 1 };
             self.reps[r].step = step;
             return Ok(Some(EngineError::Unsupported(format!(
-                "particle {particle} touches more than {HIST_SLOTS} spheres of higher index with friction at step \
-                 {step}: the GPU engine keeps the tangential history of at most {HIST_SLOTS} such contacts per sphere \
-                 (MODEL §10); run this model with backend `cpu`"
+                "particle {particle} touches more than {HIST_SLOTS} spheres with friction at step {step}: the GPU \
+                 engine keeps the tangential history of at most {HIST_SLOTS} contacts per sphere (MODEL §10); run \
+                 this model with backend `cpu`"
             ))));
         }
         // A position the grid refuses stops the step before its forces (as on the CPU), so at
@@ -347,17 +347,14 @@ impl GpuEngine {
     /// by copying the state arrays for `rollback`. Returns the replicas that failed in it.
     fn advance_batch(&mut self, steps: u32, backup: bool) -> Result<Vec<(usize, EngineError)>, EngineError> {
         self.ctx.queue.write_buffer(self.state.buffer("params"), 0, &self.params_bytes(steps));
-        // The replicas' copies of the contact history this batch starts from.
         self.write_reps();
-        let before: Vec<u64> = self.reps.iter().map(|r| r.step).collect();
         self.start_watch();
         let mut done = 0u64;
         while done < steps as u64 {
             let chunk = STEPS_PER_SUBMIT.min(steps as u64 - done);
             let mut encoder = self.ctx.device.create_command_encoder(&Default::default());
             if backup && done == 0 {
-                let parities: Vec<u32> = self.reps.iter().map(|r| r.hist_parity).collect();
-                self.state.record_backup(&mut encoder, &parities);
+                self.state.record_backup(&mut encoder);
             }
             for k in 0..chunk {
                 let queries = self
@@ -372,12 +369,7 @@ impl GpuEngine {
             }
             self.ctx.queue.submit([encoder.finish()]);
         }
-        let failures = self.finish_batch(steps as u64);
-        // Each step a replica took evaluated its loads once, from one copy into the other.
-        for (rep, b) in self.reps.iter_mut().zip(before) {
-            rep.hist_parity ^= (rep.step.wrapping_sub(b) & 1) as u32;
-        }
-        failures
+        self.finish_batch(steps as u64)
     }
 
     /// Marks the start of an `advance`: the backup point of every replica (the backup copies
@@ -387,7 +379,6 @@ impl GpuEngine {
             rep.backup_step = Some(rep.step);
             rep.backup_rupture = (rep.e_released, rep.n_broken);
             rep.backup_watch.clone_from(&rep.watch);
-            rep.backup_parity = rep.hist_parity;
             rep.backup_rebuilds = rep.rebuilds;
         }
     }
@@ -422,13 +413,12 @@ impl GpuEngine {
             });
         }
         let mut encoder = self.ctx.device.create_command_encoder(&Default::default());
-        self.state.record_backup_replica(&mut encoder, r, self.reps[r].hist_parity);
+        self.state.record_backup_replica(&mut encoder, r);
         self.ctx.queue.submit([encoder.finish()]);
         let rep = &mut self.reps[r];
         rep.backup_step = Some(rep.step);
         rep.backup_rupture = (rep.e_released, rep.n_broken);
         rep.backup_watch.clone_from(&rep.watch);
-        rep.backup_parity = rep.hist_parity;
         rep.backup_rebuilds = rep.rebuilds;
         Ok(())
     }
@@ -464,13 +454,12 @@ impl GpuEngine {
             return false; // no advance since the engine was built or loaded
         };
         let mut encoder = self.ctx.device.create_command_encoder(&Default::default());
-        self.state.record_restore(&mut encoder, r, self.reps[r].backup_parity);
+        self.state.record_restore(&mut encoder, r);
         self.ctx.queue.submit([encoder.finish()]);
         let rep = &mut self.reps[r];
         rep.step = step;
         (rep.e_released, rep.n_broken) = rep.backup_rupture;
         rep.watch.clone_from(&rep.backup_watch);
-        rep.hist_parity = rep.backup_parity;
         rep.rebuilds = rep.backup_rebuilds;
         // Breaks after the restored step never happened.
         self.breaks.retain(|(q, e)| *q != r || e.step <= step);
@@ -508,8 +497,7 @@ impl GpuEngine {
         self.begin_advance();
         if steps == 0 {
             let mut encoder = self.ctx.device.create_command_encoder(&Default::default());
-            let parities: Vec<u32> = self.reps.iter().map(|r| r.hist_parity).collect();
-            self.state.record_backup(&mut encoder, &parities);
+            self.state.record_backup(&mut encoder);
             self.ctx.queue.submit([encoder.finish()]);
             return Ok(Vec::new());
         }

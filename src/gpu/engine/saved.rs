@@ -200,7 +200,7 @@ impl GpuEngine {
         }
         // The loads at the saved node, which the evaluation below keeps (`SimParams::keep_dload`),
         // and the contact history.
-        self.load_dissipation(dissipation);
+        self.load_dissipation(dissipation)?;
         let rep = &mut self.reps[0];
         if rupture {
             let (totals, flags) = rupture_bytes.split_at(RUPTURE_TOTALS_BYTES);

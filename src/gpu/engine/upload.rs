@@ -51,7 +51,6 @@ pub(super) fn reps_bytes(reps: &[Replica], layout: &BatchLayout, precision: Prec
         bond_refs: reps[r].bond_refs,
         unlisted: reps[r].unlisted,
         broken_word: layout.broken_word[r],
-        hist_parity: reps[r].hist_parity,
         wall_slots,
     };
     match precision {

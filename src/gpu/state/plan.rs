@@ -444,7 +444,7 @@ impl<'a> Planned<'a> {
         // The dissipative loads (three vec4 per particle) and their backup, where some replica
         // dissipates (MODEL §10); placeholders otherwise.
         let dload = if s.models.iter().any(|m| m.params.dissipation.is_some()) { 3 * v4 } else { 0 };
-        // The frictional contacts' history, two copies (`hist_copies`), and its backup.
+        // The frictional contacts' history and its backup.
         // (Only what the history's sizes read: `BatchTotals::of` would check every bond's references.)
         let d = |m: &Model| m.params.dissipation.unwrap_or_default();
         let totals = BatchTotals {
@@ -482,14 +482,13 @@ impl<'a> Planned<'a> {
             (DLOAD.0, dload),
             (DLOAD.1, dload),
             ("hist_count", count),
-            // The backups hold one copy (`DemState::record_backup`).
-            ("hist_count_backup", count / 2),
+            ("hist_count_backup", count),
             ("hist_key", keys),
-            ("hist_key_backup", keys / 2),
+            ("hist_key_backup", keys),
             ("hist_xi", xi),
-            ("hist_xi_backup", xi / 2),
+            ("hist_xi_backup", xi),
             ("whist", walls),
-            ("whist_backup", walls / 2),
+            ("whist_backup", walls),
             ("break_at", 4 * rs * nr_records),
             ("break_id", 16 * nr_records),
         ] {
