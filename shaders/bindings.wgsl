@@ -62,9 +62,9 @@ const DLOAD_WALL: u32 = 2u;
 @group(2) @binding(36) var<storage, read_write> hist_xi: array<vec4<real>>;
 @group(2) @binding(37) var<storage, read_write> whist: array<vec4<real>>;
 
-/// Particle i's row of the contact history.
+/// Particle i's row of the contact history in this chunk's window of it.
 fn hist_row(i: u32) -> u32 {
-    return i;
+    return i - chunk.hist_win;
 }
 
 /// Whether replica r's model dissipates (dashpots in `dload`).
@@ -285,7 +285,8 @@ struct ChunkGpu {
     /// particle kernel's own particle's values are element i − part_win (`PARTICLE_OWN` in
     /// src/gpu/shader.rs).
     part_win: u32,
-    _pad0: u32,
+    /// First particle of the contact history's window (`hist_row`).
+    hist_win: u32,
 }
 /// The halo (src/gpu/chunks.rs): copies of the results of bonds below a particle chunk's window
 /// of bond_out; particle i's far bonds, in its incidence order, are halo[halo_off[i] ..]. Entry

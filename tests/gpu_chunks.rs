@@ -4,7 +4,8 @@
 //! two-part splits of the per-particle arrays), every read a chunk's kernels make lies in a
 //! window the chunk binds: the bond results of its particles' bonds (or the halo entries that
 //! stand in for those below its window), its incidence and neighbour-list ranges, its own
-//! particle's part of the per-particle arrays, the bonds a bond chunk computes and copies into
+//! particle's part of the per-particle arrays, its particles' rows of the contact history, the
+//! bonds a bond chunk computes and copies into
 //! the halo, and the bonds a reduction chunk sums. Every window is aligned, fits one binding and
 //! lies in one page. The draws are counter-based SplitMix64 (`rrpdem::rng`): the same cases on
 //! every run.
@@ -56,6 +57,9 @@ struct Case {
     max_binding: u64,
     part_len: Option<u64>,
     pages: [Pages; 3],
+    /// The contact history's row bytes (0: no friction) and pages, in particles.
+    hist_bytes: u64,
+    hist_pages: Pages,
 }
 
 impl Case {
@@ -75,6 +79,8 @@ impl Case {
             bond_pages: self.pages[0],
             inc_pages: self.pages[1],
             nbr_pages: self.pages[2],
+            hist_bytes: self.hist_bytes,
+            hist_pages: self.hist_pages,
         }
     }
 
@@ -163,7 +169,14 @@ fn case(c: u64) -> Option<Case> {
         Pages::new(inc_entries.len() as u64, 4, max_buffer, longest(&inc_offsets).next_multiple_of(ALIGN))?,
         Pages::new(nbr_offsets[n] as u64, 4, max_buffer, longest(&nbr_offsets).next_multiple_of(ALIGN))?,
     ];
+    // Friction's history rows in half the cases: up to 512 B per particle, at least two
+    // aligned runs of rows per binding (as a binding holds 10³–10⁷ rows on real adapters).
+    let hist_bytes = if d.chance(0.5) { 0 } else { (d.int(4, 512).min(max_binding / (2 * ALIGN)) / 4 * 4).max(4) };
+    let hist_pages =
+        if hist_bytes == 0 { Pages::one(n as u64) } else { Pages::new(n as u64, hist_bytes, max_buffer, 0)? };
     Some(Case {
+        hist_bytes,
+        hist_pages,
         n,
         nb,
         inc_offsets,
@@ -216,6 +229,10 @@ fn check_plan(c: &Case, p: &ChunkPlan) {
         check_window(&ch.inc, 4, m, inc_pages, "incidence");
         check_window(&ch.nbr, 4, m, nbr_pages, "neighbour lists");
         let (a, b) = (g.p_first as u64, g.p_end as u64);
+        // Its particles' rows of the contact history.
+        assert_eq!(g.hist_win as u64, ch.hist.start);
+        check_window(&ch.hist, c.hist_bytes, m, c.hist_pages, "contact history");
+        assert!(inside(a..b, &ch.hist), "particles {a}..{b}: history rows outside {:?}", ch.hist);
         match c.part_len {
             Some(l) => {
                 assert!(b <= l || a >= l, "chunk {a}..{b} crosses the parts at {l}");
@@ -291,6 +308,8 @@ fn check_plan(c: &Case, p: &ChunkPlan) {
         && c.inc_entries.len() as u64 * 4 <= m
         && c.nbr_offsets[c.n] as u64 * 4 <= m
         && c.pages.iter().all(|p| p.count() == 1)
+        && c.n as u64 * c.hist_bytes <= m
+        && c.hist_pages.count() == 1
         && c.part_len.is_none();
     if whole {
         assert_eq!((p.particles.len(), p.bonds.len(), p.reduce.len()), (1, 1, 1));
@@ -301,7 +320,7 @@ fn check_plan(c: &Case, p: &ChunkPlan) {
 #[test]
 fn every_read_of_every_chunk_lies_in_a_window_it_binds() {
     let (mut planned, mut refused, mut skipped) = (0, 0, 0);
-    let (mut split, mut paged, mut halo, mut parts) = (0, 0, 0, 0);
+    let (mut split, mut paged, mut halo, mut parts, mut rows) = (0, 0, 0, 0, 0);
     for c in 0..5000 {
         let Some(case) = case(c) else {
             skipped += 1;
@@ -315,6 +334,10 @@ fn every_read_of_every_chunk_lies_in_a_window_it_binds() {
                 paged += case.pages.iter().any(|p| p.count() > 1) as usize;
                 halo += !p.halo_src.is_empty() as usize;
                 parts += case.part_len.is_some() as usize;
+                // Particle chunks the history's rows split or page.
+                rows += (p.particles.len() > 1
+                    && (case.hist_pages.count() > 1 || case.n as u64 * case.hist_bytes > case.max_binding))
+                    as usize;
             }
             Err(q) => {
                 // Named: a particle of the batch (a halo beyond one binding, or a particle whose
@@ -328,11 +351,11 @@ fn every_read_of_every_chunk_lies_in_a_window_it_binds() {
         }
     }
     eprintln!(
-        "{planned} planned ({split} split, {paged} paged, {halo} with a halo, {parts} in two parts), \
-         {refused} refused, {skipped} skipped"
+        "{planned} planned ({split} split, {paged} paged, {halo} with a halo, {parts} in two parts, {rows} with \
+         the history's rows split or paged), {refused} refused, {skipped} skipped"
     );
     // The cases must reach what they test: most planned, many split, paged, with a halo.
-    assert!(planned >= 4000 && split >= 600 && paged >= 300 && halo >= 350 && parts >= 300);
+    assert!(planned >= 4000 && split >= 600 && paged >= 300 && halo >= 350 && parts >= 300 && rows >= 300);
 }
 
 #[test]
@@ -358,6 +381,8 @@ fn a_particle_whose_own_windows_cannot_fit_is_refused_by_name() {
         max_binding: 384,
         part_len: None,
         pages: [Pages::one(0), Pages::one(0), Pages::one(nbr_offsets[n] as u64)],
+        hist_bytes: 0,
+        hist_pages: Pages::one(n as u64),
     };
     assert_eq!(plan(&c.inputs()), Err(5));
 }

@@ -153,8 +153,8 @@ fn every_struct_field_has_the_offset_of_its_rust_mirror() {
         assert_eq!(struct_offsets(&c.module, "WallGpu").unwrap(), wall, "{p:?}: WallGpu");
         use rrpdem::gpu::chunks::ChunkGpu;
         let chunk = rust_offsets!(ChunkGpu, u32;
-            p_first, p_end, b_first, b_end, bond_win, inc_win, nbr_win, group_base, fill_first, fill_end, part_win;
-            _pad: 1, u32);
+            p_first, p_end, b_first, b_end, bond_win, inc_win, nbr_win, group_base, fill_first, fill_end, part_win,
+            hist_win;);
         assert_eq!(struct_offsets(&c.module, "ChunkGpu").unwrap(), chunk, "{p:?}: ChunkGpu");
         assert_eq!(struct_size(&c.module, "ChunkGpu"), Some(size_of::<ChunkGpu>() as u32));
         // BondOutGpu has no Rust struct: the host reads nothing of it but sizes it as three

@@ -266,9 +266,9 @@ fn a_damped_model_split_over_several_bindings_runs_as_the_whole_one() {
     // Bindings of a few kB (a model of ~10⁷ spheres on a real device) split the per-bond arrays,
     // the incidence and the neighbour lists into chunks (`gpu::chunks`). `dissipate` reads a
     // bond's other end beside its incidence entry (`inc_peer`), never the bond itself, so a
-    // damped model runs in chunks, bit for bit as in one binding. What still needs one binding
-    // is refused with a message naming it: the per-particle arrays in two parts, and the
-    // contact history of friction (bound whole).
+    // damped model runs in chunks, bit for bit as in one binding (with friction too: the
+    // history's rows in each particle chunk's window). What still needs one binding is refused
+    // with a message naming it: the per-particle arrays in two parts, the dissipative loads.
     let (damped, friction, torus) = (block(), block_with(0.3, 0.5), torus());
     let mut chunked = 0;
     for (model, name) in [(&damped, "damped"), (&friction, "friction"), (&torus, "torus")] {
@@ -305,56 +305,85 @@ fn a_damped_model_split_over_several_bindings_runs_as_the_whole_one() {
 
 #[test]
 fn friction_in_chunk_windows_runs_as_in_one_binding() {
-    // The history of friction is bound whole (it must fit one binding), so the split test above
-    // refuses friction wherever its chunks would begin. A block whose bonds reach two sites
-    // along x and y and one along z (3010 bonds on 160 spheres) splits its per-bond arrays and
-    // incidence into chunks in bindings the history still fits. Its sphere pairs along x are not bonded and touch (spacing 0.97 of
-    // unit diameters): contacts from the lists; the bonded pairs along y and z touch too:
-    // contacts merged from the bonded partners. Every chunked run equals the run in one
-    // binding bit for bit, ξ included, and the contacts slide (ξ ≠ 0 at some sphere).
+    // Bindings smaller than the contact history: each particle chunk binds its rows of the
+    // history (`ChunkGpu::hist_win`), and buffers smaller than it store it in pages. Two
+    // models: the rupturing torus with friction between spheres and at the wall (300 spheres:
+    // 150 kB of history in f64), and a block whose bonds reach two sites along x and y and one
+    // along z (3010 bonds on 160 spheres: chunked bonds and incidence too), its sphere pairs
+    // along x not bonded and touching (contacts from the lists), those along y and z bonded and
+    // touching (contacts merged from the bonded partners). Every chunked or paged run equals
+    // the run in one binding bit for bit, ξ included, and the contacts slide (ξ ≠ 0).
     let mut prm = lattice_params();
     prm.dissipation = block_with(0.3, 0.5).params.dissipation;
     let near = |[dx, dy, dz]: [i64; 3]| dx.abs() <= 2 && dy.abs() <= 2 && dz <= 1 && [dx, dy, dz] != [1, 0, 0];
-    let model = common::gpu::lattice_model_bonded(8, 5, 4, 0.97, 23, prm, near);
-    let n = model.particles.len();
-    eprintln!("{n} spheres, {} bonds", model.bonds.len());
-    for precision in [Precision::F64, Precision::F32] {
-        let mut whole = gpu(&model, Integrator::RrpNewmark, DT, precision);
-        Engine::advance(&mut whole, 120).unwrap();
-        let want = common::gpu::bits(&mut whole);
-        let want_xi = Engine::tangential_displacement(&mut whole).unwrap().unwrap();
-        assert!(want_xi.iter().any(|&x| x > 0.0), "{precision:?}: no contact slid");
-        let mut chunked = 0;
-        // Bindings from what the history needs (1 kB per sphere in f64, 512 B in f32) to what
-        // still splits the per-bond arrays (about 1.5 kB per sphere in f64, 0.9 kB in f32).
-        let steps: &[u64] = if precision == Precision::F64 { &[20, 24, 28, 32] } else { &[10, 12, 14, 16] };
-        for bytes in steps.iter().map(|k| k * 8192) {
-            let options = GpuOptions { max_binding_size: Some(bytes), ..Default::default() };
-            let mut g = match GpuEngine::with_options(
-                &model,
-                Integrator::RrpNewmark,
-                DT,
-                precision,
-                AdapterChoice::Any,
-                options,
-            ) {
-                Ok(g) => g,
-                Err(e) => {
-                    let text = e.to_string();
-                    eprintln!("{precision:?}, bindings of {bytes} B: {text}");
-                    assert!(text.contains("binding"), "{precision:?}, bindings of {bytes} B: {text}");
-                    continue;
-                }
-            };
-            Engine::advance(&mut g, 120).unwrap();
-            assert_eq!(common::gpu::bits(&mut g), want, "{precision:?}, bindings of {bytes} B");
-            let xi = Engine::tangential_displacement(&mut g).unwrap().unwrap();
-            assert_eq!(xi, want_xi, "{precision:?}, bindings of {bytes} B: ξ");
-            let (p, b, _) = g.chunk_counts();
-            eprintln!("{precision:?}, bindings of {bytes} B: {p} particle chunks, {b} bond chunks");
-            chunked += usize::from(p > 1 || b > 1);
+    let block = common::gpu::lattice_model_bonded(8, 5, 4, 0.97, 23, prm, near);
+    assert_eq!(block.bonds.len(), 3010);
+    // Bindings and pages (bytes) per model and precision (f64, f32): the block's bonds span
+    // about 100 kB of bond arrays in f64.
+    let torus_sizes = [(32768u64, None), (49152, None), (65536, None), (65536, Some(49152u64))];
+    let block_sizes =
+        [[(131072u64, None), (163840, None), (196608, None)], [(65536, None), (81920, None), (98304, None)]];
+    for (name, model) in [("torus", torus_friction()), ("block", block)] {
+        for (k, precision) in [Precision::F64, Precision::F32].into_iter().enumerate() {
+            let sizes = if name == "torus" { &torus_sizes[..] } else { &block_sizes[k][..] };
+            let mut whole = gpu(&model, Integrator::RrpNewmark, DT, precision);
+            Engine::advance(&mut whole, 120).unwrap();
+            let want = common::gpu::bits(&mut whole);
+            let want_xi = Engine::tangential_displacement(&mut whole).unwrap().unwrap();
+            assert!(want_xi.iter().any(|&x| x > 0.0), "{name} {precision:?}: no contact slid");
+            Engine::advance(&mut whole, 40).unwrap();
+            let later = common::gpu::bits(&mut whole);
+            // History rows per sphere: 16 ξ of 32 B (f64) or 16 B (f32), and the walls'.
+            let history = model.particles.len() as u64 * if precision == Precision::F64 { 512 } else { 256 };
+            let (mut chunked, mut windowed, mut paged) = (0, 0, 0);
+            for &(binding, page) in sizes {
+                let options = GpuOptions { max_binding_size: Some(binding), page_size: page, ..Default::default() };
+                let built =
+                    GpuEngine::with_options(&model, Integrator::RrpNewmark, DT, precision, AdapterChoice::Any, options);
+                let what = format!("{name} {precision:?}, bindings of {binding} B, pages of {page:?} B");
+                let mut g = match built {
+                    Ok(g) => g,
+                    // What must still fit one binding (the dissipative loads) is named.
+                    Err(e) => {
+                        let text = e.to_string();
+                        assert!(text.contains("binding"), "{what}: {text}");
+                        eprintln!("{what}: {text}");
+                        continue;
+                    }
+                };
+                Engine::advance(&mut g, 120).unwrap();
+                assert_eq!(common::gpu::bits(&mut g), want, "{what}");
+                let xi = Engine::tangential_displacement(&mut g).unwrap().unwrap();
+                assert_eq!(xi, want_xi, "{what}: ξ");
+                // Saved, stepped, rolled back and stepped again; loaded into a new engine of the
+                // same windows and pages and stepped: the history through the readback, the
+                // backup and the upload, each across pages.
+                let saved = Engine::save_state(&mut g).unwrap();
+                Engine::advance(&mut g, 40).unwrap();
+                assert_eq!(common::gpu::bits(&mut g), later, "{what}: 40 steps on");
+                Engine::rollback(&mut g).unwrap();
+                Engine::advance(&mut g, 40).unwrap();
+                assert_eq!(common::gpu::bits(&mut g), later, "{what}: rolled back");
+                let mut again =
+                    GpuEngine::with_options(&model, Integrator::RrpNewmark, DT, precision, AdapterChoice::Any, options)
+                        .unwrap();
+                Engine::load_state(&mut again, &saved).unwrap();
+                Engine::advance(&mut again, 40).unwrap();
+                assert_eq!(common::gpu::bits(&mut again), later, "{what}: resumed");
+                let (p, b, _) = g.chunk_counts();
+                eprintln!("{what}: {p} particle chunks, {b} bond chunks");
+                chunked += usize::from(p > 1 || b > 1);
+                windowed += usize::from(p > 1 && history > binding);
+                paged += usize::from(page.is_some_and(|page| history > page));
+            }
+            // The torus's history exceeds its bindings (windows of it) and its pages; the
+            // block's bonds are chunked.
+            let torus = usize::from(name == "torus");
+            assert!(
+                chunked >= 2 && windowed >= 2 * torus && paged >= torus,
+                "{name} {precision:?}: {chunked} chunked, {windowed} windowed, {paged} paged runs"
+            );
         }
-        assert!(chunked >= 3, "{precision:?}: friction ran in chunks {chunked} times");
     }
 }
 

@@ -283,14 +283,13 @@ pub fn binding_sizes(t: &BatchTotals, precision: Precision) -> Vec<(&'static str
         ("replica parameters", super::params::replica_gpu_size(precision) as u64 * t.replicas),
         ("broken flags (a bit per bond)", if t.rupture { 4 * t.broken_words } else { 0 }),
         ("dissipative loads", if t.dissipation { 3 * particle_elem(precision) * n } else { 0 }),
-        ("contact history (friction)", history_sizes(t, precision)[2]),
-        ("wall contact history (friction)", history_sizes(t, precision)[3]),
     ];
     sizes
 }
 
-/// The buffers bound in parts (`gpu::chunks`: per-bond arrays, incidence, neighbour lists):
-/// no binding limit, and stored over several buffers where one does not hold them (pages).
+/// The buffers bound in parts (`gpu::chunks`: per-bond arrays, incidence, neighbour lists, the
+/// contact history's rows): no binding limit, and stored over several buffers where one does
+/// not hold them (pages).
 pub fn chunked_sizes(t: &BatchTotals, precision: Precision, nbr_capacity: u32) -> Vec<(&'static str, u64)> {
     let rs = real_size(precision) as u64;
     vec![
@@ -301,6 +300,8 @@ pub fn chunked_sizes(t: &BatchTotals, precision: Precision, nbr_capacity: u32) -
         ("the bonds' other ends beside them (binder damping)", if t.binder_damping { 8 * t.nb } else { 0 }),
         ("bonded partners, sorted (pairs left out of the lists)", if t.unlisted_bonds > 0 { 8 * t.nb } else { 0 }),
         ("neighbour lists", 4 * nbr_capacity as u64 * t.n),
+        ("contact history (friction)", history_sizes(t, precision)[2]),
+        ("wall contact history (friction)", history_sizes(t, precision)[3]),
     ]
 }
 
@@ -309,10 +310,19 @@ pub fn chunked_sizes(t: &BatchTotals, precision: Precision, nbr_capacity: u32) -
 /// has wall friction (0 otherwise: placeholders). The one formula the allocation
 /// (`state::plan`) and the estimates use.
 pub fn history_sizes(t: &BatchTotals, precision: Precision) -> [u64; 4] {
-    let (n, s, v4) = (t.n, HIST_SLOTS as u64, 4 * real_size(precision) as u64);
-    let pairs = if t.pair_friction { [4 * n, 4 * n * s, v4 * n * s] } else { [0; 3] };
-    [pairs[0], pairs[1], pairs[2], if t.wall_friction { v4 * n * t.max_walls } else { 0 }]
+    let rows = history_rows(precision, t.max_walls);
+    let real = [t.pair_friction, t.pair_friction, t.pair_friction, t.wall_friction];
+    std::array::from_fn(|k| if real[k] { rows[k] * t.n } else { 0 })
 }
+
+/// Bytes per particle of `HISTORY_ARRAYS` (`walls` wall slots per particle).
+pub fn history_rows(precision: Precision, walls: u64) -> [u64; 4] {
+    let v4 = 4 * real_size(precision) as u64;
+    [4, 4 * HIST_SLOTS as u64, v4 * HIST_SLOTS as u64, v4 * walls]
+}
+
+/// The contact history's arrays, in the order of `history_sizes`.
+pub const HISTORY_ARRAYS: [&str; 4] = ["hist_count", "hist_key", "hist_xi", "whist"];
 
 /// Every buffer the state of a batch allocates, with its size as allocated (padded as
 /// `DemState` pads it): the same list `DemState::new` plans (a test checks the totals agree),

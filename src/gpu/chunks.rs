@@ -1,5 +1,6 @@
-//! Arrays larger than one storage binding: the per-bond arrays, the incidence entries and the
-//! neighbour lists are bound as windows (offset + size) of their buffers, and the kernels that
+//! Arrays larger than one storage binding: the per-bond arrays, the incidence entries, the
+//! neighbour lists and the contact history's rows (MODEL §10 friction, read and written only by
+//! their own particle) are bound as windows (offset + size) of their buffers, and the kernels that
 //! index them run as several dispatches ("chunks"), each over a range of particles, bonds or
 //! reduction workgroups whose windows fit the binding limit. This module plans the chunks on
 //! the host; a kernel reads element x of a whole array as element x − `*_win` of its window
@@ -28,8 +29,9 @@
 //! stored with an **overlap**: page k holds elements k·step .. (k + 1)·step + overlap, the
 //! overlap at least one particle's longest range, so every particle's range lies whole in the
 //! page where it starts (the entries are written to both copies; a neighbour list is written
-//! and read through the same window, in that page). One page when the array fits one buffer,
-//! so the layout, and the results, are the unpaged ones.
+//! and read through the same window, in that page). The contact history's rows are paged in
+//! particles without overlap, and a particle chunk ends where a page of them does. One page
+//! when the array fits one buffer, so the layout, and the results, are the unpaged ones.
 
 use std::ops::Range;
 
@@ -63,7 +65,8 @@ pub struct ChunkGpu {
     /// `part_len` when they are bound in two parts): the particle kernel's own particle's values
     /// are element i − part_win of their bindings (`shader::PARTICLE_OWN`).
     pub part_win: u32,
-    pub _pad: [u32; 1],
+    /// First particle of the contact history's window (`dissipate`: row i − hist_win).
+    pub hist_win: u32,
 }
 
 /// One chunk: its uniform, the element ranges of its windows, and (reduction chunks) how many
@@ -77,6 +80,8 @@ pub struct Chunk {
     pub inc: Range<u64>,
     /// Window of the neighbour-list slots.
     pub nbr: Range<u64>,
+    /// Window of the contact history's rows, in particles.
+    pub hist: Range<u64>,
     /// Workgroups of a reduction chunk.
     pub groups: u32,
 }
@@ -186,6 +191,10 @@ pub struct ChunkInputs<'a> {
     pub bond_pages: Pages,
     pub inc_pages: Pages,
     pub nbr_pages: Pages,
+    /// Bytes per particle of the contact history's widest rows (0 without friction), and how
+    /// its rows lie in buffers, in particles.
+    pub hist_bytes: u64,
+    pub hist_pages: Pages,
 }
 
 fn align_down(x: u64) -> u64 {
@@ -219,8 +228,9 @@ pub fn plan(c: &ChunkInputs<'_>) -> Result<ChunkPlan, usize> {
 fn particle_chunks(c: &ChunkInputs<'_>) -> Result<(Vec<Chunk>, Vec<u32>, Vec<u32>), usize> {
     let max = c.max_binding;
     let mut particles = Vec::new();
-    // Particles: a chunk grows while its incidence and list windows fit and the highest bonds
-    // of its particles lie within one window; bonds below the window go to the halo.
+    // Particles: a chunk grows while its incidence, list and history windows fit and the
+    // highest bonds of its particles lie within one window; bonds below the window go to the
+    // halo.
     let capb = (max / c.bond_bytes.max(1)).saturating_sub(ALIGN);
     let n = c.n as usize;
     let mut halo_off = vec![0u32; n + 1];
@@ -248,7 +258,9 @@ fn particle_chunks(c: &ChunkInputs<'_>) -> Result<(Vec<Chunk>, Vec<u32>, Vec<u32
                 && fits(inc_lo, inc_hi, 4, max)
                 && c.inc_pages.holds(inc_lo, inc_hi)
                 && fits(nbr_lo, nbr_hi, 4, max)
-                && c.nbr_pages.holds(nbr_lo, nbr_hi);
+                && c.nbr_pages.holds(nbr_lo, nbr_hi)
+                && fits(p0 as u64, p as u64 + 1, c.hist_bytes, max)
+                && c.hist_pages.holds(p0 as u64, p as u64 + 1);
             if !ok {
                 break;
             }
@@ -286,6 +298,7 @@ fn particle_chunks(c: &ChunkInputs<'_>) -> Result<(Vec<Chunk>, Vec<u32>, Vec<u32
         }
         let inc = align_down(c.inc_offsets[p0] as u64)..c.inc_offsets[p] as u64;
         let nbr = align_down(c.nbr_offsets[p0] as u64)..c.nbr_offsets[p] as u64;
+        let hist = align_down(p0 as u64)..p as u64;
         let gpu = ChunkGpu {
             p_first: p0 as u32,
             p_end: p as u32,
@@ -293,9 +306,10 @@ fn particle_chunks(c: &ChunkInputs<'_>) -> Result<(Vec<Chunk>, Vec<u32>, Vec<u32
             inc_win: inc.start as u32,
             nbr_win: nbr.start as u32,
             part_win: part_win as u32,
+            hist_win: hist.start as u32,
             ..Default::default()
         };
-        particles.push(Chunk { gpu, bonds, inc, nbr, groups: 0 });
+        particles.push(Chunk { gpu, bonds, inc, nbr, hist, groups: 0 });
         p0 = p;
         if n == 0 {
             break;
@@ -331,7 +345,7 @@ fn bond_chunks(c: &ChunkInputs<'_>, halo_src: &[u32], halo_fill: &[u32]) -> Resu
             fill_end,
             ..Default::default()
         };
-        bonds.push(Chunk { gpu, bonds: start..b1, inc: 0..0, nbr: 0..0, groups: 0 });
+        bonds.push(Chunk { gpu, bonds: start..b1, inc: 0..0, nbr: 0..0, hist: 0..0, groups: 0 });
         b0 = b1;
         if b0 >= c.n_bonds {
             break;
@@ -364,7 +378,7 @@ fn reduce_chunks(c: &ChunkInputs<'_>) -> Result<Vec<Chunk>, usize> {
         }
         let bonds = if hi > lo { align_down(lo)..hi } else { 0..0 };
         let gpu = ChunkGpu { bond_win: bonds.start as u32, group_base: g0 as u32, ..Default::default() };
-        reduce.push(Chunk { gpu, bonds, inc: 0..0, nbr: 0..0, groups: (g - g0) as u32 });
+        reduce.push(Chunk { gpu, bonds, inc: 0..0, nbr: 0..0, hist: 0..0, groups: (g - g0) as u32 });
         g0 = g;
     }
     Ok(reduce)
@@ -438,6 +452,8 @@ mod tests {
             bond_pages: pages[0],
             inc_pages: pages[1],
             nbr_pages: pages[2],
+            hist_bytes: 0,
+            hist_pages: Pages::one(n as u64),
         })?;
         Ok((p, (inc_offsets, inc_entries, pages)))
     }
@@ -619,6 +635,8 @@ mod tests {
             bond_pages: Pages::one(4999),
             inc_pages: Pages::one(inc_offsets[n] as u64),
             nbr_pages: Pages::new(nbr[n] as u64, 4, 64 << 10, 64).unwrap(),
+            hist_bytes: 0,
+            hist_pages: Pages::one(n as u64),
         })
         .unwrap();
         assert!(lists.particles.len() >= 5, "{} particle chunks", lists.particles.len());

@@ -7,9 +7,8 @@
 //! restoring those ranges restores replica r and nothing else. A backup has the layout of its
 //! array, page by page, so the pieces of a range in both pair up.
 
-use super::super::batch::broken_words;
+use super::super::batch::{HISTORY_ARRAYS, broken_words, history_rows};
 use super::super::frame::uses_blocks;
-use super::super::shader::HIST_SLOTS;
 use super::super::sizes::{CELL_BYTES, real_size};
 use super::{BROKEN, CELL, DLOAD, DemState, STATE_ARRAYS};
 
@@ -50,14 +49,8 @@ impl DemState {
     /// Bytes per particle of a contact-history array (`None` for the others): the rows the
     /// restores and history reads (`GpuEngine::read_history`) address.
     pub(crate) fn history_row_bytes(&self, name: &str) -> Option<u64> {
-        let v4 = 4 * real_size(self.precision) as u64;
-        match name {
-            "hist_count" => Some(4),
-            "hist_key" => Some(4 * HIST_SLOTS as u64),
-            "hist_xi" => Some(v4 * HIST_SLOTS as u64),
-            "whist" => Some(v4 * self.wall_slots as u64),
-            _ => None,
-        }
+        let k = HISTORY_ARRAYS.iter().position(|&a| a == name)?;
+        Some(history_rows(self.precision, self.wall_slots as u64)[k])
     }
 
     /// Replica r's ranges copied from the backup to the state (`restore`) or the other way.

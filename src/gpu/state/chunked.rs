@@ -16,7 +16,7 @@
 //! reads back when it plans again (only when some bond can fall below a window: with every bond
 //! in one window and one page, the entries are not needed and there is no halo).
 
-use super::super::batch::BatchLayout;
+use super::super::batch::{BatchLayout, HISTORY_ARRAYS};
 use super::super::chunks::{ALIGN, Chunk, ChunkInputs, ChunkPlan, Pages};
 use super::super::context::{BufferFailure, create_buffer};
 use super::super::error::GpuError;
@@ -37,15 +37,31 @@ pub(super) struct Paged {
 }
 
 /// The arrays stored in pages: the per-bond arrays (one page layout, in bonds), the incidence
-/// entries and the neighbour lists (each with an overlap of one particle's longest range).
-pub(super) const PAGED: [&str; 9] =
-    ["bond_ends", "bond_ref", "bond_q0", "bond_scale", "bond_out", "inc_entries", "inc_peer", "bonded", "nbr"];
+/// entries and the neighbour lists (each with an overlap of one particle's longest range), and
+/// the contact history's rows (one page layout, in particles; `HISTORY_ARRAYS`). Their backups
+/// (not bound) are paged as they are.
+pub(super) const PAGED: [&str; 13] = [
+    "bond_ends",
+    "bond_ref",
+    "bond_q0",
+    "bond_scale",
+    "bond_out",
+    "inc_entries",
+    "inc_peer",
+    "bonded",
+    "nbr",
+    "hist_count",
+    "hist_key",
+    "hist_xi",
+    "whist",
+];
 
-/// The window of a chunked array `name` in chunk `c`: incidence, lists, or bonds.
+/// The window of a chunked array `name` in chunk `c`: incidence, lists, history, or bonds.
 pub(super) fn window_of<'c>(c: &'c Chunk, name: &str) -> &'c Range<u64> {
     match name {
         "inc_entries" | "inc_peer" | "bonded" => &c.inc,
         "nbr" => &c.nbr,
+        _ if HISTORY_ARRAYS.contains(&name) => &c.hist,
         _ => &c.bonds,
     }
 }
@@ -153,6 +169,10 @@ impl DemState {
     ) -> Result<Result<ChunkPlan, usize>, GpuError> {
         let h = &self.chunk_host;
         let bond_bytes = bond_out_elem(self.precision);
+        // The contact history's real arrays (placeholders hold no rows) share one page layout.
+        let real = || HISTORY_ARRAYS.iter().map(|a| &self.paged[a]).filter(|p| p.pages.len > 0);
+        let hist_bytes = real().map(|p| p.elem).max().unwrap_or(0);
+        let hist_pages = real().next().map_or(Pages::one(self.n as u64), |p| p.pages);
         let one_window = (self.n_bonds as u64 + ALIGN) * bond_bytes <= self.max_binding;
         let read: Vec<u32>;
         let entries: &[u32] = if one_window && self.paged["bond_out"].buffers.len() == 1 {
@@ -179,6 +199,8 @@ impl DemState {
             bond_pages: self.paged["bond_out"].pages,
             inc_pages: self.paged["inc_entries"].pages,
             nbr_pages,
+            hist_bytes,
+            hist_pages,
         }))
     }
 

@@ -12,7 +12,9 @@
 //! (`BatchLayout`), the bucket table, whether the per-particle arrays are bound in two parts, the
 //! reduction tables, the scan levels, how the chunked arrays lie in pages, and the break records.
 
-use super::super::batch::{BatchLayout, BatchTotals, binding_sizes, bucket_count, chunked_sizes, history_sizes};
+use super::super::batch::{
+    BatchLayout, BatchTotals, HISTORY_ARRAYS, binding_sizes, bucket_count, chunked_sizes, history_rows,
+};
 use super::super::chunks::{ALIGN, Pages};
 use super::super::context::{BufferFailure, create_buffer};
 use super::super::error::GpuError;
@@ -100,6 +102,9 @@ pub(super) struct Shape {
     pub bond_pages: Pages,
     pub inc_pages: Pages,
     pub nbr_pages: Pages,
+    /// How each of the contact history's arrays (`HISTORY_ARRAYS`) lies in buffers, in
+    /// particles: one layout from the widest rows for the real ones, none for placeholders.
+    pub hist_pages: [Pages; 4],
     /// Break records one batch holds: one per bond that may break, at most what one binding
     /// holds and `max_break_records` (a batch that breaks more is taken again in shorter ones).
     pub break_capacity: u64,
@@ -143,6 +148,14 @@ impl Shape {
             .ok_or_else(|| too_small("incidence entries"))?;
         let nbr_pages = Pages::new(s.nbr_capacity as u64 * n, 4, s.max_buffer, nbr_overlap(s.nbr_capacity))
             .ok_or_else(|| too_small("neighbour lists"))?;
+        let d = |m: &Model| m.params.dissipation.unwrap_or_default();
+        let (pairs, walls) = (s.models.iter().any(|m| d(m).mu > 0.0), s.models.iter().any(|m| d(m).mu_wall > 0.0));
+        let rows = history_rows(precision, wall_slots(s.models) as u64);
+        // (Wall friction without walls keeps no rows.)
+        let real = [pairs, pairs, pairs, walls && rows[3] > 0];
+        let widest = (0..4).filter(|&k| real[k]).map(|k| rows[k]).max().unwrap_or(0);
+        let pages = Pages::new(n, widest.max(1), s.max_buffer, 0).ok_or_else(|| too_small("contact history"))?;
+        let hist_pages = std::array::from_fn(|k| if real[k] { pages } else { Pages::one(0) });
         let nr = if layout.rupture.iter().any(|&r| r) { nb } else { 0 };
         // 32 bytes a record in f32, 48 in f64 (`break_at`, `break_id`).
         let rs = real_size(precision) as u64;
@@ -164,6 +177,7 @@ impl Shape {
             bond_pages,
             inc_pages,
             nbr_pages,
+            hist_pages,
             break_capacity,
         })
     }
@@ -444,17 +458,15 @@ impl<'a> Planned<'a> {
         // The dissipative loads (three vec4 per particle) and their backup, where some replica
         // dissipates (MODEL §10); placeholders otherwise.
         let dload = if s.models.iter().any(|m| m.params.dissipation.is_some()) { 3 * v4 } else { 0 };
-        // The frictional contacts' history and its backup.
-        // (Only what the history's sizes read: `BatchTotals::of` would check every bond's references.)
-        let d = |m: &Model| m.params.dissipation.unwrap_or_default();
-        let totals = BatchTotals {
-            n: n as u64,
-            pair_friction: s.models.iter().any(|m| d(m).mu > 0.0),
-            wall_friction: s.models.iter().any(|m| d(m).mu_wall > 0.0),
-            max_walls: wall_slots(s.models) as u64,
-            ..Default::default()
-        };
-        let [count, keys, xi, walls] = history_sizes(&totals, precision).map(|b| b as usize);
+        // The frictional contacts' history and its backup: rows per particle in one page layout
+        // (in particles, from the widest rows), which the planner keeps each window within;
+        // placeholders where nothing has that friction.
+        let rows = history_rows(precision, wall_slots(s.models) as u64);
+        for (k, name) in HISTORY_ARRAYS.into_iter().enumerate() {
+            let pages = shape.hist_pages[k];
+            self.add_paged(name, rows[k].max(4), pages, None);
+            self.add_paged(HISTORY_BACKUPS[k], rows[k].max(4), pages, None);
+        }
         for (name, len) in [
             ("force", v4),
             ("moment", v4),
@@ -481,14 +493,6 @@ impl<'a> Planned<'a> {
             (CELL.1, blocks),
             (DLOAD.0, dload),
             (DLOAD.1, dload),
-            ("hist_count", count),
-            ("hist_count_backup", count),
-            ("hist_key", keys),
-            ("hist_key_backup", keys),
-            ("hist_xi", xi),
-            ("hist_xi_backup", xi),
-            ("whist", walls),
-            ("whist_backup", walls),
             ("break_at", 4 * rs * nr_records),
             ("break_id", 16 * nr_records),
         ] {
@@ -643,12 +647,16 @@ fn allocate<'a>(
     Ok(out)
 }
 
-/// u32 words as bytes.
 /// Wall slots per particle of the wall history: the most walls of any replica.
 pub(crate) fn wall_slots(models: &[&Model]) -> u32 {
     models.iter().map(|m| m.params.walls.len()).max().unwrap_or(0) as u32
 }
 
+/// The backups of `HISTORY_ARRAYS`, in their order.
+pub(super) const HISTORY_BACKUPS: [&str; 4] =
+    ["hist_count_backup", "hist_key_backup", "hist_xi_backup", "whist_backup"];
+
+/// u32 words as bytes.
 fn words(v: &[u32]) -> Vec<u8> {
     bytemuck::cast_slice::<u32, u8>(v).to_vec()
 }

@@ -218,11 +218,14 @@ impl DemState {
         self.read_buffers_raw(device, queue, parts)
     }
 
-    /// Overwrites the bytes at `offset` of a named (unpaged) buffer (queued before the next
-    /// submit).
+    /// Overwrites the bytes at `offset` of a named array, page by page where it is paged
+    /// (queued before the next submit).
     pub fn write_range_raw(&self, queue: &wgpu::Queue, name: &str, offset: u64, bytes: &[u8]) {
-        if !bytes.is_empty() {
-            queue.write_buffer(&self.buffers[name], offset, bytes);
+        if bytes.is_empty() {
+            return;
+        }
+        for (buffer, at, len, rel) in self.locate(name, offset, bytes.len() as u64) {
+            queue.write_buffer(buffer, at, &bytes[rel as usize..(rel + len) as usize]);
         }
     }
 }

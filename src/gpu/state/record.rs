@@ -350,7 +350,7 @@ mod tests {
     use crate::gpu::chunks::{Chunk, ChunkGpu};
 
     fn chunk(gpu: ChunkGpu) -> Chunk {
-        Chunk { gpu, bonds: 0..0, inc: 0..0, nbr: 0..0, groups: 0 }
+        Chunk { gpu, bonds: 0..0, inc: 0..0, nbr: 0..0, hist: 0..0, groups: 0 }
     }
 
     #[test]
