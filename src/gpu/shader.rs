@@ -106,8 +106,8 @@ pub const RSTATUS_GUARD_STEP: usize = 6;
 /// The batch index of the wall the replica touched first (STATUS_NONE before): the particle
 /// kernel reads its normal for the watch's m v·n. Set by the host at the start of a batch.
 pub const RSTATUS_CONTACT_WALL: usize = 7;
-/// First step at which a sphere had more frictional contacts with higher-index partners than
-/// its contact history holds (`HIST_SLOTS`), and the lowest such particle (MODEL §10 on the GPU).
+/// First step at which a sphere had more frictional contacts than its contact history holds
+/// (`HIST_SLOTS`), and the lowest such particle (MODEL §10 on the GPU).
 pub const RSTATUS_HIST_STEP: usize = 8;
 pub const RSTATUS_HIST_PARTICLE: usize = 9;
 /// The skin rule's verdicts for the replica in this step (`REBUILD_ABS | REBUILD_REL` bits,
@@ -120,10 +120,10 @@ pub const RSTATUS_REBUILD: usize = 10;
 pub const RSTATUS_REBUILDS: usize = 11;
 /// Status words per replica.
 pub const RSTATUS_LEN: usize = 12;
-/// Contacts with higher-index partners whose tangential history (MODEL §10 friction) one
-/// sphere keeps on the GPU (`hist_key`, `hist_xi` in shaders/bindings.wgsl): 6 in the interior
-/// of an FCC solid numbered in lattice order, up to 12 after a spatial re-sort; more is a
-/// failure of the replica with a message (the CPU engine has no such bound).
+/// Contacts whose tangential history (MODEL §10 friction) one sphere keeps on the GPU
+/// (`hist_key`, `hist_xi` in shaders/bindings.wgsl; each pair at both its spheres): 12 at most
+/// in an FCC packing of equal spheres; more is a failure of the replica with a message (the
+/// CPU engine has no such bound).
 pub const HIST_SLOTS: usize = 16;
 /// Odd multiplier mixing the replica into the cell hash (`cell_hash_replica`).
 pub const REPLICA_HASH_PRIME: u32 = 2_654_435_761;

@@ -223,8 +223,8 @@ impl GpuEngine {
                 let o = owner as usize;
                 if c[o] as usize >= HIST_SLOTS {
                     return Err(EngineError::Unsupported(format!(
-                        "renumbered, particle {owner} would keep more than {HIST_SLOTS} frictional contacts with \
-                         higher-index spheres (the GPU engine's bound, MODEL §10); run this model with backend `cpu`"
+                        "renumbered, particle {owner} would keep more than {HIST_SLOTS} frictional contacts (the GPU \
+                         engine's bound, MODEL §10); run this model with backend `cpu`"
                     )));
                 }
                 let slot = o * HIST_SLOTS + c[o] as usize;
@@ -268,15 +268,22 @@ fn both_ends(
     let v4 = 4 * real_size(precision);
     let (mut c, mut k, mut x) = (vec![0u32; np], vec![0u32; np * HIST_SLOTS], vec![0u8; np * HIST_SLOTS * v4]);
     for a in 0..np {
-        for s in 0..word(count, a) as usize {
+        let saved = word(count, a) as usize;
+        // A saved row holds at most HIST_SLOTS partners, each above its particle, ascending, in
+        // the model (else the rows would come out unsorted and lose ξ): a corrupt state is refused.
+        let row = &keys[4 * a * HIST_SLOTS..4 * (a + 1) * HIST_SLOTS];
+        let partners: Vec<usize> = (0..saved.min(HIST_SLOTS)).map(|s| word(row, s) as usize).collect();
+        let ascending = partners.iter().try_fold(a, |last, &b| (b > last).then_some(b)).is_some();
+        if saved > HIST_SLOTS || !ascending || partners.last().is_some_and(|&b| b >= np) {
+            return Err(EngineError::Unsupported(format!(
+                "the saved contact history of particle {a} is not {saved} partners above it in ascending order \
+                 among the model's {np} (the state is damaged)"
+            )));
+        }
+        for (s, &b) in partners.iter().enumerate() {
             let slot = a * HIST_SLOTS + s;
-            let b = word(keys, slot) as usize;
             for (at, partner, negate) in [(a, b, false), (b, a, true)] {
-                let Some(&used) = c.get(at) else {
-                    return Err(EngineError::Unsupported(format!(
-                        "the saved contact history names particle {partner}'s partner {at}, beyond the model's {np}"
-                    )));
-                };
+                let used = c[at];
                 if used as usize >= HIST_SLOTS {
                     return Err(EngineError::Unsupported(format!(
                         "particle {at} keeps more than {HIST_SLOTS} frictional contacts in the saved state (the GPU \
@@ -303,5 +310,54 @@ fn negate_reals(v: &mut [u8], precision: crate::engine::Precision) {
     let rs = real_size(precision);
     for lane in 0..3 {
         v[(lane + 1) * rs - 1] ^= 0x80;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::Precision;
+
+    /// A one-replica tail of `np` particles in f32 with the given saved rows (partner, ξ.x).
+    fn tail(np: usize, rows: &[(usize, Vec<(u32, f32)>)]) -> [Vec<u8>; 3] {
+        let (mut c, mut k, mut x) = (vec![0u32; np], vec![0u32; np * HIST_SLOTS], vec![0f32; 4 * np * HIST_SLOTS]);
+        for (a, row) in rows {
+            c[*a] = row.len() as u32;
+            for (s, &(b, v)) in row.iter().enumerate().take(HIST_SLOTS) {
+                k[a * HIST_SLOTS + s] = b;
+                x[4 * (a * HIST_SLOTS + s)] = v;
+            }
+        }
+        [bytemuck::cast_slice(&c).to_vec(), bytemuck::cast_slice(&k).to_vec(), bytemuck::cast_slice(&x).to_vec()]
+    }
+
+    #[test]
+    fn both_ends_mirrors_each_pair_negated_in_ascending_rows_and_refuses_damaged_rows() {
+        // Pairs (0, 2) ξ 1, (0, 3) ξ 2, (1, 2) ξ 3: row 2 gets 0 (−1) then 1 (−3), row 3 gets 0 (−2).
+        let [c, k, x] = tail(4, &[(0, vec![(2, 1.0), (3, 2.0)]), (1, vec![(2, 3.0)])]);
+        let [c, k, x] = both_ends(&c, &k, &x, Precision::F32).unwrap();
+        let (c, k, x): (&[u32], &[u32], &[f32]) =
+            (bytemuck::cast_slice(&c), bytemuck::cast_slice(&k), bytemuck::cast_slice(&x));
+        assert_eq!(c, &[2, 1, 2, 1]);
+        let row = |a: usize| -> Vec<(u32, f32)> {
+            (0..c[a] as usize).map(|s| (k[a * HIST_SLOTS + s], x[4 * (a * HIST_SLOTS + s)])).collect()
+        };
+        assert_eq!(row(0), vec![(2, 1.0), (3, 2.0)]);
+        assert_eq!(row(1), vec![(2, 3.0)]);
+        assert_eq!(row(2), vec![(0, -1.0), (1, -3.0)]);
+        assert_eq!(row(3), vec![(0, -2.0)]);
+        // Damaged: a partner below its particle, out of order, beyond the model, a count too large.
+        let too_many: Vec<(u32, f32)> = (1..=HIST_SLOTS as u32 + 1).map(|b| (b, 1.0)).collect();
+        for (what, rows) in [
+            ("below", vec![(2usize, vec![(1u32, 1.0f32)])]),
+            ("descending", vec![(0, vec![(3, 1.0), (2, 1.0)])]),
+            ("beyond", vec![(0, vec![(4, 1.0)])]),
+            ("too many", vec![(0, too_many)]),
+        ] {
+            let np = if what == "too many" { HIST_SLOTS + 2 } else { 4 };
+            let [c, k, x] = tail(np, &rows);
+            let err = both_ends(&c, &k, &x, Precision::F32).err().map(|e| e.to_string()).unwrap_or_default();
+            assert!(err.contains("damaged"), "{what}: {err}");
+        }
     }
 }

@@ -48,6 +48,12 @@ impl GpuEngine {
             self.ctx.queue.write_buffer(self.state.buffer("params"), 0, &self.params_bytes(0));
             self.state.reset_status(&self.ctx.queue, true);
             let mut encoder = self.ctx.device.create_command_encoder(&Default::default());
+            if !self.dload_kept {
+                // An evaluation that computes the dissipative loads takes the friction history's
+                // step in place: one made again (lists grown) starts from the same history, a
+                // fresh state's.
+                self.state.record_clear_history(&mut encoder);
+            }
             self.state.record_initial(&self.pipe, &mut encoder);
             self.state.record_readback(&self.pipe, &mut encoder);
             self.ctx.queue.submit([encoder.finish()]);

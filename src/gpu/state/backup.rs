@@ -46,6 +46,16 @@ impl DemState {
         self.record_replica_copy(encoder, r, false);
     }
 
+    /// Records the zeroing of the contact history (no contacts, ξ = 0 at every wall): a fresh
+    /// state's, which the first evaluation of a built engine reads.
+    pub fn record_clear_history(&self, encoder: &mut wgpu::CommandEncoder) {
+        for name in ["hist_count", "whist"] {
+            for buffer in self.paged.get(name).map_or(&[][..], |p| &p.buffers[..]) {
+                encoder.clear_buffer(buffer, 0, None);
+            }
+        }
+    }
+
     /// Bytes per particle of a contact-history array (`None` for the others): the rows the
     /// restores and history reads (`GpuEngine::read_history`) address.
     pub(crate) fn history_row_bytes(&self, name: &str) -> Option<u64> {

@@ -86,7 +86,8 @@ impl DemState {
         Ok(raw.iter().map(|b| bytes_to_reals(b, self.precision)).collect())
     }
 
-    /// Copies `len` bytes at `offset` of each named buffer back, raw, with one host wait.
+    /// Copies `len` bytes at `offset` of each named array back, raw, with one host wait (one per
+    /// slice where they exceed what one staging buffer holds).
     pub(super) fn read_buffers_raw(
         &self,
         device: &wgpu::Device,
@@ -96,6 +97,25 @@ impl DemState {
         let size: u64 = parts.iter().map(|p| p.2).sum();
         if size == 0 {
             return Ok(parts.iter().map(|_| Vec::new()).collect());
+        }
+        if size > self.max_buffer {
+            // More than one staging buffer holds (a paged array: the friction history of a large
+            // model): each part in slices of whole elements that one buffer holds, one host
+            // wait each.
+            let mut out = Vec::with_capacity(parts.len());
+            for &(name, offset, len) in parts {
+                let elem = self.paged.get(name).map_or(4, |p| p.elem);
+                let step = (self.max_buffer / elem).max(1) * elem;
+                let mut bytes = Vec::with_capacity(len as usize);
+                let mut at = 0;
+                while at < len {
+                    let piece = step.min(len - at);
+                    bytes.extend(self.read_buffers_raw(device, queue, &[(name, offset + at, piece)])?.remove(0));
+                    at += piece;
+                }
+                out.push(bytes);
+            }
+            return Ok(out);
         }
         let usage = wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST;
         let staging = create_buffer(device, "readback", size, usage)
