@@ -344,8 +344,8 @@ fn friction_in_chunk_windows_runs_as_in_one_binding() {
             assert!(want_xi.iter().any(|&x| x > 0.0), "{name} {precision:?}: no contact slid");
             Engine::advance(&mut whole, 40).unwrap();
             let later = common::gpu::bits(&mut whole);
-            // History rows per sphere: 16 ξ of 32 B (f64) or 16 B (f32), and the walls'.
-            let history = model.particles.len() as u64 * if precision == Precision::F64 { 512 } else { 256 };
+            // Bytes of ξ rows (16 ξ per sphere), the widest history array.
+            let history = model.particles.len() as u64 * rrpdem::gpu::batch::history_rows(precision, 0)[2];
             let (mut chunked, mut windowed, mut paged) = (0, 0, 0);
             for &(binding, page) in sizes {
                 let options = GpuOptions { max_binding_size: Some(binding), page_size: page, ..Default::default() };

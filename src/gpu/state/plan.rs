@@ -13,7 +13,7 @@
 //! reduction tables, the scan levels, how the chunked arrays lie in pages, and the break records.
 
 use super::super::batch::{
-    BatchLayout, BatchTotals, HISTORY_ARRAYS, binding_sizes, bucket_count, chunked_sizes, history_rows,
+    BatchLayout, BatchTotals, HISTORY_ARRAYS, binding_sizes, bucket_count, chunked_sizes, history_rows, history_sizes,
 };
 use super::super::chunks::{ALIGN, Pages};
 use super::super::context::{BufferFailure, create_buffer};
@@ -148,11 +148,19 @@ impl Shape {
             .ok_or_else(|| too_small("incidence entries"))?;
         let nbr_pages = Pages::new(s.nbr_capacity as u64 * n, 4, s.max_buffer, nbr_overlap(s.nbr_capacity))
             .ok_or_else(|| too_small("neighbour lists"))?;
+        // The contact history's arrays that hold rows (`history_sizes`, as the memory accounting
+        // counts them; placeholders otherwise), in one page layout from the widest rows.
+        // (Only what the history's sizes read: `BatchTotals::of` would check every bond's references.)
         let d = |m: &Model| m.params.dissipation.unwrap_or_default();
-        let (pairs, walls) = (s.models.iter().any(|m| d(m).mu > 0.0), s.models.iter().any(|m| d(m).mu_wall > 0.0));
-        let rows = history_rows(precision, wall_slots(s.models) as u64);
-        // (Wall friction without walls keeps no rows.)
-        let real = [pairs, pairs, pairs, walls && rows[3] > 0];
+        let totals = BatchTotals {
+            n,
+            pair_friction: s.models.iter().any(|m| d(m).mu > 0.0),
+            wall_friction: s.models.iter().any(|m| d(m).mu_wall > 0.0),
+            max_walls: wall_slots(s.models) as u64,
+            ..Default::default()
+        };
+        let real = history_sizes(&totals, precision).map(|b| b > 0);
+        let rows = history_rows(precision, totals.max_walls);
         let widest = (0..4).filter(|&k| real[k]).map(|k| rows[k]).max().unwrap_or(0);
         let pages = Pages::new(n, widest.max(1), s.max_buffer, 0).ok_or_else(|| too_small("contact history"))?;
         let hist_pages = std::array::from_fn(|k| if real[k] { pages } else { Pages::one(0) });
