@@ -39,14 +39,16 @@
 @group(1) @binding(10) var<storage, read_write> ref_pos: array<vec4<real>>;
 @group(1) @binding(11) var<storage, read_write> ref_cell: array<vec4<i32>>;
 /// Dissipative loads of the last force evaluation (MODEL §10; only where some replica has
-/// FLAG_DISSIPATE, a placeholder otherwise), three per particle i (`DLOAD_*` slots at 3i + k):
-/// force (xyz) with the particle's share of E_dissipated (w), moment (xyz) with the running
-/// compensation of that sum (w, `ledger_step`), and the walls' part of the force (xyz). Written
-/// by `dissipate`, added by the particle kernel, booked by the kicks.
-@group(1) @binding(23) var<storage, read_write> dload: array<vec4<real>>;
-const DLOAD_FORCE: u32 = 0u;
-const DLOAD_MOMENT: u32 = 1u;
-const DLOAD_WALL: u32 = 2u;
+/// FLAG_DISSIPATE, placeholders otherwise), one vec4 per particle in each of three arrays, so
+/// that each is as large as the other per-particle arrays: force (xyz) with the particle's share
+/// of E_dissipated (w), moment (xyz) with the running compensation of that sum (w,
+/// `ledger_step`), and the walls' part of the force (xyz). Written by `dissipate`, added by the
+/// particle kernel, booked by the kicks. Kernels reach them through the generated accessors
+/// `dload_*_at` / `dload_*_put` (src/gpu/shader.rs, `DLOAD_ARRAYS`): with the per-particle
+/// arrays in two parts nothing dissipates, and the accessors there bind none of them.
+@group(1) @binding(23) var<storage, read_write> dload_force: array<vec4<real>>;
+@group(1) @binding(24) var<storage, read_write> dload_moment: array<vec4<real>>;
+@group(1) @binding(25) var<storage, read_write> dload_wall: array<vec4<real>>;
 
 /// The tangential history of the frictional contacts (MODEL §10; where some replica has
 /// friction, placeholders otherwise). Row i: particle i's contacts with every partner it
@@ -67,13 +69,13 @@ fn hist_row(i: u32) -> u32 {
     return i - chunk.hist_win;
 }
 
-/// Whether replica r's model dissipates (dashpots in `dload`).
+/// Whether replica r's model dissipates (dashpots in `dload_*`).
 fn dissipates(r: u32) -> bool {
     return (reps[r].flags & FLAG_DISSIPATE) != 0u;
 }
 
 /// One step of the compensated (Kahan) sum of a particle's share of E_dissipated: `s` is
-/// (sum, compensation), as the dload lanes w of DLOAD_FORCE and DLOAD_MOMENT hold it. A share
+/// (sum, compensation), as the lanes w of `dload_force` and `dload_moment` hold it. A share
 /// grows by one small term per kick over a whole run, which a plain f32 sum would lose; the
 /// share is sum − compensation (`dissipated_at`).
 fn ledger_step(s: vec2<real>, x: real) -> vec2<real> {
@@ -87,7 +89,7 @@ fn dissipated_at(r: u32, i: u32) -> real {
     if !dissipates(r) {
         return 0.0;
     }
-    return dload[3u * i + DLOAD_FORCE].w - dload[3u * i + DLOAD_MOMENT].w;
+    return dload_force_at(i).w - dload_moment_at(i).w;
 }
 
 /// Twin of `kick_work` (src/engine/cpu/integrate.rs): the work of dissipative loads (f, m) in a
@@ -362,7 +364,7 @@ fn wall_force_at(r: u32, i: u32) -> vec3<real> {
     }
     if dissipates(r) {
         // The walls' dashpots, after the elastic forces as on the CPU.
-        f = f + dload[3u * i + DLOAD_WALL].xyz;
+        f = f + dload_wall_at(i).xyz;
     }
     return f;
 }

@@ -25,7 +25,7 @@ struct SimParams {
     /// Particles in the first part of the per-particle arrays bound in two parts (the
     /// generated `<name>_at` accessors); the particle count when they are bound whole.
     part_len: u32,
-    /// 1 when `dload` already holds the dissipative loads of the state evaluated (every
+    /// 1 when `dload_*` already hold the dissipative loads of the state evaluated (every
     /// evaluation but an engine's first: after a load or a rollback they came with the state,
     /// from velocities it no longer holds), so that `dissipate` leaves them.
     keep_dload: u32,
@@ -80,7 +80,7 @@ struct ReplicaGpu {
     /// FLAG_BOND_Q0: reference attitudes per bond (bond_q0), not per particle (q_ref);
     /// FLAG_BOND_REF: reference directions and lengths per bond (bond_ref), not formed from the
     /// reference positions (ref_pos, ref_cell); FLAG_WEIBULL: rupture thresholds scaled per bond
-    /// (bond_scale); FLAG_DISSIPATE: dashpots (MODEL §10, `dload`); FLAG_UNLISTED: its
+    /// (bond_scale); FLAG_DISSIPATE: dashpots (MODEL §10, `dload_*`); FLAG_UNLISTED: its
     /// contact lists leave its bonded pairs out (`bonded`).
     flags: u32,
     /// Rupture rule: 0 = any (largest ratio ≥ 1), 1 = sum (sum of the ratios ≥ 1).

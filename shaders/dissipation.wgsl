@@ -7,7 +7,7 @@
 // velocities the step already knows (v_{k+½}, Ω_{k+½}: right-endpoint
 // forcing), with the spring–sliders of the frictional contacts, whose history ξ it reads from
 // particle i's own row of `hist_*`/`whist` and rewrites there (shaders/bindings.wgsl: each
-// pair's ξ kept by both its particles). Written into `dload` before the particle
+// pair's ξ kept by both its particles). Written into `dload_*` before the particle
 // kernel adds them: a kernel of its own, since the particle kernel kicks the velocities this one
 // reads at the partners.
 
@@ -19,7 +19,7 @@ fn dissipate(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg
         return;
     }
     let r = replica_of(i);
-    // In an evaluation that keeps `dload` (`SimParams::keep_dload`) only a step computes it.
+    // In an evaluation that keeps `dload_*` (`SimParams::keep_dload`) only a step computes it.
     if !dissipates(r) || (params.keep_dload != 0u && params.batch_len == 0u) || frozen(r, current_step()) {
         return;
     }
@@ -210,7 +210,7 @@ fn dissipate(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg
         }
     }
     // The ledger's lanes (w) are the kicks' (`ledger_step`): kept.
-    dload[3u * i + DLOAD_FORCE] = vec4<real>(f, dload[3u * i + DLOAD_FORCE].w);
-    dload[3u * i + DLOAD_MOMENT] = vec4<real>(m, dload[3u * i + DLOAD_MOMENT].w);
-    dload[3u * i + DLOAD_WALL] = vec4<real>(f_wall, 0.0);
+    dload_force_put(i, vec4<real>(f, dload_force_at(i).w));
+    dload_moment_put(i, vec4<real>(m, dload_moment_at(i).w));
+    dload_wall_put(i, vec4<real>(f_wall, 0.0));
 }

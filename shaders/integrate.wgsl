@@ -105,11 +105,11 @@ fn integrate(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg
         omega_put(i, vec4<real>(w, 0.0));
         if dissipates(r) {
             // The ledger's share of the opening kick (MODEL §10).
-            let a = dload[3u * i + DLOAD_FORCE];
-            let b = dload[3u * i + DLOAD_MOMENT];
+            let a = dload_force_at(i);
+            let b = dload_moment_at(i);
             let ledger = ledger_step(vec2<real>(a.w, b.w), -kick_work(kick, a.xyz, b.xyz, v0, v, w0, w));
-            dload[3u * i + DLOAD_FORCE] = vec4<real>(a.xyz, ledger.x);
-            dload[3u * i + DLOAD_MOMENT] = vec4<real>(b.xyz, ledger.y);
+            dload_force_put(i, vec4<real>(a.xyz, ledger.x));
+            dload_moment_put(i, vec4<real>(b.xyz, ledger.y));
         }
     }
     let dalpha = rotation_increment(params.integrator, h, w);

@@ -1,7 +1,7 @@
 // Per-particle kernel: total force and spatial moment at the current state (bond results
 // gathered through the CSR incidence in bond order, contacts from the Verlet list or, for an
 // overflowed list, the grid, both in particle-index order as on the CPU, walls, gravity,
-// pendulum, then the dissipative loads of `dload`), the particle's potential energies, then the
+// pendulum, then the dissipative loads of `dload_*`), the particle's potential energies, then the
 // closing kick of maps 23/25, fused with the next step's opening kick inside a batch, each kick
 // booking its dissipated work; and the particle's share of the watch's sums.
 
@@ -137,8 +137,8 @@ fn particle(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg:
     var d_m = vec3<real>(0.0);
     var ledger = vec2<real>(0.0);
     if diss {
-        let a = dload[3u * i + DLOAD_FORCE];
-        let b = dload[3u * i + DLOAD_MOMENT];
+        let a = dload_force_at(i);
+        let b = dload_moment_at(i);
         d_f = a.xyz;
         d_m = b.xyz;
         ledger = vec2<real>(a.w, b.w);
@@ -172,8 +172,8 @@ fn particle(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg:
         vel[o] = vec4<real>(v, 0.0);
         omega[o] = vec4<real>(w, 0.0);
         if diss {
-            dload[3u * i + DLOAD_FORCE] = vec4<real>(d_f, ledger.x);
-            dload[3u * i + DLOAD_MOMENT] = vec4<real>(d_m, ledger.y);
+            dload_force_put(i, vec4<real>(d_f, ledger.x));
+            dload_moment_put(i, vec4<real>(d_m, ledger.y));
         }
     }
     // What the watch sums (shaders/watch.wgsl): the particle's mechanical energy (kinetic,

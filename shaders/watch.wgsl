@@ -7,7 +7,7 @@
 // contact steps, the peak wall force and the separation. The particle kernel leaves each
 // particle's share in the free lanes of its results: pot.w (mechanical), force.w (released),
 // moment.w (m v·n); the wall force is recomputed from the state, as reduce_state does, and
-// E_dissipated is the particles' shares in `dload` (MODEL §10).
+// E_dissipated is the particles' shares in `dload_*` (MODEL §10).
 
 /// Records of NW reals (`tree_sum`, shaders/tree.wgsl; slots W_* from the generated header).
 const RQ: u32 = NW;

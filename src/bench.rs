@@ -478,7 +478,7 @@ pub fn gpu_bytes_per_step(n: usize, bonds: usize, partners: usize, precision: Pr
 /// `dissipate` reads the particle's pos (and block), vel, omega, inertial, its list count and
 /// offset, each list entry and bonded partner (merged as the particle kernel merges them) and,
 /// per bond end, the incidence entry and the bond's ends (the partners' and ends' arrays counted
-/// as cached), and writes three vec4 of `dload`; the particle
+/// as cached), and writes three vec4 of `dload_*`; the particle
 /// kernel reads and writes two of them (loads and ledger lanes); the watch reads all three.
 pub fn gpu_dissipation_bytes_per_step(n: usize, bonds: usize, partners: usize, precision: Precision) -> f64 {
     let rs = match precision {

@@ -53,7 +53,7 @@ fn every_kernel_binds_what_the_context_provisions() {
 #[test]
 fn per_particle_arrays_in_two_parts_stay_within_the_storage_bindings_provisioned() {
     use rrpdem::gpu::context::{STORAGE_BUFFERS_NEEDED, STORAGE_BUFFERS_NEEDED_PARTS};
-    use rrpdem::gpu::shader::{PARTED, PARTICLE_OWN, Parts, WHOLE_ONLY, compose_and_validate_parts};
+    use rrpdem::gpu::shader::{DLOAD_ARRAYS, PARTED, PARTICLE_OWN, Parts, WHOLE_ONLY, compose_and_validate_parts};
     let storage = |uses: &[rrpdem::gpu::shader::UsedBinding]| {
         uses.iter().filter(|u| !["params", "red_len", "scan_len", "chunk"].contains(&u.name.as_str())).count() as u32
     };
@@ -83,6 +83,11 @@ fn per_particle_arrays_in_two_parts_stay_within_the_storage_bindings_provisioned
                     assert_eq!((u.group, u.binding), (*g, *b), "{entry}: {}", u.name);
                     // The particle kernel binds its own particle's arrays as one part.
                     assert!(!(*entry == "particle" && PARTICLE_OWN.contains(&base)), "particle binds {}", u.name);
+                }
+                // Nothing dissipates in two parts: no kernel built for them binds the loads.
+                if !WHOLE_ONLY.contains(entry) {
+                    let dload = two.uses[*entry].iter().find(|u| DLOAD_ARRAYS.contains(&u.name.as_str()));
+                    assert!(dload.is_none(), "{entry} binds {dload:?} in two parts");
                 }
                 widest[0] = widest[0].max(storage(&one.uses[*entry]));
                 // Kernels built for whole arrays only (dissipation is refused in two parts).
@@ -282,7 +287,9 @@ fn host_elem_sizes(p: Precision) -> Vec<(String, u32)> {
             ("arith_out", 4 * rs),
             ("damp_in", 4 * rs),
             ("damp_out", 4 * rs),
-            ("dload", 4 * rs),
+            ("dload_force", 4 * rs),
+            ("dload_moment", 4 * rs),
+            ("dload_wall", 4 * rs),
             ("hist_count", 4),
             ("hist_key", 4),
             ("hist_xi", 4 * rs),

@@ -282,7 +282,6 @@ pub fn binding_sizes(t: &BatchTotals, precision: Precision) -> Vec<(&'static str
         ("neighbour list offsets", 4 * (n + 1)),
         ("replica parameters", super::params::replica_gpu_size(precision) as u64 * t.replicas),
         ("broken flags (a bit per bond)", if t.rupture { 4 * t.broken_words } else { 0 }),
-        ("dissipative loads", if t.dissipation { 3 * particle_elem(precision) * n } else { 0 }),
     ];
     sizes
 }
@@ -380,8 +379,10 @@ pub fn planned_sizes(t: &BatchTotals, precision: Precision, nbr_capacity: u32) -
     let nw = if t.rupture { t.broken_words } else { 0 };
     let rec = nr.min(MAX_BREAK_RECORDS);
     v.extend([v4, v4, v4, v4, cell_backup, 4 * nw, 4 * nw, 4 * rs * rec, 16 * rec]); // backups, rupture
-    let dload = if t.dissipation { 3 * v4 } else { 0 };
-    v.extend([dload, dload]); // dissipative loads and their backup
+    // The dissipative loads (`shader::DLOAD_ARRAYS`, as large as the per-particle arrays), then
+    // their backups.
+    let dload = if t.dissipation { v4 } else { 0 };
+    v.extend([dload; 6]);
     // The contact history and its backup: counts, partners, ξ, walls' ξ.
     let [count, keys, xi, walls] = history_sizes(t, precision);
     v.extend([count, count, keys, keys, xi, xi, walls, walls]);

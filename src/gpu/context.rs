@@ -105,14 +105,16 @@ pub struct GpuContext {
 }
 
 /// Storage buffers the widest kernel (`particle`) binds (26 since it adds the dissipative
-/// loads `dload`, MODEL §10; 27 since it merges the bonded partners the lists leave out,
-/// `bonded`; lavapipe offers 32).
-pub const STORAGE_BUFFERS_NEEDED: u32 = 27;
+/// loads, MODEL §10; 27 since it merges the bonded partners the lists leave out, `bonded`; 28
+/// since the dissipative force and moment are two arrays, `shader::DLOAD_ARRAYS`; lavapipe
+/// offers 32).
+pub const STORAGE_BUFFERS_NEEDED: u32 = 28;
 /// The same with the per-particle arrays bound in two parts (`shader::Parts::Two`), where the
 /// widest is the particle kernel: its random reads of the partners' pos and cell and the grid's
-/// sorted copies add a binding each. (`dissipate`, which would bind 32, is built for whole
-/// arrays only, `shader::WHOLE_ONLY`: dissipation is refused in two parts.)
-pub const STORAGE_BUFFERS_NEEDED_PARTS: u32 = 31;
+/// sorted copies add a binding each, and the dissipative loads none (nothing dissipates there:
+/// their accessors bind nothing). (`dissipate` is built for whole arrays only,
+/// `shader::WHOLE_ONLY`: dissipation is refused in two parts.)
+pub const STORAGE_BUFFERS_NEEDED_PARTS: u32 = 30;
 
 impl GpuContext {
     /// Picks an adapter and opens a device with the adapter's own limits (wgpu's defaults cap

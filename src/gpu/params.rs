@@ -26,7 +26,7 @@ pub const FLAG_BOND_REF: u32 = 32;
 /// without it every scale is 1 and `bond_scale` is not read.
 pub const FLAG_WEIBULL: u32 = 64;
 /// Bit of `ReplicaGpu::flags`: the replica's model dissipates (MODEL §10): `dissipate` computes
-/// its dashpots into `dload`, which the particle kernel adds and the ledger books.
+/// its dashpots into `dload_*`, which the particle kernel adds and the ledger books.
 pub const FLAG_DISSIPATE: u32 = 128;
 /// Bit of `ReplicaGpu::flags`: the replica's contact lists leave its bonded pairs out
 /// (every replica with bonds, unless `GpuOptions::list_bonded_pairs`); the particle and
@@ -44,7 +44,7 @@ pub struct ParamInputs {
     /// `SimParams::part_len`.
     pub part_len: u32,
     /// `SimParams::keep_dload`: the force evaluations of a batch of length 0 keep the
-    /// dissipative loads `dload` holds (all but an engine's first).
+    /// dissipative loads `dload_*` hold (all but an engine's first).
     pub keep_dload: bool,
 }
 
@@ -91,7 +91,7 @@ macro_rules! sim_params {
             /// Particles in the first part of the per-particle arrays bound in two parts
             /// (`shader::Parts::Two`); the particle count when they are bound whole.
             pub part_len: u32,
-            /// 1: `dissipate` keeps `dload` in the evaluations of this batch (`ParamInputs`).
+            /// 1: `dissipate` keeps `dload_*` in the evaluations of this batch (`ParamInputs`).
             pub keep_dload: u32,
         }
 

@@ -1,5 +1,6 @@
 //! The dissipation's part of a saved state (MODEL §10): after the rupture part, a replica that
-//! dissipates stores its raw `dload` (three vec4 per particle: the loads of its last evaluation
+//! dissipates stores its raw dissipative loads (three vec4 per particle, `shader::DLOAD_ARRAYS`
+//! interleaved, as when they were one array: the loads of its last evaluation
 //! and each particle's share of E_dissipated) and, with friction, the contact history its next
 //! evaluation reads: with pair friction per particle the count of its contacts with
 //! higher-index partners (u32), `HIST_SLOTS` partner indices (u32, replica-relative) and

@@ -387,7 +387,7 @@ impl GpuEngine {
             EngineError::Gpu(g) => g,
             other => GpuError::InitialState(Box::new(other)),
         })?;
-        // From now on `dload` holds the dissipative loads of the current state (evaluated,
+        // From now on the `dload_*` arrays hold the dissipative loads of the current state (evaluated,
         // loaded or restored with it): evaluations keep them (and the contact history, which
         // that evaluation rewrote).
         e.dload_kept = true;

@@ -6,8 +6,8 @@
 //! device arrays pos (offsets, with the radius in w), vel, quat, omega, four reals per particle
 //! each, and in f32 the blocks (four i32 per particle); with rupture, then `E_released` (f64),
 //! `n_broken` (u64) and the broken flags (u32 per bond); with dissipation (MODEL §10), then the
-//! raw `dload` and the contact history (`history`). The conservative forces are a function of this state
-//! alone and the dissipative ones are in it, so loading it and re-evaluating (keeping `dload`)
+//! raw dissipative loads and the contact history (`history`). The conservative forces are a function of this state
+//! alone and the dissipative ones are in it, so loading it and re-evaluating (keeping the loads)
 //! continues bit for bit.
 
 use super::GpuEngine;

@@ -9,8 +9,9 @@
 
 use super::super::batch::{HISTORY_ARRAYS, broken_words, history_rows};
 use super::super::frame::uses_blocks;
+use super::super::shader::DLOAD_ARRAYS;
 use super::super::sizes::{CELL_BYTES, real_size};
-use super::{BROKEN, CELL, DLOAD, DemState, STATE_ARRAYS};
+use super::{BROKEN, CELL, DLOAD_BACKUPS, DemState, STATE_ARRAYS};
 
 /// The device-side copies of `STATE_ARRAYS` made at the start of each `advance`, in the same
 /// order.
@@ -74,7 +75,6 @@ impl DemState {
             let per = match a {
                 _ if a == BROKEN.0 => 0,
                 _ if a == CELL.0 => c,
-                _ if a == DLOAD.0 => 3 * v4,
                 _ => self.history_row_bytes(a).unwrap_or(v4),
             };
             let ranges = if a == BROKEN.0 {
@@ -99,7 +99,7 @@ impl DemState {
     fn backed_up(&self) -> impl Iterator<Item = (&'static str, &'static str)> {
         let broken = self.rupture.then_some(BROKEN);
         let cell = uses_blocks(self.precision).then_some(CELL);
-        let dload = self.dissipation.then_some(DLOAD);
+        let dload = DLOAD_ARRAYS.into_iter().zip(DLOAD_BACKUPS).filter(|_| self.dissipation);
         let pairs =
             [("hist_count", "hist_count_backup"), ("hist_key", "hist_key_backup"), ("hist_xi", "hist_xi_backup")];
         let pairs = pairs.into_iter().filter(|_| self.friction.0);

@@ -47,10 +47,10 @@ pub const CELL: (&str, &str) = ("cell", "cell_backup");
 /// boundary: `BatchLayout::broken_word`), with their own backup.
 const BROKEN: (&str, &str) = ("bond_broken", "bond_broken_backup");
 /// Where some replica dissipates (MODEL §10), the dissipative loads of the last evaluation and
-/// each particle's share of E_dissipated (`DLOAD_BYTES` per particle, shaders/bindings.wgsl) are
-/// state too: the loads at a node come from the velocities of the half step before it, which
-/// the state arrays no longer hold. With their own backup.
-pub const DLOAD: (&str, &str) = ("dload", "dload_backup");
+/// each particle's share of E_dissipated (`shader::DLOAD_ARRAYS`, one vec4 per particle each,
+/// shaders/bindings.wgsl) are state too: the loads at a node come from the velocities of the
+/// half step before it, which the state arrays no longer hold. With their own backups, these.
+pub const DLOAD_BACKUPS: [&str; 3] = ["dload_force_backup", "dload_moment_backup", "dload_wall_backup"];
 
 /// Buffers and bind groups of a batch of replicas on one device.
 pub struct DemState {

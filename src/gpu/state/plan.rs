@@ -19,12 +19,12 @@ use super::super::chunks::{ALIGN, Pages};
 use super::super::context::{BufferFailure, create_buffer};
 use super::super::error::GpuError;
 use super::super::frame::{Frame, uses_blocks};
-use super::super::shader::{NQ, NW, Parts, SCAN_WG};
+use super::super::shader::{DLOAD_ARRAYS, NQ, NW, Parts, SCAN_WG};
 use super::super::sizes::{CELL_BYTES, MIN_BUFFER, bond_out_elem, particle_part_len, push_reals, real_size};
 use super::super::watch::watch_gpu_size;
 use super::chunked::{Paged, bonded_partners, incidence, nbr_overlap};
 use super::record::initial_status;
-use super::{BROKEN, CELL, DLOAD};
+use super::{BROKEN, CELL, DLOAD_BACKUPS};
 use crate::engine::Precision;
 use crate::model::{Bond, Model};
 use glam::{DQuat, DVec3};
@@ -463,9 +463,12 @@ impl<'a> Planned<'a> {
         let replicas = shape.layout.replicas();
         let nr_records = shape.break_capacity as usize;
         let blocks = if uses_blocks(precision) { CELL_BYTES * n } else { 0 };
-        // The dissipative loads (three vec4 per particle) and their backup, where some replica
-        // dissipates (MODEL §10); placeholders otherwise.
-        let dload = if s.models.iter().any(|m| m.params.dissipation.is_some()) { 3 * v4 } else { 0 };
+        // The dissipative loads (three arrays of a vec4 per particle) and their backups, where
+        // some replica dissipates (MODEL §10); placeholders otherwise.
+        let dload = if s.models.iter().any(|m| m.params.dissipation.is_some()) { v4 } else { 0 };
+        for name in DLOAD_ARRAYS.into_iter().chain(DLOAD_BACKUPS) {
+            self.add_whole(name, dload, Fill::Zeros, STORAGE);
+        }
         // The frictional contacts' history and its backup: rows per particle in one page layout
         // (in particles, from the widest rows), which the planner keeps each window within;
         // placeholders where nothing has that friction.
@@ -499,8 +502,6 @@ impl<'a> Planned<'a> {
             ("quat_backup", v4),
             ("omega_backup", v4),
             (CELL.1, blocks),
-            (DLOAD.0, dload),
-            (DLOAD.1, dload),
             ("break_at", 4 * rs * nr_records),
             ("break_id", 16 * nr_records),
         ] {

@@ -7,6 +7,7 @@
 use super::super::batch::broken_words;
 use super::super::context::{create_buffer, map_read};
 use super::super::error::GpuError;
+use super::super::shader::DLOAD_ARRAYS;
 use super::super::sizes::{CELL_BYTES, bytes_to_reals, real_size};
 use super::{BROKEN, CELL, DemState};
 
@@ -204,24 +205,41 @@ impl DemState {
 }
 
 impl DemState {
-    /// Replica r's dissipative loads and ledger shares (`DLOAD`: three vec4 per particle), raw.
+    /// Replica r's dissipative loads and ledger shares, raw, three vec4 per particle in the
+    /// order of `shader::DLOAD_ARRAYS` (the layout saved states hold, from when they were one
+    /// array).
     pub fn read_dload_raw(&self, device: &wgpu::Device, queue: &wgpu::Queue, r: usize) -> Result<Vec<u8>, GpuError> {
         let (at, len) = self.dload_range(r);
-        Ok(self.read_buffers_raw(device, queue, &[(super::DLOAD.0, at, len)])?.swap_remove(0))
+        let parts: Vec<_> = DLOAD_ARRAYS.iter().map(|&name| (name, at, len)).collect();
+        let arrays = self.read_buffers_raw(device, queue, &parts)?;
+        let v4 = 4 * real_size(self.precision);
+        let mut out = Vec::with_capacity(3 * len as usize);
+        for p in 0..len as usize / v4 {
+            for a in &arrays {
+                out.extend_from_slice(&a[p * v4..(p + 1) * v4]);
+            }
+        }
+        Ok(out)
     }
 
-    /// Overwrites replica r's dissipative loads with raw bytes of `read_dload_raw`'s length.
+    /// Overwrites replica r's dissipative loads with raw bytes of `read_dload_raw`'s length and
+    /// layout.
     pub fn write_dload_raw(&self, queue: &wgpu::Queue, bytes: &[u8], r: usize) {
         let (at, len) = self.dload_range(r);
-        debug_assert_eq!(bytes.len() as u64, len);
-        if len > 0 {
-            queue.write_buffer(&self.buffers[super::DLOAD.0], at, bytes);
+        debug_assert_eq!(bytes.len() as u64, 3 * len);
+        if len == 0 {
+            return;
+        }
+        let v4 = 4 * real_size(self.precision);
+        for (k, name) in DLOAD_ARRAYS.into_iter().enumerate() {
+            let array: Vec<u8> = bytes.chunks_exact(v4).skip(k).step_by(3).flatten().copied().collect();
+            queue.write_buffer(&self.buffers[name], at, &array);
         }
     }
 
-    /// Byte offset and length of replica r's part of `dload`.
+    /// Byte offset and length of replica r's part of each of `shader::DLOAD_ARRAYS`.
     fn dload_range(&self, r: usize) -> (u64, u64) {
-        let per = 3 * 4 * real_size(self.precision) as u64;
+        let per = 4 * real_size(self.precision) as u64;
         (per * self.layout.p_start[r] as u64, per * self.layout.n_particles[r] as u64)
     }
 }
