@@ -278,8 +278,8 @@ fn a_damped_model_split_over_several_bindings_runs_as_the_whole_one() {
     // the incidence and the neighbour lists into chunks (`gpu::chunks`). `dissipate` reads a
     // bond's other end beside its incidence entry (`inc_peer`), never the bond itself, so a
     // damped model runs in chunks, bit for bit as in one binding (with friction too: the
-    // history's rows in each particle chunk's window). What still needs one binding is refused
-    // with a message naming it: the per-particle arrays in two parts, the dissipative loads.
+    // history's rows in each particle chunk's window). What is refused, with a message naming
+    // it: dissipation where the per-particle arrays need two parts.
     let (damped, friction, torus) = (block(), block_with(0.3, 0.5), torus());
     let mut chunked = 0;
     for (model, name) in [(&damped, "damped"), (&friction, "friction"), (&torus, "torus")] {
@@ -413,6 +413,7 @@ fn dissipative_loads_larger_than_a_binding_run_as_in_one() {
         let want_xi = Engine::tangential_displacement(&mut whole).unwrap().unwrap();
         assert!(want_xi.iter().any(|&x| x > 0.0), "{precision:?}: no contact slid");
         let e_diss = Engine::diagnostics(&mut whole).unwrap().e_dissipated;
+        // (`e_diss` is at step 60, where the states below are saved.)
         assert!(e_diss > 0.0, "{precision:?}: nothing dissipated");
         Engine::advance(&mut whole, 30).unwrap();
         let later = common::gpu::bits(&mut whole);
@@ -427,17 +428,54 @@ fn dissipative_loads_larger_than_a_binding_run_as_in_one() {
         let saved = Engine::save_state(&mut g).unwrap();
         Engine::advance(&mut g, 30).unwrap();
         assert_eq!(common::gpu::bits(&mut g), later, "{precision:?}: 30 steps on");
+        // Right after the rollback and the load, before any step rewrites the loads: the wall
+        // force (the diagnostics' f_wall adds the walls' dashpots) and the saved bytes show
+        // that all three arrays came back.
         Engine::rollback(&mut g).unwrap();
+        assert_eq!(common::gpu::bits(&mut g), want, "{precision:?}: rolled back");
+        assert!(Engine::save_state(&mut g).unwrap() == saved, "{precision:?}: saved again after the rollback");
         Engine::advance(&mut g, 30).unwrap();
-        assert_eq!(common::gpu::bits(&mut g), later, "{precision:?}: rolled back");
+        assert_eq!(common::gpu::bits(&mut g), later, "{precision:?}: rolled back and stepped");
         let mut again = build().unwrap();
         Engine::load_state(&mut again, &saved).unwrap();
+        assert_eq!(common::gpu::bits(&mut again), want, "{precision:?}: loaded");
         Engine::advance(&mut again, 30).unwrap();
         assert_eq!(common::gpu::bits(&mut again), later, "{precision:?}: resumed");
-        // The saved state is the same bytes as the one-binding engine's (loads interleaved).
+        // The saved state is the same bytes as the one-binding engine's, and its loads keep the
+        // layout of the states saved when they were one array (three vec4 per particle: force
+        // with the ledger's sum, moment with its compensation, the walls' force): the shares
+        // (sum − compensation) add up to E_dissipated, and only the free spheres on the floor have
+        // a wall force.
         let mut one = gpu(&model, Integrator::RrpNewmark, DT, precision);
         Engine::advance(&mut one, 60).unwrap();
         assert!(Engine::save_state(&mut one).unwrap() == saved, "{precision:?}: saved states differ");
+        let rs = rrpdem::gpu::sizes::real_size(precision);
+        let blocks = if precision == Precision::F32 { 16 } else { 0 };
+        let at = 24 + (4 * 4 * rs + blocks) * n as usize;
+        let real = |k: usize| -> f64 {
+            let b = &saved.data[at + k * rs..at + (k + 1) * rs];
+            if rs == 8 {
+                f64::from_le_bytes(b.try_into().unwrap())
+            } else {
+                f32::from_le_bytes(b.try_into().unwrap()) as f64
+            }
+        };
+        let (mut shares, mut on_floor) = (0.0, 0);
+        for (p, x) in Engine::snapshot(&mut one).unwrap().iter().enumerate() {
+            let record = |slot: usize, lane: usize| real(12 * p + 4 * slot + lane);
+            shares += record(0, 3) - record(1, 3);
+            let wall = (0..3).map(|l| record(2, l).abs()).sum::<f64>();
+            assert_eq!(record(2, 3), 0.0, "{precision:?}: particle {p}'s wall slot has a w lane");
+            // (A fixed sphere takes no dissipative load.)
+            let touches = x.x.z < model.particles.radius[p] && !model.particles.fixed[p];
+            assert_eq!(wall > 0.0, touches, "{precision:?}: particle {p} at z = {}: wall force {wall}", x.x.z);
+            on_floor += usize::from(touches);
+        }
+        assert!(on_floor > 0, "{precision:?}: nothing on the floor");
+        // f64: the shares are the ledger's own values, summed in another order; f32: each share
+        // carries its compensation, the sum over 2048 of them about 1e-7 relative.
+        let tol = if precision == Precision::F64 { 1e-12 } else { 1e-5 };
+        assert!((shares - e_diss).abs() <= tol * e_diss, "{precision:?}: shares {shares}, E_dissipated {e_diss}");
     }
 }
 

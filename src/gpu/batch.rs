@@ -152,7 +152,7 @@ pub struct BatchTotals {
     pub bond_refs: bool,
     /// Some replica scales its rupture thresholds per bond (Weibull): `bond_scale` is real.
     pub weibull: bool,
-    /// Some replica dissipates (MODEL §10): `dload` and its backup are real.
+    /// Some replica dissipates (MODEL §10): the `dload_*` arrays and their backups are real.
     pub dissipation: bool,
     /// Some replica has binder damping: `inc_peer` (4 bytes per incidence entry) is real.
     pub binder_damping: bool,

@@ -73,7 +73,7 @@ pub struct DemState {
     pub nbr_offsets: Vec<u32>,
     /// Bonds of some replica may break: the rupture buffers are real (placeholders otherwise).
     pub rupture: bool,
-    /// Some replica dissipates (MODEL §10): `dload` is real and `dissipate` runs.
+    /// Some replica dissipates (MODEL §10): the `dload_*` arrays are real and `dissipate` runs.
     pub dissipation: bool,
     /// Some replica has pair friction, some wall friction: the contact history `hist_*`, and
     /// `whist` (of `wall_slots` per particle and copy), are real.
