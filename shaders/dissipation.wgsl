@@ -83,19 +83,23 @@ fn dissipate(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg
     }
     if beta > 0.0 || mu > 0.0 {
         let k_contact = reps[r].k_contact;
-        // The row's contacts come in partner order, as the walk visits them: a cursor. Copied
-        // first, since the row is rewritten as the walk goes (a new contact shifts the rest).
+        // The row's old contacts come in partner order, as the walk visits them: a cursor `own`
+        // over them, read where they are, while the new row is written over the old one from its
+        // start (`written` entries so far). A new contact writes a slot whose old contact the
+        // cursor has not reached yet: that one is kept first in `kept`, a queue of the old
+        // contacts at `own .. written` in order, and read from there. Only a step in which the
+        // particle gains a contact queues any (the rest of its row, in that step): the old row is
+        // not copied into private memory each step, which a GPU would keep in its thread-local
+        // memory (hundreds of bytes per particle read and written again).
         var own = 0u;
         var own_count = 0u;
         var written = 0u;
-        var old_key: array<u32, HIST_SLOTS>;
-        var old_xi: array<vec3<real>, HIST_SLOTS>;
+        var kept_key: array<u32, HIST_SLOTS>;
+        var kept_xi: array<vec3<real>, HIST_SLOTS>;
+        var kept_head = 0u;
+        var kept_len = 0u;
         if mu > 0.0 {
             own_count = hist_count[row];
-            for (var a = 0u; a < own_count; a++) {
-                old_key[a] = hist_key[row * HIST_SLOTS + a];
-                old_xi[a] = hist_xi[row * HIST_SLOTS + a].xyz;
-            }
         }
         let cnt = nbr_count[i];
         let base = nbr_offsets[i];
@@ -141,11 +145,38 @@ fn dissipate(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg
                     // ξ of the pair seen from i (i's own copy; j keeps the negated one).
                     var xi_in = zero;
                     if mu > 0.0 {
-                        while own < own_count && old_key[own] < j {
+                        // Old contacts before j are gone; the one with j, if any, is taken (the
+                        // next partner comes after it).
+                        loop {
+                            if own >= own_count {
+                                break;
+                            }
+                            // Overwritten already (queued), or still in the row.
+                            let queued = own < written;
+                            var key: u32;
+                            if queued {
+                                key = kept_key[kept_head];
+                            } else {
+                                key = hist_key[row * HIST_SLOTS + own];
+                            }
+                            if key > j {
+                                break;
+                            }
+                            if key == j {
+                                if queued {
+                                    xi_in = kept_xi[kept_head];
+                                } else {
+                                    xi_in = hist_xi[row * HIST_SLOTS + own].xyz;
+                                }
+                            }
+                            if queued {
+                                kept_head = (kept_head + 1u) % HIST_SLOTS;
+                                kept_len--;
+                            }
                             own++;
-                        }
-                        if own < own_count && old_key[own] == j {
-                            xi_in = old_xi[own];
+                            if key == j {
+                                break;
+                            }
                         }
                     }
                     // Both ends evaluate the pair as its lower index sees it (`lo` the lower
@@ -165,6 +196,13 @@ fn dissipate(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg
                     m = m + select(o.m_j, o.m_i, lo);
                     if mu > 0.0 {
                         if written < HIST_SLOTS {
+                            // An old contact the cursor has not reached is queued first.
+                            if written >= own && written < own_count {
+                                let tail = (kept_head + kept_len) % HIST_SLOTS;
+                                kept_key[tail] = hist_key[row * HIST_SLOTS + written];
+                                kept_xi[tail] = hist_xi[row * HIST_SLOTS + written].xyz;
+                                kept_len++;
+                            }
                             hist_key[row * HIST_SLOTS + written] = j;
                             hist_xi[row * HIST_SLOTS + written] = vec4<real>(o.xi * sign, 0.0);
                         }
