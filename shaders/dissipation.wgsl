@@ -87,10 +87,11 @@ fn dissipate(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg
         // over them, read where they are, while the new row is written over the old one from its
         // start (`written` entries so far). A new contact writes a slot whose old contact the
         // cursor has not reached yet: that one is kept first in `kept`, a queue of the old
-        // contacts at `own .. written` in order, and read from there. Only a step in which the
-        // particle gains a contact queues any (the rest of its row, in that step): the old row is
-        // not copied into private memory each step, which a GPU would keep in its thread-local
-        // memory (hundreds of bytes per particle read and written again).
+        // contacts at `own .. min(written, own_count)` in order (empty while own ≥ written), and
+        // read from there. Only a step in which the particle gains a contact queues any (at most
+        // the rest of its row): the old row is no longer copied into private memory each step,
+        // which a GPU keeps in its thread-local memory (up to 576 B per particle in f64, written
+        // and read again; the arrays' zero initialisation, which WGSL requires, may remain).
         var own = 0u;
         var own_count = 0u;
         var written = 0u;
