@@ -207,16 +207,16 @@ impl DemState {
 impl DemState {
     /// Replica r's dissipative loads and ledger shares, raw, three vec4 per particle in the
     /// order of `shader::DLOAD_ARRAYS` (the layout saved states hold, from when they were one
-    /// array).
+    /// array). One array read back at a time, so that the host holds the result and one array
+    /// (a save of a large model is gigabytes).
     pub fn read_dload_raw(&self, device: &wgpu::Device, queue: &wgpu::Queue, r: usize) -> Result<Vec<u8>, GpuError> {
         let (at, len) = self.dload_range(r);
-        let parts: Vec<_> = DLOAD_ARRAYS.iter().map(|&name| (name, at, len)).collect();
-        let arrays = self.read_buffers_raw(device, queue, &parts)?;
         let v4 = 4 * real_size(self.precision);
-        let mut out = Vec::with_capacity(3 * len as usize);
-        for p in 0..len as usize / v4 {
-            for a in &arrays {
-                out.extend_from_slice(&a[p * v4..(p + 1) * v4]);
+        let mut out = vec![0u8; 3 * len as usize];
+        for (k, name) in DLOAD_ARRAYS.into_iter().enumerate() {
+            let array = self.read_buffers_raw(device, queue, &[(name, at, len)])?.swap_remove(0);
+            for (p, v) in array.chunks_exact(v4).enumerate() {
+                out[(3 * p + k) * v4..(3 * p + k + 1) * v4].copy_from_slice(v);
             }
         }
         Ok(out)
