@@ -82,139 +82,31 @@ fn dissipate(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg
         }
     }
     if beta > 0.0 || mu > 0.0 {
-        let k_contact = reps[r].k_contact;
-        // The row's old contacts come in partner order, as the walk visits them: a cursor `own`
-        // over them, read where they are, while the new row is written over the old one from its
-        // start (`written` entries so far). A new contact writes a slot whose old contact the
-        // cursor has not reached yet: that one is kept first in `kept`, a queue of the old
-        // contacts at `own .. min(written, own_count)` in order (empty while own ≥ written), and
-        // read from there. Only a step in which the particle gains a contact queues any (at most
-        // the rest of its row): the old row is no longer copied into private memory each step,
-        // which a GPU keeps in its thread-local memory (up to 576 B per particle in f64, written
-        // and read again; the arrays' zero initialisation, which WGSL requires, may remain).
-        var own = 0u;
-        var own_count = 0u;
-        var written = 0u;
-        var kept_key: array<u32, HIST_SLOTS>;
-        var kept_xi: array<vec3<real>, HIST_SLOTS>;
-        var kept_head = 0u;
-        var kept_len = 0u;
+        var pw = PairWalk(i, r, c, xi, ri, vi, wi, inv_i, edge, reps[r].k_contact, beta, mu, kappa, row, true,
+                          ListWalk(), 0u, 0u, 0u, f, m);
         if mu > 0.0 {
-            own_count = hist_count[row];
+            pw.own_count = hist_count[row];
         }
         let cnt = nbr_count[i];
         let base = nbr_offsets[i];
-        let listed = cnt <= nbr_offsets[i + 1u] - base;
+        pw.listed = cnt <= nbr_offsets[i + 1u] - base;
         var walk: GridWalk;
-        var list_walk: ListWalk;
-        if listed {
-            list_walk = list_walk_start(i, r, base, cnt);
+        if pw.listed {
+            pw.list_walk = list_walk_start(i, r, base, cnt);
         } else {
             walk = grid_walk_start(c, r, i);
         }
-        loop {
-            // The next partner j and x_i − x_j, from the list or the grid walk.
-            var j: u32;
-            var d: vec3<real>;
-            var rj: real;
-            if listed {
-                j = list_walk_next(&list_walk);
-                if j == NO_PARTNER {
-                    break;
-                }
-                let xj = pos_at(j);
-                d = block_vector(c, xi - xj.xyz, cell_at(j).xyz, edge);
-                rj = xj.w;
-            } else {
-                let at = grid_walk_next(&walk);
-                if at.x == STATUS_NONE {
-                    break;
-                }
-                j = at.z;
-                let xj = sorted_pos_at(at.x);
-                d = block_vector(c, xi - xj.xyz, neighbour_cell(c, i32(at.y)), edge);
-                rj = xj.w;
-            }
-            let rs = ri + rj;
-            let l2 = dot3(d, d);
-            let inv = inv_i + inertial_at(j).z;
-            if l2 < rs * rs && l2 > 0.0 && inv > 0.0 {
-                let l = sqrt(l2);
-                let s = rs - l;
-                if s > 0.0 {
-                    let k_h = hertz_constant(k_contact, rs);
-                    // ξ of the pair seen from i (i's own copy; j keeps the negated one).
-                    var xi_in = zero;
-                    if mu > 0.0 {
-                        // Old contacts before j are gone; the one with j, if any, is taken (the
-                        // next partner comes after it).
-                        loop {
-                            if own >= own_count {
-                                break;
-                            }
-                            // Overwritten already (queued), or still in the row.
-                            let queued = own < written;
-                            var key: u32;
-                            if queued {
-                                key = kept_key[kept_head];
-                            } else {
-                                key = hist_key[row * HIST_SLOTS + own];
-                            }
-                            if key > j {
-                                break;
-                            }
-                            if key == j {
-                                if queued {
-                                    xi_in = kept_xi[kept_head];
-                                } else {
-                                    xi_in = hist_xi[row * HIST_SLOTS + own].xyz;
-                                }
-                            }
-                            if queued {
-                                kept_head = (kept_head + 1u) % HIST_SLOTS;
-                                kept_len--;
-                            }
-                            own++;
-                            if key == j {
-                                break;
-                            }
-                        }
-                    }
-                    // Both ends evaluate the pair as its lower index sees it (`lo` the lower
-                    // index's side): the same operations on the same values, so the same bits at
-                    // both ends even where a compiler fuses products into sums differently for
-                    // swapped operands (with IEEE rounding the function is odd under the exchange
-                    // of the ends, so this is also each end's own view, as on the CPU).
-                    let lo = i < j;
-                    let sign = select(real(-1.0), real(1.0), lo);
-                    let vj = vel_at(j).xyz;
-                    let wj = omega_at(j).xyz;
-                    let o = contact_dissipation((d * sign) / l, s, k_h * s * sqrt(s), k_h, 1.0 / inv,
-                                                l * select(rj, ri, lo) / rs, l * select(ri, rj, lo) / rs,
-                                                select(vj - vi, vi - vj, lo), select(wj, wi, lo), select(wi, wj, lo),
-                                                xi_in * sign, h, beta, mu, kappa);
-                    f = f + o.f_i * sign;
-                    m = m + select(o.m_j, o.m_i, lo);
-                    if mu > 0.0 {
-                        if written < HIST_SLOTS {
-                            // An old contact the cursor has not reached is queued first.
-                            if written >= own && written < own_count {
-                                let tail = (kept_head + kept_len) % HIST_SLOTS;
-                                kept_key[tail] = hist_key[row * HIST_SLOTS + written];
-                                kept_xi[tail] = hist_xi[row * HIST_SLOTS + written].xyz;
-                                kept_len++;
-                            }
-                            hist_key[row * HIST_SLOTS + written] = j;
-                            hist_xi[row * HIST_SLOTS + written] = vec4<real>(o.xi * sign, 0.0);
-                        }
-                        written++;
-                    }
-                }
-            }
+        // The contacts in partner order, the row rewritten in place; with a queue from the
+        // first new contact that would overwrite an old one the cursor has not reached.
+        let pending = pairs_in_place(&pw, &walk);
+        if pending.q.j != NO_PARTNER {
+            pairs_queued(&pw, &walk, pending);
         }
+        f = pw.f;
+        m = pw.m;
         if mu > 0.0 {
-            hist_count[row] = min(written, HIST_SLOTS);
-            if written > HIST_SLOTS {
+            hist_count[row] = min(pw.written, HIST_SLOTS);
+            if pw.written > HIST_SLOTS {
                 // More contacts than the history holds: the replica fails (lowest particle of
                 // its first such step), and the host says why.
                 atomicMin(&status[rslot(r, RSTATUS_HIST_STEP)], step);
@@ -252,4 +144,235 @@ fn dissipate(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg
     dload_force_put(i, vec4<real>(f, dload_force_at(i).w));
     dload_moment_put(i, vec4<real>(m, dload_moment_at(i).w));
     dload_wall_put(i, vec4<real>(f_wall, 0.0));
+}
+
+/// What `dissipate` knows of particle i while it walks its contacts, and how far the walk and the
+/// rewrite of its history row have come: the row's old contacts come in partner order, as the
+/// walk visits them, so a cursor `own` reads them where they are while the new row is written
+/// over the old one from its start (`written` entries so far).
+struct PairWalk {
+    i: u32,
+    r: u32,
+    c: vec3<i32>,
+    xi: vec3<real>,
+    ri: real,
+    vi: vec3<real>,
+    wi: vec3<real>,
+    inv_i: real,
+    edge: real,
+    k_contact: real,
+    beta: real,
+    mu: real,
+    kappa: real,
+    row: u32,
+    listed: bool,
+    list_walk: ListWalk,
+    own: u32,
+    own_count: u32,
+    written: u32,
+    /// The dissipative force and moment so far (the binder's, then each contact's in order).
+    f: vec3<real>,
+    m: vec3<real>,
+}
+
+/// A candidate partner: its index (NO_PARTNER after the last), x_i − x_j and its radius.
+struct PairPartner {
+    j: u32,
+    d: vec3<real>,
+    rj: real,
+}
+
+/// A contact about to be evaluated: its partner, distance, overlap, inverse-mass sum and ξ.
+struct PairContact {
+    q: PairPartner,
+    l: real,
+    s: real,
+    inv: real,
+    xi_in: vec3<real>,
+}
+
+/// The walk's next candidate partner, from the list or the grid walk.
+fn pair_next(p: ptr<function, PairWalk>, walk: ptr<function, GridWalk>) -> PairPartner {
+    if (*p).listed {
+        // (Through a copy: naga 30's SPIR-V output fails on a pointer to a member of a pointee.)
+        var lw = (*p).list_walk;
+        let j = list_walk_next(&lw);
+        (*p).list_walk = lw;
+        if j == NO_PARTNER {
+            return PairPartner(NO_PARTNER, vec3<real>(0.0), 0.0);
+        }
+        let xj = pos_at(j);
+        return PairPartner(j, block_vector((*p).c, (*p).xi - xj.xyz, cell_at(j).xyz, (*p).edge), xj.w);
+    }
+    let at = grid_walk_next(walk);
+    if at.x == STATUS_NONE {
+        return PairPartner(NO_PARTNER, vec3<real>(0.0), 0.0);
+    }
+    let xj = sorted_pos_at(at.x);
+    return PairPartner(at.z, block_vector((*p).c, (*p).xi - xj.xyz, neighbour_cell((*p).c, i32(at.y)), (*p).edge),
+                       xj.w);
+}
+
+/// The contact with candidate q if it is active (overlap > 0, some mass free); `s` ≤ 0 if not.
+fn pair_contact(p: ptr<function, PairWalk>, q: PairPartner) -> PairContact {
+    var k = PairContact(q, 0.0, 0.0, 0.0, vec3<real>(0.0));
+    let rs = (*p).ri + q.rj;
+    let l2 = dot3(q.d, q.d);
+    k.inv = (*p).inv_i + inertial_at(q.j).z;
+    if l2 < rs * rs && l2 > 0.0 && k.inv > 0.0 {
+        k.l = sqrt(l2);
+        k.s = rs - k.l;
+    }
+    return k;
+}
+
+/// Evaluates contact k (its ξ found), adds its loads and writes its new ξ at slot `written`.
+fn pair_apply(p: ptr<function, PairWalk>, k: PairContact) {
+    let i = (*p).i;
+    let j = k.q.j;
+    let ri = (*p).ri;
+    let rj = k.q.rj;
+    let rs = ri + rj;
+    let k_h = hertz_constant((*p).k_contact, rs);
+    // Both ends evaluate the pair as its lower index sees it (`lo` the lower index's side): the
+    // same operations on the same values, so the same bits at both ends even where a compiler
+    // fuses products into sums differently for swapped operands (with IEEE rounding the
+    // function is odd under the exchange of the ends, so this is also each end's own view, as on
+    // the CPU).
+    let lo = i < j;
+    let sign = select(real(-1.0), real(1.0), lo);
+    let vi = (*p).vi;
+    let wi = (*p).wi;
+    let vj = vel_at(j).xyz;
+    let wj = omega_at(j).xyz;
+    let l = k.l;
+    let s = k.s;
+    let o = contact_dissipation((k.q.d * sign) / l, s, k_h * s * sqrt(s), k_h, 1.0 / k.inv,
+                                l * select(rj, ri, lo) / rs, l * select(ri, rj, lo) / rs,
+                                select(vj - vi, vi - vj, lo), select(wj, wi, lo), select(wi, wj, lo),
+                                k.xi_in * sign, params.h, (*p).beta, (*p).mu, (*p).kappa);
+    (*p).f = (*p).f + o.f_i * sign;
+    (*p).m = (*p).m + select(o.m_j, o.m_i, lo);
+    if (*p).mu > 0.0 {
+        let w = (*p).written;
+        if w < HIST_SLOTS {
+            hist_key[(*p).row * HIST_SLOTS + w] = j;
+            hist_xi[(*p).row * HIST_SLOTS + w] = vec4<real>(o.xi * sign, 0.0);
+        }
+        (*p).written = w + 1u;
+    }
+}
+
+/// Whether writing the next new contact would overwrite an old one the cursor has not reached.
+fn pair_displaces(p: ptr<function, PairWalk>) -> bool {
+    let w = (*p).written;
+    return (*p).mu > 0.0 && w < HIST_SLOTS && w >= (*p).own && w < (*p).own_count;
+}
+
+/// The contacts of the walk while no old contact is overwritten before the cursor reaches it
+/// (every step in which the particle gains no contact): the cursor reads the old contacts in
+/// the row. Returns the contact whose write would overwrite one (then `pairs_queued` goes on from
+/// it), or a contact with q.j = NO_PARTNER at the end of the walk. No private array: a GPU keeps
+/// those in thread-local memory, and WGSL zero-initialises them at every invocation.
+fn pairs_in_place(p: ptr<function, PairWalk>, walk: ptr<function, GridWalk>) -> PairContact {
+    loop {
+        let q = pair_next(p, walk);
+        if q.j == NO_PARTNER {
+            break;
+        }
+        var k = pair_contact(p, q);
+        if !(k.s > 0.0) {
+            continue;
+        }
+        if (*p).mu > 0.0 {
+            // Old contacts before j are gone; the one with j, if any, is taken.
+            loop {
+                if (*p).own >= (*p).own_count {
+                    break;
+                }
+                let key = hist_key[(*p).row * HIST_SLOTS + (*p).own];
+                if key > q.j {
+                    break;
+                }
+                if key == q.j {
+                    k.xi_in = hist_xi[(*p).row * HIST_SLOTS + (*p).own].xyz;
+                }
+                (*p).own++;
+                if key == q.j {
+                    break;
+                }
+            }
+            if pair_displaces(p) {
+                return k;
+            }
+        }
+        pair_apply(p, k);
+    }
+    return PairContact(PairPartner(NO_PARTNER, vec3<real>(0.0), 0.0), 0.0, 0.0, 0.0, vec3<real>(0.0));
+}
+
+/// The rest of the walk from contact `first` (found, not yet applied), whose write overwrites an
+/// old contact the cursor has not reached: such contacts are queued first in `kept`, a queue of
+/// the old contacts at `own .. min(written, own_count)` in order (empty while own ≥ written),
+/// and read from there. Only a step in which the particle gains a contact comes here.
+fn pairs_queued(p: ptr<function, PairWalk>, walk: ptr<function, GridWalk>, first: PairContact) {
+    var kept_key: array<u32, HIST_SLOTS>;
+    var kept_xi: array<vec3<real>, HIST_SLOTS>;
+    var kept_head = 0u;
+    var kept_len = 0u;
+    var k = first;
+    loop {
+        if pair_displaces(p) {
+            let w = (*p).written;
+            let tail = (kept_head + kept_len) % HIST_SLOTS;
+            kept_key[tail] = hist_key[(*p).row * HIST_SLOTS + w];
+            kept_xi[tail] = hist_xi[(*p).row * HIST_SLOTS + w].xyz;
+            kept_len++;
+        }
+        pair_apply(p, k);
+        // The next active contact and its ξ.
+        loop {
+            let q = pair_next(p, walk);
+            if q.j == NO_PARTNER {
+                return;
+            }
+            k = pair_contact(p, q);
+            if k.s > 0.0 {
+                break;
+            }
+        }
+        if (*p).mu > 0.0 {
+            loop {
+                if (*p).own >= (*p).own_count {
+                    break;
+                }
+                // Overwritten already (queued), or still in the row.
+                let queued = (*p).own < (*p).written;
+                var key: u32;
+                if queued {
+                    key = kept_key[kept_head];
+                } else {
+                    key = hist_key[(*p).row * HIST_SLOTS + (*p).own];
+                }
+                if key > k.q.j {
+                    break;
+                }
+                if key == k.q.j {
+                    if queued {
+                        k.xi_in = kept_xi[kept_head];
+                    } else {
+                        k.xi_in = hist_xi[(*p).row * HIST_SLOTS + (*p).own].xyz;
+                    }
+                }
+                if queued {
+                    kept_head = (kept_head + 1u) % HIST_SLOTS;
+                    kept_len--;
+                }
+                (*p).own++;
+                if key == k.q.j {
+                    break;
+                }
+            }
+        }
+    }
 }

@@ -336,7 +336,18 @@ fn every_wgsl_struct_is_mirrored_and_checked_or_internal() {
     // A struct added to the shaders must either get a Rust mirror checked above, or be one
     // that lives only inside the kernels (the interaction functions' return values).
     let checked = ["SimParams", "ReplicaGpu", "WallGpu", "ChunkGpu", "BondOutGpu", "WatchGpu"];
-    let internal = ["ForceOut", "MomentOut", "ShearOut", "ContactLoad", "BondDamping", "GridWalk", "ListWalk"];
+    let internal = [
+        "ForceOut",
+        "MomentOut",
+        "ShearOut",
+        "ContactLoad",
+        "BondDamping",
+        "GridWalk",
+        "ListWalk",
+        "PairWalk",
+        "PairPartner",
+        "PairContact",
+    ];
     for p in [Precision::F32, Precision::F64] {
         for file in KERNEL_FILES {
             let c = compose_and_validate(file, p).unwrap();
