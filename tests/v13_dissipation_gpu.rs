@@ -314,6 +314,62 @@ fn a_damped_model_split_over_several_bindings_runs_as_the_whole_one() {
     assert!(chunked >= 3, "damped runs split into chunks: {chunked}");
 }
 
+/// A run of `model` in one binding that `matches_one_binding` compares with: after `a` steps
+/// its bits, ξ, diagnostics, snapshot and saved state; `b` steps later its bits.
+struct OneBinding {
+    steps: (u64, u64),
+    want: Vec<u64>,
+    xi: Vec<f64>,
+    diag: rrpdem::diagnostics::Diagnostics,
+    snap: Vec<rrpdem::integrator::Kinematics>,
+    saved: rrpdem::engine::EngineState,
+    later: Vec<u64>,
+}
+
+fn one_binding(model: &Model, precision: Precision, a: u64, b: u64) -> OneBinding {
+    let mut whole = gpu(model, Integrator::RrpNewmark, DT, precision);
+    Engine::advance(&mut whole, a).unwrap();
+    let (want, xi) = (common::gpu::bits(&mut whole), Engine::tangential_displacement(&mut whole).unwrap().unwrap());
+    let (diag, snap) = (Engine::diagnostics(&mut whole).unwrap(), Engine::snapshot(&mut whole).unwrap());
+    let saved = Engine::save_state(&mut whole).unwrap();
+    Engine::advance(&mut whole, b).unwrap();
+    OneBinding { steps: (a, b), want, xi, diag, snap, saved, later: common::gpu::bits(&mut whole) }
+}
+
+/// Runs `model` with `options` as `one` ran in one binding and checks it equal bit for bit
+/// (states, diagnostics, ξ): after a steps, with the state saved there the same bytes; b steps
+/// on; right after a rollback to step a (before any step rewrites the dissipative loads or the
+/// history: f_wall shows the walls' loads) and b steps after it; and in a new engine of the same
+/// options loaded with that state, at once and b steps on. Returns the engine with `options`.
+fn matches_one_binding(
+    model: &Model,
+    precision: Precision,
+    options: GpuOptions,
+    one: &OneBinding,
+    what: &str,
+) -> GpuEngine {
+    let (a, b) = one.steps;
+    let build = || GpuEngine::with_options(model, Integrator::RrpNewmark, DT, precision, AdapterChoice::Any, options);
+    let mut g = build().unwrap_or_else(|e| panic!("{what}: {e}"));
+    Engine::advance(&mut g, a).unwrap();
+    assert_eq!(common::gpu::bits(&mut g), one.want, "{what}");
+    assert_eq!(Engine::tangential_displacement(&mut g).unwrap().unwrap(), one.xi, "{what}: ξ");
+    assert!(Engine::save_state(&mut g).unwrap() == one.saved, "{what}: saved states differ");
+    Engine::advance(&mut g, b).unwrap();
+    assert_eq!(common::gpu::bits(&mut g), one.later, "{what}: {b} steps on");
+    Engine::rollback(&mut g).unwrap();
+    assert_eq!(common::gpu::bits(&mut g), one.want, "{what}: rolled back");
+    assert!(Engine::save_state(&mut g).unwrap() == one.saved, "{what}: saved again after the rollback");
+    Engine::advance(&mut g, b).unwrap();
+    assert_eq!(common::gpu::bits(&mut g), one.later, "{what}: rolled back and stepped");
+    let mut again = build().unwrap();
+    Engine::load_state(&mut again, &one.saved).unwrap();
+    assert_eq!(common::gpu::bits(&mut again), one.want, "{what}: loaded");
+    Engine::advance(&mut again, b).unwrap();
+    assert_eq!(common::gpu::bits(&mut again), one.later, "{what}: resumed");
+    g
+}
+
 #[test]
 fn friction_in_chunk_windows_runs_as_in_one_binding() {
     // Bindings smaller than the contact history: each particle chunk binds its rows of the
@@ -323,7 +379,8 @@ fn friction_in_chunk_windows_runs_as_in_one_binding() {
     // along z (3010 bonds on 160 spheres: chunked bonds and incidence too), its sphere pairs
     // along x not bonded and touching (contacts from the lists), those along y and z bonded and
     // touching (contacts merged from the bonded partners). Every chunked or paged run equals
-    // the run in one binding bit for bit, ξ included, and the contacts slide (ξ ≠ 0).
+    // the run in one binding bit for bit, ξ included, through the history's readback, backup
+    // and upload, each across pages (`matches_one_binding`), and the contacts slide (ξ ≠ 0).
     let mut prm = lattice_params();
     prm.dissipation = block_with(0.3, 0.5).params.dissipation;
     let near = |[dx, dy, dz]: [i64; 3]| dx.abs() <= 2 && dy.abs() <= 2 && dz <= 1 && [dx, dy, dz] != [1, 0, 0];
@@ -337,41 +394,15 @@ fn friction_in_chunk_windows_runs_as_in_one_binding() {
     for (name, model) in [("torus", torus_friction()), ("block", block)] {
         for (k, precision) in [Precision::F64, Precision::F32].into_iter().enumerate() {
             let sizes = if name == "torus" { &torus_sizes[..] } else { &block_sizes[k][..] };
-            let mut whole = gpu(&model, Integrator::RrpNewmark, DT, precision);
-            Engine::advance(&mut whole, 120).unwrap();
-            let want = common::gpu::bits(&mut whole);
-            let want_xi = Engine::tangential_displacement(&mut whole).unwrap().unwrap();
-            assert!(want_xi.iter().any(|&x| x > 0.0), "{name} {precision:?}: no contact slid");
-            Engine::advance(&mut whole, 40).unwrap();
-            let later = common::gpu::bits(&mut whole);
+            let one = one_binding(&model, precision, 120, 40);
+            assert!(one.xi.iter().any(|&x| x > 0.0), "{name} {precision:?}: no contact slid");
             // Bytes of ξ rows (16 ξ per sphere), the widest history array.
             let history = model.particles.len() as u64 * rrpdem::gpu::batch::history_rows(precision, 0)[2];
             let (mut chunked, mut windowed, mut paged) = (0, 0, 0);
             for &(binding, page) in sizes {
                 let options = GpuOptions { max_binding_size: Some(binding), page_size: page, ..Default::default() };
                 let what = format!("{name} {precision:?}, bindings of {binding} B, pages of {page:?} B");
-                let mut g =
-                    GpuEngine::with_options(&model, Integrator::RrpNewmark, DT, precision, AdapterChoice::Any, options)
-                        .unwrap_or_else(|e| panic!("{what}: {e}"));
-                Engine::advance(&mut g, 120).unwrap();
-                assert_eq!(common::gpu::bits(&mut g), want, "{what}");
-                let xi = Engine::tangential_displacement(&mut g).unwrap().unwrap();
-                assert_eq!(xi, want_xi, "{what}: ξ");
-                // Saved, stepped, rolled back and stepped again; loaded into a new engine of the
-                // same windows and pages and stepped: the history through the readback, the
-                // backup and the upload, each across pages.
-                let saved = Engine::save_state(&mut g).unwrap();
-                Engine::advance(&mut g, 40).unwrap();
-                assert_eq!(common::gpu::bits(&mut g), later, "{what}: 40 steps on");
-                Engine::rollback(&mut g).unwrap();
-                Engine::advance(&mut g, 40).unwrap();
-                assert_eq!(common::gpu::bits(&mut g), later, "{what}: rolled back");
-                let mut again =
-                    GpuEngine::with_options(&model, Integrator::RrpNewmark, DT, precision, AdapterChoice::Any, options)
-                        .unwrap();
-                Engine::load_state(&mut again, &saved).unwrap();
-                Engine::advance(&mut again, 40).unwrap();
-                assert_eq!(common::gpu::bits(&mut again), later, "{what}: resumed");
+                let g = matches_one_binding(&model, precision, options, &one, &what);
                 let (p, b, _) = g.chunk_counts();
                 eprintln!("{what}: {p} particle chunks, {b} bond chunks");
                 chunked += usize::from(p > 1 || b > 1);
@@ -407,53 +438,21 @@ fn dissipative_loads_larger_than_a_binding_run_as_in_one() {
     for (precision, binding) in [(Precision::F64, 131072u64), (Precision::F32, 65536)] {
         let v4 = 4 * rrpdem::gpu::sizes::real_size(precision) as u64;
         assert!(n * v4 <= binding && 3 * n * v4 > binding, "{precision:?}: the binding must split the old loads only");
-        let mut whole = gpu(&model, Integrator::RrpNewmark, DT, precision);
-        Engine::advance(&mut whole, 60).unwrap();
-        let want = common::gpu::bits(&mut whole);
-        let want_xi = Engine::tangential_displacement(&mut whole).unwrap().unwrap();
-        assert!(want_xi.iter().any(|&x| x > 0.0), "{precision:?}: no contact slid");
-        let e_diss = Engine::diagnostics(&mut whole).unwrap().e_dissipated;
-        // (`e_diss` is at step 60, where the states below are saved.)
+        let one = one_binding(&model, precision, 60, 30);
+        assert!(one.xi.iter().any(|&x| x > 0.0), "{precision:?}: no contact slid");
+        let e_diss = one.diag.e_dissipated;
         assert!(e_diss > 0.0, "{precision:?}: nothing dissipated");
-        Engine::advance(&mut whole, 30).unwrap();
-        let later = common::gpu::bits(&mut whole);
         let options = GpuOptions { max_binding_size: Some(binding), ..Default::default() };
-        let build =
-            || GpuEngine::with_options(&model, Integrator::RrpNewmark, DT, precision, AdapterChoice::Any, options);
-        let mut g = build().unwrap_or_else(|e| panic!("{precision:?}, bindings of {binding} B: {e}"));
-        Engine::advance(&mut g, 60).unwrap();
-        assert_eq!(common::gpu::bits(&mut g), want, "{precision:?}");
-        assert_eq!(Engine::tangential_displacement(&mut g).unwrap().unwrap(), want_xi, "{precision:?}: ξ");
-        assert_eq!(Engine::diagnostics(&mut g).unwrap().e_dissipated, e_diss, "{precision:?}: E_dissipated");
-        let saved = Engine::save_state(&mut g).unwrap();
-        Engine::advance(&mut g, 30).unwrap();
-        assert_eq!(common::gpu::bits(&mut g), later, "{precision:?}: 30 steps on");
-        // Right after the rollback and the load, before any step rewrites the loads: the wall
-        // force (the diagnostics' f_wall adds the walls' dashpots) and the saved bytes show
-        // that all three arrays came back.
-        Engine::rollback(&mut g).unwrap();
-        assert_eq!(common::gpu::bits(&mut g), want, "{precision:?}: rolled back");
-        assert!(Engine::save_state(&mut g).unwrap() == saved, "{precision:?}: saved again after the rollback");
-        Engine::advance(&mut g, 30).unwrap();
-        assert_eq!(common::gpu::bits(&mut g), later, "{precision:?}: rolled back and stepped");
-        let mut again = build().unwrap();
-        Engine::load_state(&mut again, &saved).unwrap();
-        assert_eq!(common::gpu::bits(&mut again), want, "{precision:?}: loaded");
-        Engine::advance(&mut again, 30).unwrap();
-        assert_eq!(common::gpu::bits(&mut again), later, "{precision:?}: resumed");
-        // The saved state is the same bytes as the one-binding engine's, and its loads keep the
-        // layout of the states saved when they were one array (three vec4 per particle: force
-        // with the ledger's sum, moment with its compensation, the walls' force): the shares
-        // (sum − compensation) add up to E_dissipated, and only the free spheres on the floor have
-        // a wall force.
-        let mut one = gpu(&model, Integrator::RrpNewmark, DT, precision);
-        Engine::advance(&mut one, 60).unwrap();
-        assert!(Engine::save_state(&mut one).unwrap() == saved, "{precision:?}: saved states differ");
+        matches_one_binding(&model, precision, options, &one, &format!("{precision:?}, bindings of {binding} B"));
+        // The saved loads keep the layout of the states saved when they were one array (three
+        // vec4 per particle: force with the ledger's sum, moment with its compensation, the
+        // walls' force): the shares (sum − compensation) add up to E_dissipated, and only the
+        // free spheres on the floor have a wall force.
         let rs = rrpdem::gpu::sizes::real_size(precision);
         let blocks = if precision == Precision::F32 { 16 } else { 0 };
         let at = 24 + (4 * 4 * rs + blocks) * n as usize;
         let real = |k: usize| -> f64 {
-            let b = &saved.data[at + k * rs..at + (k + 1) * rs];
+            let b = &one.saved.data[at + k * rs..at + (k + 1) * rs];
             if rs == 8 {
                 f64::from_le_bytes(b.try_into().unwrap())
             } else {
@@ -461,7 +460,7 @@ fn dissipative_loads_larger_than_a_binding_run_as_in_one() {
             }
         };
         let (mut shares, mut on_floor) = (0.0, 0);
-        for (p, x) in Engine::snapshot(&mut one).unwrap().iter().enumerate() {
+        for (p, x) in one.snap.iter().enumerate() {
             let record = |slot: usize, lane: usize| real(12 * p + 4 * slot + lane);
             shares += record(0, 3) - record(1, 3);
             let wall = (0..3).map(|l| record(2, l).abs()).sum::<f64>();
@@ -472,8 +471,10 @@ fn dissipative_loads_larger_than_a_binding_run_as_in_one() {
             on_floor += usize::from(touches);
         }
         assert!(on_floor > 0, "{precision:?}: nothing on the floor");
-        // f64: the shares are the ledger's own values, summed in another order; f32: each share
-        // carries its compensation, the sum over 2048 of them about 1e-7 relative.
+        // The device sums the 2048 shares by a tree of log₂ 2048 = 11 levels in its precision
+        // (each share itself one rounding of sum − compensation): about 12 roundings, 12 · 6e-8
+        // ≈ 7e-7 relative in f32; in f64 this loop's sequential sum dominates, at most
+        // 2047 · 1.1e-16 ≈ 2.3e-13 for terms of one sign. The bounds leave a factor of 4–14.
         let tol = if precision == Precision::F64 { 1e-12 } else { 1e-5 };
         assert!((shares - e_diss).abs() <= tol * e_diss, "{precision:?}: shares {shares}, E_dissipated {e_diss}");
     }

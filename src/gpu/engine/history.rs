@@ -163,8 +163,9 @@ impl GpuEngine {
         self.state.layout.n_particles[r] as u64
     }
 
-    /// Loads a one-replica dissipation tail (`save_dissipation`'s bytes): `dload`, and the
-    /// history, which the next evaluation then reads, each pair into both its particles' rows.
+    /// Loads a one-replica dissipation tail (`save_dissipation`'s bytes): the dissipative loads,
+    /// and the history, which the next evaluation then reads, each pair into both its particles'
+    /// rows.
     pub(super) fn load_dissipation(&mut self, bytes: &[u8]) -> Result<(), EngineError> {
         let t = self.tail(0);
         let (dload, rest) = bytes.split_at(t.dload);
@@ -180,9 +181,9 @@ impl GpuEngine {
     }
 
     /// A one-replica dissipation tail renumbered by `perm` (new particle k was old
-    /// `perm.particles[k]`): `dload` and the walls' history gathered by particle; each pair's ξ
-    /// moved to its new lower index (negated where the order of its two particles flips) and
-    /// each particle's pairs sorted by partner.
+    /// `perm.particles[k]`): the dissipative loads and the walls' history gathered by particle;
+    /// each pair's ξ moved to its new lower index (negated where the order of its two particles
+    /// flips) and each particle's pairs sorted by partner.
     pub(super) fn permuted_dissipation(
         &self,
         bytes: &[u8],

@@ -209,7 +209,8 @@ pub struct GpuEngine {
     break_overflow: bool,
     /// Steps that rebuilt the grid and the neighbour lists (`neighbour_rebuilds`).
     rebuilds: u64,
-    /// `SimParams::keep_dload`: false until the first force evaluation has filled `dload`.
+    /// `SimParams::keep_dload`: false until the first force evaluation has filled the `dload_*`
+    /// arrays.
     dload_kept: bool,
     /// What it was built with (`renumber` builds it again).
     adapter: AdapterChoice,

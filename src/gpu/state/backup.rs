@@ -11,6 +11,7 @@ use super::super::batch::{HISTORY_ARRAYS, broken_words, history_rows};
 use super::super::frame::uses_blocks;
 use super::super::shader::DLOAD_ARRAYS;
 use super::super::sizes::{CELL_BYTES, real_size};
+use super::plan::HISTORY_BACKUPS;
 use super::{BROKEN, CELL, DLOAD_BACKUPS, DemState, STATE_ARRAYS};
 
 /// The device-side copies of `STATE_ARRAYS` made at the start of each `advance`, in the same
@@ -77,19 +78,20 @@ impl DemState {
                 _ if a == CELL.0 => c,
                 _ => self.history_row_bytes(a).unwrap_or(v4),
             };
-            let ranges = if a == BROKEN.0 {
-                vec![(4 * self.layout.broken_word[r] as u64, 4 * broken_words(nb))]
+            let (at, len) = if a == BROKEN.0 {
+                (4 * self.layout.broken_word[r] as u64, 4 * broken_words(nb))
             } else {
-                vec![(per * p0, per * np)]
+                (per * p0, per * np)
             };
-            for (at, len) in ranges.into_iter().filter(|&(_, len)| len > 0) {
-                // Backup and state share one layout, so their pieces pair up.
-                let (source, target) = if restore { (b, a) } else { (a, b) };
-                for ((src, from, bytes, _), (dst, to, _, _)) in
-                    self.locate(source, at, len).into_iter().zip(self.locate(target, at, len))
-                {
-                    encoder.copy_buffer_to_buffer(src, from, dst, to, bytes);
-                }
+            if len == 0 {
+                continue;
+            }
+            // Backup and state share one layout, so their pieces pair up.
+            let (source, target) = if restore { (b, a) } else { (a, b) };
+            for ((src, from, bytes, _), (dst, to, _, _)) in
+                self.locate(source, at, len).into_iter().zip(self.locate(target, at, len))
+            {
+                encoder.copy_buffer_to_buffer(src, from, dst, to, bytes);
             }
         }
     }
@@ -100,10 +102,11 @@ impl DemState {
         let broken = self.rupture.then_some(BROKEN);
         let cell = uses_blocks(self.precision).then_some(CELL);
         let dload = DLOAD_ARRAYS.into_iter().zip(DLOAD_BACKUPS).filter(|_| self.dissipation);
-        let pairs =
-            [("hist_count", "hist_count_backup"), ("hist_key", "hist_key_backup"), ("hist_xi", "hist_xi_backup")];
-        let pairs = pairs.into_iter().filter(|_| self.friction.0);
-        let walls = self.friction.1.then_some(("whist", "whist_backup"));
-        STATE_ARRAYS.into_iter().zip(BACKUP_ARRAYS).chain(cell).chain(broken).chain(dload).chain(pairs).chain(walls)
+        // The history's real arrays, as `batch::history_sizes` has them: the pairs' three with
+        // pair friction, `whist` with wall friction.
+        let (pairs, walls) = self.friction;
+        let real = [pairs, pairs, pairs, walls];
+        let history = HISTORY_ARRAYS.into_iter().zip(HISTORY_BACKUPS).zip(real).filter(|&(_, r)| r).map(|(ab, _)| ab);
+        STATE_ARRAYS.into_iter().zip(BACKUP_ARRAYS).chain(cell).chain(broken).chain(dload).chain(history)
     }
 }

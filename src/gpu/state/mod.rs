@@ -76,7 +76,7 @@ pub struct DemState {
     /// Some replica dissipates (MODEL §10): the `dload_*` arrays are real and `dissipate` runs.
     pub dissipation: bool,
     /// Some replica has pair friction, some wall friction: the contact history `hist_*`, and
-    /// `whist` (of `wall_slots` per particle and copy), are real.
+    /// `whist` (of `wall_slots` per particle), are real.
     pub friction: (bool, bool),
     pub wall_slots: u32,
     /// Bytes of device memory held by the buffers (the neighbour lists' growth included).
