@@ -346,7 +346,28 @@ fn failed_before(r: u32, step: u32) -> bool {
 fn frozen(r: u32, step: u32) -> bool {
     return held(r) || rstatus(r, RSTATUS_EXACT_STEP) != STATUS_NONE || rstatus(r, RSTATUS_GRID_STEP) != STATUS_NONE
         || rstatus(r, RSTATUS_BAD_STEP) < step || rstatus(r, RSTATUS_GUARD_STEP) < step
-        || rstatus(r, RSTATUS_HIST_STEP) < step;
+        || rstatus(r, RSTATUS_HIST_STEP) < step || missed(step);
+}
+
+/// Whether batch step `step` is a grid step: its absolute number is a multiple of
+/// GRID_PERIOD (twin of `GridSteps::grid_step`, src/gpu/params.rs).
+fn grid_phase_step(step: u32) -> bool {
+    return (step + params.grid_phase) % GRID_PERIOD == 0u;
+}
+
+/// Whether the host recorded the grid stage in batch step `step` (twin of
+/// `GridSteps::recorded`): in every step, or only in the first and the grid steps.
+fn grid_recorded(step: u32) -> bool {
+    return params.grid_fast == 0u || step == 0u || grid_phase_step(step);
+}
+
+/// A step of this batch up to `step` had to rebuild where the host recorded no grid stage
+/// (`rebuild_decide` sets STATUS_MISS_STEP). From the rest of that step on, every kernel
+/// leaves the whole batch as it is (`frozen`, and the kernels that run before it in a step),
+/// so that the host can finish the batch from that step with the grid stage recorded: the
+/// same steps, the same bits.
+fn missed(step: u32) -> bool {
+    return atomicLoad(&status[STATUS_MISS_STEP]) <= step;
 }
 
 /// The total force of replica r's walls on particle i, recomputed from the state with `wall` as

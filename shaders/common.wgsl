@@ -29,6 +29,13 @@ struct SimParams {
     /// evaluation but an engine's first: after a load or a rollback they came with the state,
     /// from velocities it no longer holds), so that `dissipate` leaves them.
     keep_dload: u32,
+    /// 1 where the host records the grid stage only at the batch's first step and its grid
+    /// steps (`grid_recorded`), 0 where at every step; the grid steps are the batch steps s with
+    /// (s + grid_phase) a multiple of GRID_PERIOD (`GridSteps` in src/gpu/params.rs).
+    grid_fast: u32,
+    grid_phase: u32,
+    _pad_g0: u32,
+    _pad_g1: u32,
 }
 
 /// Mirrors `ReplicaGpu32` / `ReplicaGpu64` in src/gpu/params.rs: one replica's parameters and
@@ -63,7 +70,8 @@ struct ReplicaGpu {
     cell_edge: real,
     /// Tangential to normal stiffness ratio κ (MODEL §10).
     stiffness_ratio: real,
-    _pad_r0: real,
+    /// (EARLY_FRACTION · skin/2)²: the threshold of the early tests (FLAG_EARLY).
+    early_skin_sq: real,
     /// The replica's particles are p_start .. p_start + n_particles of the batch.
     p_start: u32,
     n_particles: u32,

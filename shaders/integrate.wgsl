@@ -5,7 +5,8 @@
 // the block that holds it (src/gpu/frame.rs). A particle that has moved more than half the
 // Verlet skin since the last rebuild, both absolutely and relative to its replica's anchor
 // (`drift_anchor`), or an overflowed neighbour list makes this step rebuild (the rule:
-// src/grid.rs, `NeighbourList`).
+// src/grid.rs, `NeighbourList`); a replica that rebuilds rarely (FLAG_EARLY) also rebuilds at a
+// grid step where it has moved EARLY_FRACTION of that (docs/GPU.md, "Quiet steps").
 
 /// Kick factor of the opening kick: h for campello (full kick), ½h for maps 23/25 at the first
 /// step of a batch, 0 afterwards (the previous step's particle kernel already applied it).
@@ -30,7 +31,7 @@ fn integrate_check(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroup
     // Only failures of earlier steps stop the check: one reported by another workgroup of this
     // dispatch must not, or the lowest failing particle could go unchecked.
     let r = replica_of(i);
-    if held(r) || failed_before(r, step) {
+    if held(r) || failed_before(r, step) || missed(step) {
         return;
     }
     let h = params.h;
@@ -53,7 +54,8 @@ fn integrate_check(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroup
 fn drift_anchor(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                 @builtin(local_invocation_index) lid: u32) {
     let r = linear_id(wid, nwg, lid, WG);
-    if r >= params.n_replicas {
+    // After a missed rebuild the replica's slot keeps that step's decision for the host's finish.
+    if r >= params.n_replicas || missed(current_step()) {
         return;
     }
     // This step's skin-rule verdicts for the replica start empty (`integrate` or-s them).
@@ -147,18 +149,30 @@ fn integrate(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg
     if !finite_real(rel2) || rel2 > reps[r].half_skin_sq {
         bits = bits | REBUILD_REL;
     }
+    // At a grid step, a replica that rebuilds rarely also tests a smaller threshold (FLAG_EARLY),
+    // so that it is unlikely to need a rebuild before the next grid step.
+    if (reps[r].flags & FLAG_EARLY) != 0u && grid_phase_step(current_step()) {
+        if !finite_real(moved2) || moved2 > reps[r].early_skin_sq {
+            bits = bits | REBUILD_EARLY_ABS;
+        }
+        if !finite_real(rel2) || rel2 > reps[r].early_skin_sq {
+            bits = bits | REBUILD_EARLY_REL;
+        }
+    }
     if bits != 0u {
         atomicOr(&status[rslot(r, RSTATUS_REBUILD)], bits);
     }
 }
 
 /// One thread per replica, after `integrate`: whether the replica rebuilds its part of the grid
-/// and its lists in this step, on its own verdicts (both tests failed somewhere in it) or
-/// because the whole batch must (`REBUILD_ALL`: a batch's first step, an overflowed list); never
-/// a replica that is frozen, failed before or failed this step's rrp-exact check. Marks it
-/// (`REBUILD_SOME` in its slot, which `grid_step` reads), counts it, and raises the batch's
-/// `REBUILD_SOME` so that the grid stage launches. So one moving replica of a study rebuilds
-/// alone, and each replica rebuilds at the steps it would rebuild at alone.
+/// and its lists in this step, on its own verdicts (both tests failed somewhere in it, or, at a
+/// grid step of a replica with FLAG_EARLY, both early tests) or because the whole batch must
+/// (`REBUILD_ALL`: a batch's first step, an overflowed list); never a replica that is frozen,
+/// failed before or failed this step's rrp-exact check. Marks it (`REBUILD_SOME` in its slot,
+/// which `grid_step` reads), counts it, and raises the batch's `REBUILD_SOME` so that the grid
+/// stage launches. So one moving replica of a study rebuilds alone, and each replica rebuilds at
+/// the steps it would rebuild at alone. A rebuild in a step without the grid stage
+/// (`grid_recorded`) stops the batch there for the host to finish (STATUS_MISS_STEP).
 @compute @workgroup_size(WG)
 fn rebuild_decide(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                   @builtin(local_invocation_index) lid: u32) {
@@ -167,11 +181,20 @@ fn rebuild_decide(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups
         return;
     }
     let step = current_step();
+    // A miss of this step (another replica's, in this dispatch) must not stop this decision.
+    if step > 0u && missed(step - 1u) {
+        return;
+    }
     let all = (atomicLoad(&status[STATUS_REBUILD]) & REBUILD_ALL) == REBUILD_ALL;
-    let own = atomicLoad(&status[rslot(r, RSTATUS_REBUILD)]) == REBUILD_ALL;
+    let verdicts = atomicLoad(&status[rslot(r, RSTATUS_REBUILD)]);
+    let own = (verdicts & REBUILD_ALL) == REBUILD_ALL || (verdicts & REBUILD_EARLY) == REBUILD_EARLY;
     if (all || own) && !held(r) && rstatus(r, RSTATUS_EXACT_STEP) == STATUS_NONE && !failed_before(r, step) {
         atomicOr(&status[rslot(r, RSTATUS_REBUILD)], REBUILD_SOME);
         atomicAdd(&status[rslot(r, RSTATUS_REBUILDS)], 1u);
         atomicOr(&status[STATUS_REBUILD], REBUILD_SOME);
+        if !grid_recorded(step) {
+            // No grid stage was recorded in this step: the host finishes the batch from here.
+            atomicMin(&status[STATUS_MISS_STEP], step);
+        }
     }
 }

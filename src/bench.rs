@@ -36,6 +36,21 @@ pub struct Case {
     /// out (`CpuEngine::list_bonded_pairs`, `GpuOptions::list_bonded_pairs`): the same results,
     /// for before/after figures on any machine.
     pub listed: bool,
+    /// `+every-step`: the GPU engine records the grid stage in every step and rebuilds only where
+    /// the skin rule requires (`GpuOptions::grid_every_step`, as before quiet steps left it
+    /// out): the same results, for before/after figures. The CPU engine ignores it.
+    pub every_step: bool,
+}
+
+/// Dispatches recorded per step without a rebuild on average, and batches finished after a
+/// missed rebuild per 1000 steps, from an engine's `recorded_figures` now and at the start,
+/// the dispatches a full step records (`all`) and the fraction of steps that rebuild: a
+/// rebuilding step is taken to record them all.
+fn quiet_step_figures(now: [u64; 4], from: [u64; 4], all: usize, rebuild_fraction: f64) -> (f64, f64) {
+    let [steps, dispatches, _, misses] = [0, 1, 2, 3].map(|k| now[k] - from[k]);
+    let rebuilding = (rebuild_fraction * steps as f64).round();
+    let quiet = (dispatches as f64 - rebuilding * all as f64) / (steps as f64 - rebuilding).max(1.0);
+    (quiet, 1000.0 * misses as f64 / steps.max(1) as f64)
 }
 
 /// The time step of the synthetic cases (their masses are chosen so that it is stable).
@@ -91,10 +106,14 @@ pub fn check_options(steps: u64, threads: &[usize], bandwidth: Option<f64>) -> R
 /// scenario's step or, where the spheres' stiffer binder needs it, half of it, and so on),
 /// any of these with `+damped` or `+friction`
 /// (`dissipative_case`: MODEL §10 on), then `+listed` (`Case::listed`), then `+skin=S` (the
-/// contact lists' skin, `Params::skin`, in units of r_max), `tori-N` (N copies of the paper
+/// contact lists' skin, `Params::skin`, in units of r_max), any case then `+every-step`
+/// (`Case::every_step`), `tori-N` (N copies of the paper
 /// torus stepped as a study batch steps its variants: on the CPU one engine each, in parallel over the copies; on the GPU one state holding all of them;
 /// `measure` treats it specially).
 pub fn case(name: &str) -> Result<Case, String> {
+    if let Some(base) = name.strip_suffix("+every-step") {
+        return case(base).map(|c| Case { name: name.into(), every_step: true, ..c });
+    }
     if let Some((base, skin)) = name.rsplit_once("+skin=") {
         let max = crate::grid::MAX_SKIN_FACTOR;
         let skin = match skin.parse::<f64>() {
@@ -111,7 +130,7 @@ pub fn case(name: &str) -> Result<Case, String> {
             m.params.skin = skin;
             Ok(m)
         };
-        return Ok(Case { name: name.into(), model: Box::new(model), scenario_dt, listed });
+        return Ok(Case { name: name.into(), model: Box::new(model), scenario_dt, listed, every_step: false });
     }
     if let Some(base) = name.strip_suffix("+listed") {
         if base.starts_with("tori-") {
@@ -151,7 +170,13 @@ pub fn case(name: &str) -> Result<Case, String> {
     } else if let Some(count) = name.strip_prefix("solid-torus-impact-") {
         let count = n(count)?;
         let model = Box::new(move || solid_torus_impact(count));
-        return Ok(Case { name: name.into(), model, scenario_dt: Some(SOLID_TORUS_IMPACT_DT), listed: false });
+        return Ok(Case {
+            name: name.into(),
+            model,
+            scenario_dt: Some(SOLID_TORUS_IMPACT_DT),
+            listed: false,
+            every_step: false,
+        });
     } else if let Some(count) = name.strip_prefix("solid-torus-rupture-") {
         let count = n(count)?;
         Box::new(move || solid_torus_rupture(count))
@@ -161,10 +186,11 @@ pub fn case(name: &str) -> Result<Case, String> {
     } else {
         return Err(format!(
             "unknown case `{name}` (torus, rings-N, fcc-N, solid-torus-N, solid-torus-rupture-N, solid-torus-impact-N, \
-             tori-N; the one-model cases also with +damped or +friction, then +listed, then +skin=S)"
+             tori-N; the one-model cases also with +damped or +friction, then +listed, then +skin=S; any case \
+             then +every-step)"
         ));
     };
-    Ok(Case { name: name.into(), model, scenario_dt: None, listed: false })
+    Ok(Case { name: name.into(), model, scenario_dt: None, listed: false, every_step: false })
 }
 
 /// Case `name` = `base+extra`: the case `base` with the dissipation of MODEL §10 on, as
@@ -194,7 +220,13 @@ fn dissipative_case(name: &str, base: &str, extra: &str) -> Result<Case, String>
         });
         Ok(m)
     };
-    Ok(Case { name: name.into(), model: Box::new(model), scenario_dt: inner.scenario_dt, listed: false })
+    Ok(Case {
+        name: name.into(),
+        model: Box::new(model),
+        scenario_dt: inner.scenario_dt,
+        listed: false,
+        every_step: false,
+    })
 }
 
 const PAPER: &str = r#""dt": 1e-3, "t_end": 1, "shear": "paper", "particle": {"mass": 1, "inertia": 1},
@@ -404,10 +436,19 @@ pub struct Measurement {
     /// steps that rebuild: `recorded − grid + grid · rebuilds per step`).
     #[serde(default)]
     pub dispatches_per_step: Option<f64>,
-    /// GPU: dispatches that launch workgroups in a step without a rebuild (`recorded − grid`;
-    /// the grid stage's indirect dispatches are still recorded there, with no workgroup).
+    /// GPU: dispatches that launch workgroups in a step without a rebuild (`recorded − grid`).
     #[serde(default)]
     pub dispatches_per_quiet_step: Option<usize>,
+    /// GPU: dispatches recorded per step without a rebuild, on average over the timed steps and
+    /// their warm-up: `recorded − grid` where a batch leaves the grid stage out of its quiet
+    /// steps, `recorded` where it records it in every step (docs/GPU.md, "Quiet steps"). Counted
+    /// as the engine records them; a rebuild step is taken to record them all.
+    #[serde(default)]
+    pub recorded_dispatches_per_quiet_step: Option<f64>,
+    /// GPU: batches per 1000 steps that missed a rebuild where they recorded no grid stage and
+    /// were finished from that step with the grid stage in every step.
+    #[serde(default)]
+    pub grid_misses_per_1000_steps: Option<f64>,
     /// Times the host waits for the device per step, as `run` steps (once per advance).
     #[serde(default)]
     pub host_waits_per_step: Option<f64>,
@@ -510,6 +551,7 @@ pub fn measure(
 ) -> Result<Measurement, String> {
     let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().map_err(|e| e.to_string())?;
     if let Some(copies) = case.name.strip_prefix("tori-") {
+        let copies = copies.trim_end_matches("+every-step");
         let copies = copies.parse::<f64>().map_err(|e| e.to_string())? as usize;
         return pool
             .install(|| measure_copies(case, &model, engine, threads, copies, steps, min_seconds, bandwidth_gbs));
@@ -535,7 +577,11 @@ pub fn measure(
             }
             EngineKind::GpuF32 | EngineKind::GpuF64 => {
                 let p = if engine == EngineKind::GpuF32 { Precision::F32 } else { Precision::F64 };
-                let options = crate::gpu::GpuOptions { list_bonded_pairs: case.listed, ..Default::default() };
+                let options = crate::gpu::GpuOptions {
+                    list_bonded_pairs: case.listed,
+                    grid_every_step: case.every_step,
+                    ..Default::default()
+                };
                 let mut e = GpuEngine::with_options(&model, Integrator::RrpNewmark, dt, p, AdapterChoice::Any, options)
                     .map_err(|e| e.to_string())?;
                 if stages {
@@ -580,6 +626,7 @@ pub fn measure(
         // The rebuilds are counted over the warm-up and the timed steps together, read outside
         // the timing (on the GPU, `list_figures` reads the list counts back).
         let rebuilds_from = e.list_figures().map_or(0, |f| f.0);
+        let recorded_from = e.recorded_figures();
         let m = timed(case, engine, threads, steps, min_seconds, bandwidth_gbs, built, |k| {
             for s in strides(k, stride) {
                 e.advance(s).and_then(|()| e.diagnostics()).map_err(|e| e.to_string())?;
@@ -593,6 +640,11 @@ pub fn measure(
             list_entries_per_particle = Some(entries as f64 / n.max(1) as f64);
         }
         let rebuild_fraction = rebuilds_per_1000_steps.unwrap_or(0.0) / 1000.0;
+        let recorded = e
+            .recorded_figures()
+            .zip(recorded_from)
+            .zip(step_costs)
+            .map(|((now, from), ((all, _), _))| quiet_step_figures(now, from, all, rebuild_fraction));
         Ok(Measurement {
             stage_seconds,
             rebuilds_per_1000_steps,
@@ -601,6 +653,8 @@ pub fn measure(
             dispatches_per_step: step_costs
                 .map(|((all, grid), _)| (all - grid) as f64 + grid as f64 * rebuild_fraction),
             dispatches_per_quiet_step: step_costs.map(|((all, grid), _)| all - grid),
+            recorded_dispatches_per_quiet_step: recorded.map(|r| r.0),
+            grid_misses_per_1000_steps: recorded.map(|r| r.1),
             host_waits_per_step: step_costs.map(|c| c.1),
             dt: Some(dt),
             ..m
@@ -676,6 +730,8 @@ fn timed(
         recorded_dispatches_per_step: None,
         dispatches_per_step: None,
         dispatches_per_quiet_step: None,
+        recorded_dispatches_per_quiet_step: None,
+        grid_misses_per_1000_steps: None,
         host_waits_per_step: None,
         dt: None,
     })
@@ -722,7 +778,7 @@ fn measure_copies(
                 BENCH_DT,
                 p,
                 AdapterChoice::Any,
-                Default::default(),
+                crate::gpu::GpuOptions { grid_every_step: case.every_step, ..Default::default() },
             )
             .map_err(|e| e.to_string())?;
             let bytes = e.device_bytes();

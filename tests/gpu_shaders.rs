@@ -119,8 +119,9 @@ macro_rules! rust_offsets {
 macro_rules! sim_params_offsets {
     ($ty:ty, $real:ty) => {
         rust_offsets!($ty, $real;
-            h, n_particles, n_bonds, mask, integrator, batch_len, n_replicas, part_len, keep_dload;
-            _pad_r: 3, $real)
+            h, n_particles, n_bonds, mask, integrator, batch_len, n_replicas, part_len, keep_dload, grid_fast,
+            grid_phase;
+            _pad_r: 3, $real, _pad_g: 2, u32)
     };
 }
 
@@ -128,9 +129,9 @@ macro_rules! replica_offsets {
     ($ty:ty, $real:ty) => {
         rust_offsets!($ty, $real;
             gravity, pend_rho0, pend_up, rupture_inv, binder_gamma, damping, k_bend, k_axial, k_shear, k_contact,
-            k_wall, inv_cell, pend_g, skin, half_skin_sq, cell_edge, stiffness_ratio, p_start, n_particles, b_start, n_bonds, wall_start, n_walls, shear_variant,
-            flags, rupture_sum, broken_word, wall_slots;
-            _pad_r: 1, $real, _pad_u: 5, u32)
+            k_wall, inv_cell, pend_g, skin, half_skin_sq, cell_edge, stiffness_ratio, early_skin_sq, p_start, n_particles,
+            b_start, n_bonds, wall_start, n_walls, shear_variant, flags, rupture_sum, broken_word, wall_slots;
+            _pad_u: 5, u32)
     };
 }
 

@@ -165,6 +165,9 @@ fn print_measurement(m: &rrpdem::bench::Measurement) {
              on average, {quiet} in a step without a rebuild; {w:.4} host waits"
         );
     }
+    if let (Some(q), Some(miss)) = (m.recorded_dispatches_per_quiet_step, m.grid_misses_per_1000_steps) {
+        eprintln!("  quiet steps: {q:.2} dispatches recorded on average; {miss:.2} missed rebuilds per 1000 steps");
+    }
     if let Some(dt) = m.dt.filter(|&dt| dt != rrpdem::bench::BENCH_DT) {
         eprintln!("  dt = {dt:e} (the scenario's step, halved to below half the stable-step estimate where needed)");
     }

@@ -136,8 +136,10 @@ enum Command {
         /// `+damped` (MODEL §10 dashpots) or `+friction` (dashpots and friction), then optionally
         /// `+listed` (the contact lists keep bonded pairs, as before issue 24: for comparisons),
         /// then optionally `+skin=S` (the contact lists' Verlet skin in units of the largest
-        /// radius, 0.6 by default: the scenario field `neighbour_skin`), e.g. fcc-1e5+damped,
-        /// solid-torus-impact-1e5+listed, solid-torus-impact-1e6+skin=1.0.
+        /// radius, 0.6 by default: the scenario field `neighbour_skin`); any case then optionally
+        /// `+every-step` (the GPU records its grid stage in every step, as before quiet steps
+        /// left it out: for comparisons), e.g. fcc-1e5+damped, solid-torus-impact-1e5+listed,
+        /// solid-torus-impact-1e6+skin=1.0, rings-1e5+every-step.
         #[arg(long, value_delimiter = ',', default_value = "torus,rings-1e5,fcc-1e5")]
         cases: Vec<String>,
         /// Engines: cpu, gpu-f32, gpu-f64.

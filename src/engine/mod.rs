@@ -159,6 +159,12 @@ pub trait Engine {
     fn list_figures(&mut self) -> Option<(u64, u64)> {
         None
     }
+    /// What the steps an engine recorded for a device cost, where it records them (the GPU
+    /// engine): steps recorded, dispatches recorded, steps that recorded the grid stage, and
+    /// batches finished after a missed rebuild (docs/GPU.md, "Quiet steps").
+    fn recorded_figures(&self) -> Option<[u64; 4]> {
+        None
+    }
     /// Things a user should know about how the run went that are not errors (e.g. a slow path
     /// the engine had to keep taking); `summary.json` lists them and the CLI prints them.
     fn warnings(&self) -> Vec<String> {

@@ -32,6 +32,26 @@ pub const FLAG_DISSIPATE: u32 = 128;
 /// (every replica with bonds, unless `GpuOptions::list_bonded_pairs`); the particle and
 /// `dissipate` kernels merge them in from `bonded` (`ListWalk`, shaders/walk.wgsl).
 pub const FLAG_UNLISTED: u32 = 256;
+/// Bit of `ReplicaGpu::flags`: the replica also rebuilds at a grid step (`GRID_PERIOD`) where
+/// it has moved `EARLY_FRACTION` of half a skin (`shader::REBUILD_EARLY`): set by the host for
+/// replicas that rebuild rarely (`EARLY_INTERVAL`), so that batches of them can record the grid
+/// stage only at grid steps (docs/GPU.md, "Quiet steps").
+pub const FLAG_EARLY: u32 = 512;
+
+/// Steps between the grid steps of a batch that records the grid stage only there (and at its
+/// first step): the steps whose absolute number is a multiple of it (docs/GPU.md, "Quiet
+/// steps"). The other steps record no grid dispatch at all.
+pub const GRID_PERIOD: u32 = 8;
+/// A replica with `FLAG_EARLY` also rebuilds at a grid step where some particle has moved this
+/// fraction of half a skin (both tests), so that it rarely needs a rebuild before the next grid
+/// step: that would take a displacement of (1 − 0.75)/2 of a skin within `GRID_PERIOD` steps.
+pub const EARLY_FRACTION: f64 = 0.75;
+/// A replica gets `FLAG_EARLY` for the next batch when its last batch rebuilt it at most once
+/// per this many steps on average: twice the interval below which a steady motion could cross
+/// the early margin ((1 − EARLY_FRACTION) of half a skin) within `GRID_PERIOD` steps, i.e.
+/// 2 · GRID_PERIOD / (1 − EARLY_FRACTION) = 64.
+pub const EARLY_INTERVAL: u64 = 8 * GRID_PERIOD as u64;
+const _: () = assert!(EARLY_FRACTION == 0.75, "EARLY_INTERVAL assumes 1/(1 − EARLY_FRACTION) = 4");
 
 /// What the batch-wide `SimParams` is built from.
 pub struct ParamInputs {
@@ -48,6 +68,28 @@ pub struct ParamInputs {
     pub keep_dload: bool,
 }
 
+/// Which steps of a batch record the grid stage (`SimParams::grid_fast`, `grid_phase`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct GridSteps {
+    /// Only the first step and the grid steps (else every step).
+    pub fast: bool,
+    /// The absolute number of the batch's first step, modulo `GRID_PERIOD`: batch step
+    /// s is a grid step where (s + phase) is a multiple of it.
+    pub phase: u32,
+}
+
+impl GridSteps {
+    /// Whether batch step `s` is a grid step (twin of `grid_phase_step`, shaders/bindings.wgsl).
+    pub fn grid_step(&self, s: u64) -> bool {
+        (s + self.phase as u64).is_multiple_of(GRID_PERIOD as u64)
+    }
+
+    /// Whether batch step `s` records the grid stage (twin of `grid_recorded`).
+    pub fn recorded(&self, s: u64) -> bool {
+        !self.fast || s == 0 || self.grid_step(s)
+    }
+}
+
 /// What one replica's `ReplicaGpu` is built from: its model's parameters, its grid and skin,
 /// and its ranges in the batch.
 pub struct ReplicaInputs<'a> {
@@ -62,6 +104,8 @@ pub struct ReplicaInputs<'a> {
     pub n_bonds: u32,
     pub wall_start: u32,
     pub held: bool,
+    /// Rebuilds early at grid steps (`FLAG_EARLY`).
+    pub early: bool,
     /// Reference attitudes per bond (`FLAG_BOND_Q0`).
     pub bond_attitudes: bool,
     /// Reference directions and lengths per bond (`FLAG_BOND_REF`).
@@ -93,6 +137,11 @@ macro_rules! sim_params {
             pub part_len: u32,
             /// 1: `dissipate` keeps `dload_*` in the evaluations of this batch (`ParamInputs`).
             pub keep_dload: u32,
+            /// `GridSteps`: 1 where only the batch's first step and its grid steps record the
+            /// grid stage, and the phase of its grid steps.
+            pub grid_fast: u32,
+            pub grid_phase: u32,
+            pub _pad_g: [u32; 2],
         }
 
         const _: () = assert!(std::mem::size_of::<$name>() == $size);
@@ -110,6 +159,9 @@ macro_rules! sim_params {
                     n_replicas: p.n_replicas,
                     part_len: p.part_len,
                     keep_dload: p.keep_dload as u32,
+                    grid_fast: 0,
+                    grid_phase: 0,
+                    _pad_g: [0; 2],
                 }
             }
         }
@@ -138,7 +190,8 @@ macro_rules! sim_params {
             pub cell_edge: $real,
             /// Tangential to normal stiffness ratio κ.
             pub stiffness_ratio: $real,
-            pub _pad_r: [$real; 1],
+            /// (`EARLY_FRACTION` · skin/2)²: the early tests' threshold (`FLAG_EARLY`).
+            pub early_skin_sq: $real,
             pub p_start: u32,
             pub n_particles: u32,
             pub b_start: u32,
@@ -178,6 +231,9 @@ macro_rules! sim_params {
                 if p.held {
                     flags |= FLAG_HELD;
                 }
+                if p.early {
+                    flags |= FLAG_EARLY;
+                }
                 if p.bond_attitudes {
                     flags |= FLAG_BOND_Q0;
                 }
@@ -211,7 +267,7 @@ macro_rules! sim_params {
                     half_skin_sq: (0.25 * p.skin * p.skin) as $real,
                     cell_edge: p.cell_edge as $real,
                     stiffness_ratio: diss.stiffness_ratio as $real,
-                    _pad_r: [0.0; 1],
+                    early_skin_sq: (EARLY_FRACTION * EARLY_FRACTION * 0.25 * p.skin * p.skin) as $real,
                     p_start: p.p_start,
                     n_particles: p.n_particles,
                     b_start: p.b_start,
@@ -254,8 +310,8 @@ macro_rules! sim_params {
 // is no implicit tail padding in either precision.
 // WallGpu: two vec4 of reals (32 / 64 B) and two vec4<i32> (32 B, the second padding) = 64 / 96,
 // multiples of the vec4 alignment (16 / 32 B) for the same reason.
-sim_params!(SimParams32, ReplicaGpu32, WallGpu32, f32, 48, 208, 64);
-sim_params!(SimParams64, ReplicaGpu64, WallGpu64, f64, 64, 352, 96);
+sim_params!(SimParams32, ReplicaGpu32, WallGpu32, f32, 64, 208, 64);
+sim_params!(SimParams64, ReplicaGpu64, WallGpu64, f64, 80, 352, 96);
 
 /// Bytes of one `ReplicaGpu` in a precision.
 pub fn replica_gpu_size(precision: crate::engine::Precision) -> usize {

@@ -141,7 +141,8 @@ impl DemPipeline {
         (x, groups.div_ceil(x.max(1)))
     }
 
-    /// Records one dispatch of `kernel` over `items` items, `per_group` items per workgroup.
+    /// Records one dispatch of `kernel` over `items` items, `per_group` items per workgroup;
+    /// returns whether it recorded one (none for no items).
     pub fn dispatch(
         &self,
         pass: &mut wgpu::ComputePass<'_>,
@@ -149,9 +150,9 @@ impl DemPipeline {
         groups: &[wgpu::BindGroup],
         items: u32,
         per_group: u32,
-    ) {
+    ) -> bool {
         if items == 0 {
-            return;
+            return false;
         }
         let k = self.kernel(kernel);
         pass.set_pipeline(&k.pipeline);
@@ -160,5 +161,6 @@ impl DemPipeline {
         }
         let (x, y) = self.grid(items.div_ceil(per_group));
         pass.dispatch_workgroups(x, y, 1);
+        true
     }
 }

@@ -39,11 +39,13 @@
 
 mod history;
 mod options;
+mod quiet;
 mod run;
 mod saved;
 mod upload;
 
 pub use options::GpuOptions;
+pub use quiet::QuietFigures;
 pub use run::{MAX_TIMED_STEPS, plan_nbr_offsets};
 
 use crate::diagnostics::Diagnostics;
@@ -129,6 +131,10 @@ struct Replica {
     /// and the count at the backup point.
     rebuilds: u64,
     backup_rebuilds: u64,
+    /// Its last batch rebuilt it rarely (`quiet::rebuilds_rarely`), and whether it rebuilds
+    /// early at grid steps in this batch (`FLAG_EARLY`; docs/GPU.md, "Quiet steps").
+    rare: bool,
+    early: bool,
 }
 
 impl Replica {
@@ -175,6 +181,8 @@ impl Replica {
             backup_watch: None,
             rebuilds: 0,
             backup_rebuilds: 0,
+            rare: false,
+            early: false,
         }
     }
 }
@@ -209,6 +217,10 @@ pub struct GpuEngine {
     break_overflow: bool,
     /// Steps that rebuilt the grid and the neighbour lists (`neighbour_rebuilds`).
     rebuilds: u64,
+    /// What the recorded steps cost (`quiet_figures`), and the step of the running batch that
+    /// missed a rebuild (`finish_batch` found `STATUS_MISS_STEP`).
+    quiet: QuietFigures,
+    missed_at: Option<u32>,
     /// `SimParams::keep_dload`: false until the first force evaluation has filled the `dload_*`
     /// arrays.
     dload_kept: bool,
@@ -343,7 +355,7 @@ impl GpuEngine {
             part_len: part_len.map_or(layout.n, |p| p as u32),
             keep_dload: false,
         };
-        let params = params_bytes(&global, precision, 0);
+        let params = params_bytes(&global, precision, 0, Default::default());
         let reps_b = reps_bytes(&reps, &layout, precision);
         let inputs = StateInputs {
             models,
@@ -379,6 +391,8 @@ impl GpuEngine {
             fallback_steps: 0,
             break_overflow: false,
             rebuilds: 0,
+            quiet: QuietFigures::default(),
+            missed_at: None,
             dload_kept: false,
             adapter,
             options,
@@ -447,6 +461,12 @@ impl GpuEngine {
     /// rule and a body's flight decide (docs/GPU.md, "Rebuilds").
     pub fn neighbour_rebuilds(&self) -> u64 {
         self.rebuilds
+    }
+
+    /// What the steps recorded so far cost: dispatches, steps that recorded the grid stage,
+    /// batches finished after a missed rebuild (docs/GPU.md, "Quiet steps").
+    pub fn quiet_figures(&self) -> QuietFigures {
+        self.quiet
     }
 
     /// Each replica's own rebuilds on the way to its current state (the initial evaluation's
@@ -710,6 +730,11 @@ impl Engine for GpuEngine {
 
     fn list_figures(&mut self) -> Option<(u64, u64)> {
         Some((self.rebuilds, self.neighbour_entries_in_use().ok()?))
+    }
+
+    fn recorded_figures(&self) -> Option<[u64; 4]> {
+        let q = self.quiet;
+        Some([q.steps, q.dispatches, q.grid_steps, q.misses])
     }
 
     /// Watched on the device at every step (shaders/watch.wgsl).

@@ -32,4 +32,8 @@ pub struct GpuOptions {
     /// `grid::BondedPartners`): the same contacts in the same order, so the same results
     /// bit for bit. For comparisons and measurements.
     pub list_bonded_pairs: bool,
+    /// Records the grid stage in every step and rebuilds only where the skin rule requires
+    /// it, as before batches left the grid out of quiet steps (docs/GPU.md, "Quiet steps"):
+    /// the same results bit for bit. For comparisons and measurements.
+    pub grid_every_step: bool,
 }

@@ -4,16 +4,17 @@
 //! neighbour lists laid out anew after an overflow; the backup point of an `advance` and the
 //! rollback to it; the re-evaluations after a restore; and the timing of a step's stages.
 
-use super::GpuEngine;
+use super::{GpuEngine, quiet};
 use crate::diagnostics::Diagnostics;
 use crate::error::EngineError;
 use crate::gpu::context::map_read;
+use crate::gpu::params::GridSteps;
 use crate::gpu::shader::{
     HIST_SLOTS, NQ, REC_E_DISS, REC_E_ROT, REC_E_TRANS, REC_F_WALL, REC_L, REC_MASS_X, REC_P, REC_S, REC_U_AXIAL,
     REC_U_BEND, REC_U_CONTACT, REC_U_GRAVITY, REC_U_SHEAR, REC_U_WALL, RSTATUS_BAD_PARTICLE, RSTATUS_BAD_STEP,
     RSTATUS_CONTACT_WALL, RSTATUS_EXACT_PARTICLE, RSTATUS_EXACT_STEP, RSTATUS_GRID_PARTICLE, RSTATUS_GRID_STEP,
     RSTATUS_HIST_PARTICLE, RSTATUS_HIST_STEP, RSTATUS_LEN, RSTATUS_REBUILDS, STATUS_BREAKS, STATUS_LEN, STATUS_MAX_NBR,
-    STATUS_NONE, STATUS_OVERFLOW, STATUS_REBUILDS,
+    STATUS_MISS_STEP, STATUS_NONE, STATUS_OVERFLOW, STATUS_REBUILDS,
 };
 use crate::gpu::state::{Stage, StageQueries};
 use crate::interactions::BreakEvent;
@@ -45,7 +46,7 @@ impl GpuEngine {
     pub(super) fn evaluate_current(&mut self) -> Result<Vec<(usize, EngineError)>, EngineError> {
         loop {
             let layout = self.nbr_layouts;
-            self.ctx.queue.write_buffer(self.state.buffer("params"), 0, &self.params_bytes(0));
+            self.ctx.queue.write_buffer(self.state.buffer("params"), 0, &self.params_bytes(0, GridSteps::default()));
             self.state.reset_status(&self.ctx.queue, true);
             let mut encoder = self.ctx.device.create_command_encoder(&Default::default());
             if !self.dload_kept {
@@ -153,11 +154,20 @@ impl GpuEngine {
         self.ctx.wait()?;
         self.ctx.take_error()?;
         let (status, rec) = self.state.read_status(&self.ctx.device)?;
+        if status[STATUS_MISS_STEP] != STATUS_NONE {
+            // The batch stopped where it missed a rebuild: `advance_batch` finishes it.
+            self.missed_at = Some(status[STATUS_MISS_STEP]);
+            return Ok(Vec::new());
+        }
         self.rebuilds += status[STATUS_REBUILDS] as u64;
         // Each replica's own (taken back with it by `restore_replica`, so that a batch taken
-        // again or a rewind does not count its steps twice).
+        // again or a rewind does not count its steps twice), and whether it rebuilds rarely.
         for (r, rep) in self.reps.iter_mut().enumerate() {
-            rep.rebuilds += status[STATUS_LEN + r * RSTATUS_LEN + RSTATUS_REBUILDS] as u64;
+            let count = status[STATUS_LEN + r * RSTATUS_LEN + RSTATUS_REBUILDS] as u64;
+            rep.rebuilds += count;
+            if steps > 0 && !rep.held {
+                rep.rare = quiet::rebuilds_rarely(count, steps);
+            }
         }
         // Breaks first: a failing replica keeps those it made (the kernels freeze after a
         // failure), and `rollback` drops the ones after the step it returns to, as on the CPU.
@@ -351,31 +361,73 @@ impl GpuEngine {
 
     /// Runs one batch of at most u32::MAX steps; with `backup`, its first command buffer starts
     /// by copying the state arrays for `rollback`. Returns the replicas that failed in it.
+    ///
+    /// Where every running replica rebuilds rarely, the batch records the grid stage only at its
+    /// first step and its grid steps (`quiet::plan`; docs/GPU.md, "Quiet steps"). Should some
+    /// replica have to rebuild at another step after all, the device stops the whole batch
+    /// there (`STATUS_MISS_STEP`), and the batch is finished from that step with the grid
+    /// stage in every step: the same steps, the same decisions, the same bits.
     fn advance_batch(&mut self, steps: u32, backup: bool) -> Result<Vec<(usize, EngineError)>, EngineError> {
-        self.ctx.queue.write_buffer(self.state.buffer("params"), 0, &self.params_bytes(steps));
+        let running: Vec<(u64, bool)> = self.reps.iter().filter(|r| !r.held).map(|r| (r.step, r.rare)).collect();
+        let (grid, early) = quiet::plan(&running, !self.options.grid_every_step && !self.lists_stuck);
+        for rep in &mut self.reps {
+            rep.early = early && rep.rare;
+        }
+        self.ctx.queue.write_buffer(self.state.buffer("params"), 0, &self.params_bytes(steps, grid));
         self.write_reps();
         self.start_watch();
-        let mut done = 0u64;
-        while done < steps as u64 {
-            let chunk = STEPS_PER_SUBMIT.min(steps as u64 - done);
+        self.submit_steps(0..steps as u64, grid, backup, false);
+        let found = self.finish_batch(steps as u64)?;
+        let Some(missed) = self.missed_at.take() else {
+            return Ok(found);
+        };
+        self.quiet.misses += 1;
+        let every = GridSteps { fast: false, ..grid };
+        self.ctx.queue.write_buffer(self.state.buffer("params"), 0, &self.params_bytes(steps, every));
+        self.state.resume_after_miss(&self.ctx.queue, missed);
+        self.submit_steps(missed as u64..steps as u64, every, false, true);
+        let found = self.finish_batch(steps as u64)?;
+        match self.missed_at.take() {
+            // With the grid stage in every step no rebuild can be missed.
+            Some(again) => Err(EngineError::Unsupported(format!("a rebuild at batch step {again} was missed twice"))),
+            None => Ok(found),
+        }
+    }
+
+    /// Records and submits the batch steps `range` (with `rest`, the first of them from its grid
+    /// stage on: the rest of a missed step) with the grid stage where `grid` records it, in
+    /// command buffers of `STEPS_PER_SUBMIT` steps, the first starting with the backup copy
+    /// where `backup`, the last ending with the readback; counts what they record.
+    fn submit_steps(&mut self, range: std::ops::Range<u64>, grid: GridSteps, backup: bool, rest: bool) {
+        let mut done = range.start;
+        while done < range.end {
+            let chunk = STEPS_PER_SUBMIT.min(range.end - done);
             let mut encoder = self.ctx.device.create_command_encoder(&Default::default());
             if backup && done == 0 {
                 self.state.record_backup(&mut encoder);
             }
-            for k in 0..chunk {
-                let queries = self
-                    .stage_queries
-                    .as_ref()
-                    .map(|set| StageQueries { set, base: (2 * Stage::ALL.len() as u64 * (done + k)) as u32 });
-                self.state.record_step(&self.pipe, &mut encoder, self.integrator, done + k == 0, queries);
+            for k in done..done + chunk {
+                let recorded = if rest && k == range.start {
+                    self.quiet.grid_steps += 1;
+                    self.state.record_step_rest(&self.pipe, &mut encoder)
+                } else {
+                    let queries = self
+                        .stage_queries
+                        .as_ref()
+                        .map(|set| StageQueries { set, base: (2 * Stage::ALL.len() as u64 * k) as u32 });
+                    self.quiet.steps += 1;
+                    let with_grid = grid.recorded(k);
+                    self.quiet.grid_steps += with_grid as u64;
+                    self.state.record_step(&self.pipe, &mut encoder, self.integrator, (k == 0, with_grid), queries)
+                };
+                self.quiet.dispatches += recorded as u64;
             }
             done += chunk;
-            if done == steps as u64 {
+            if done == range.end {
                 self.state.record_readback(&self.pipe, &mut encoder);
             }
             self.ctx.queue.submit([encoder.finish()]);
         }
-        self.finish_batch(steps as u64)
     }
 
     /// Marks the start of an `advance`: the backup point of every replica (the backup copies

@@ -7,12 +7,12 @@ use crate::engine::Precision;
 use crate::gpu::batch::BatchLayout;
 use crate::gpu::frame::Frame;
 use crate::gpu::params::{
-    ParamInputs, ReplicaGpu32, ReplicaGpu64, ReplicaInputs, SimParams32, SimParams64, WallGpu32, WallGpu64,
+    GridSteps, ParamInputs, ReplicaGpu32, ReplicaGpu64, ReplicaInputs, SimParams32, SimParams64, WallGpu32, WallGpu64,
 };
 use glam::DVec3;
 
 impl GpuEngine {
-    pub(super) fn params_bytes(&self, batch_len: u32) -> Vec<u8> {
+    pub(super) fn params_bytes(&self, batch_len: u32, grid: GridSteps) -> Vec<u8> {
         let inputs = ParamInputs {
             integrator: self.integrator,
             h: self.dt,
@@ -23,7 +23,7 @@ impl GpuEngine {
             part_len: self.state.part_len(),
             keep_dload: self.dload_kept,
         };
-        params_bytes(&inputs, self.precision, batch_len)
+        params_bytes(&inputs, self.precision, batch_len, grid)
     }
 
     /// Uploads the per-replica parameters (after a replica was frozen or thawed).
@@ -47,6 +47,7 @@ pub(super) fn reps_bytes(reps: &[Replica], layout: &BatchLayout, precision: Prec
         n_bonds: layout.n_bonds[r],
         wall_start: layout.wall_start[r],
         held: reps[r].held,
+        early: reps[r].early,
         bond_attitudes: reps[r].bond_attitudes,
         bond_refs: reps[r].bond_refs,
         unlisted: reps[r].unlisted,
@@ -102,10 +103,15 @@ pub(super) fn walls_bytes(walls: &[crate::interactions::Wall], frame: &Frame, pr
     }
 }
 
-pub(super) fn params_bytes(inputs: &ParamInputs, precision: Precision, batch_len: u32) -> Vec<u8> {
+pub(super) fn params_bytes(inputs: &ParamInputs, precision: Precision, batch_len: u32, grid: GridSteps) -> Vec<u8> {
+    let (grid_fast, grid_phase) = (grid.fast as u32, grid.phase);
     match precision {
-        Precision::F32 => bytemuck::bytes_of(&SimParams32 { batch_len, ..SimParams32::new(inputs) }).to_vec(),
-        Precision::F64 => bytemuck::bytes_of(&SimParams64 { batch_len, ..SimParams64::new(inputs) }).to_vec(),
+        Precision::F32 => {
+            bytemuck::bytes_of(&SimParams32 { batch_len, grid_fast, grid_phase, ..SimParams32::new(inputs) }).to_vec()
+        }
+        Precision::F64 => {
+            bytemuck::bytes_of(&SimParams64 { batch_len, grid_fast, grid_phase, ..SimParams64::new(inputs) }).to_vec()
+        }
     }
 }
 

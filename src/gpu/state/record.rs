@@ -9,13 +9,15 @@
 //! but the first is indirect: `grid_args_set` writes their workgroup counts into `grid_args`,
 //! copied from `grid_full` (the counts at full size, planned with the list) in steps that
 //! rebuild and zeros otherwise, so that the other steps launch no grid work at all. Entry k of
-//! the arguments belongs to the k-th indirect dispatch of the list.
+//! the arguments belongs to the k-th indirect dispatch of the list. In a batch of replicas that
+//! rebuild rarely, the steps between grid steps do not even record the grid stage (docs/GPU.md,
+//! "Quiet steps"; `record_step`'s `grid`, `record_step_rest` after a miss).
 
 use super::super::chunks::ChunkPlan;
 use super::super::pipeline::DemPipeline;
 use super::super::shader::{
-    NQ, REBUILD_ALL, RSTATUS_LEN, RSTATUS_REBUILD, RSTATUS_REBUILDS, SCAN_WG, STATUS_LEN, STATUS_NONE, STATUS_REBUILD,
-    WG,
+    NQ, REBUILD_ALL, REBUILD_SOME, RSTATUS_LEN, RSTATUS_REBUILD, RSTATUS_REBUILDS, SCAN_WG, STATUS_LEN,
+    STATUS_MISS_STEP, STATUS_NONE, STATUS_REBUILD, STATUS_STEP, WG,
 };
 use super::super::sizes::real_size;
 use super::super::watch::watch_gpu_size;
@@ -212,6 +214,7 @@ pub(super) fn initial_status(rebuild: bool, replicas: usize) -> Vec<u32> {
         status[STATUS_LEN + r * RSTATUS_LEN + RSTATUS_REBUILDS] = 0;
     }
     status[STATUS_REBUILD] = if rebuild { REBUILD_ALL } else { 0 };
+    status[STATUS_MISS_STEP] = STATUS_NONE;
     status
 }
 
@@ -236,7 +239,14 @@ impl DemState {
     }
 
     /// Records one stage of a step: its dispatches of `step_dispatches`, in order.
-    fn record_stage(&self, pipe: &DemPipeline, pass: &mut wgpu::ComputePass<'_>, stage: Stage, integrator: Integrator) {
+    fn record_stage(
+        &self,
+        pipe: &DemPipeline,
+        pass: &mut wgpu::ComputePass<'_>,
+        stage: Stage,
+        integrator: Integrator,
+    ) -> usize {
+        let mut recorded = 0;
         for s in self.steps.iter().filter(|s| s.stage == stage) {
             let groups = match s.groups {
                 Groups::Main => &self.bind[s.kernel],
@@ -250,21 +260,23 @@ impl DemState {
                 Groups::WatchLevel(l) => &self.watch.partials[l - 1],
                 Groups::WatchUpdate => &self.watch.update,
             };
-            match s.launch {
-                Launch::Always => pipe.dispatch(pass, s.kernel, groups, s.items, s.per_group),
-                Launch::RrpExact if integrator == Integrator::RrpExact => {
-                    pipe.dispatch(pass, s.kernel, groups, s.items, s.per_group)
-                }
-                Launch::RrpExact => {}
-                Launch::Watching if self.watching => pipe.dispatch(pass, s.kernel, groups, s.items, s.per_group),
-                Launch::Watching => {}
+            let direct = match s.launch {
+                Launch::Always => true,
+                Launch::RrpExact => integrator == Integrator::RrpExact,
+                Launch::Watching => self.watching,
                 Launch::Indirect(k) => {
                     if let Some((_, grid_args)) = &self.grid_args {
                         pipe.dispatch_indirect(pass, s.kernel, groups, grid_args, 12 * k as u64);
+                        recorded += 1;
                     }
+                    false
                 }
+            };
+            if direct && pipe.dispatch(pass, s.kernel, groups, s.items, s.per_group) {
+                recorded += 1;
             }
         }
+        recorded
     }
 
     /// The initial force evaluation (params.batch_len = 0: no kicks): the stages after
@@ -283,26 +295,63 @@ impl DemState {
     }
 
     /// One full step, `Stage::ALL` in order: (rrp-exact check), opening kick + drift + rotation,
-    /// force evaluation and closing kick. One compute pass; with `queries`, one pass per stage,
-    /// each writing its start and end time (for `rrpdem bench --stages`).
+    /// force evaluation and closing kick; without `grid`, no dispatch of the grid stage (a step
+    /// the device must not rebuild in: `GridSteps`). One compute pass; with `queries`, one pass
+    /// per stage, each writing its start and end time (for `rrpdem bench --stages`). Returns the
+    /// dispatches recorded.
     pub fn record_step(
         &self,
         pipe: &DemPipeline,
         encoder: &mut wgpu::CommandEncoder,
         integrator: Integrator,
-        first: bool,
+        (first, grid): (bool, bool),
         queries: Option<StageQueries<'_>>,
-    ) {
+    ) -> usize {
         self.record_step_prologue(encoder, first);
+        self.record_stages(pipe, encoder, integrator, &Stage::ALL, grid, queries)
+    }
+
+    /// The rest of a step whose `Integrate` stage ran in a batch that then missed a rebuild
+    /// (`STATUS_MISS_STEP`): its grid stage and the force evaluation, as `record_step` records
+    /// them (after `resume_after_miss`). Returns the dispatches recorded.
+    pub fn record_step_rest(&self, pipe: &DemPipeline, encoder: &mut wgpu::CommandEncoder) -> usize {
+        let rest = [Stage::Grid, Stage::Bonds, Stage::Particle, Stage::Watch];
+        self.record_stages(pipe, encoder, Integrator::RrpNewmark, &rest, true, None)
+    }
+
+    /// The status words for finishing a batch from batch step `step`, whose rebuild the device
+    /// decided where no grid stage was recorded: the step counter back at it, its rebuild flag
+    /// raised (the replicas' own slots still hold their decisions), no miss (queued before the
+    /// next submit). Everything else the status holds (failures, breaks, counts) carries on.
+    pub fn resume_after_miss(&self, queue: &wgpu::Queue, step: u32) {
+        let status = &self.buffers["status"];
+        let word = |slot: usize, v: u32| queue.write_buffer(status, 4 * slot as u64, bytemuck::bytes_of(&v));
+        word(STATUS_STEP, step);
+        word(STATUS_REBUILD, REBUILD_SOME);
+        word(STATUS_MISS_STEP, STATUS_NONE);
+    }
+
+    /// `stages` of a step (in `Stage::ALL` order), the grid's only with `grid`; with `queries`,
+    /// one timed pass per stage. Returns the dispatches recorded.
+    fn record_stages(
+        &self,
+        pipe: &DemPipeline,
+        encoder: &mut wgpu::CommandEncoder,
+        integrator: Integrator,
+        stages: &[Stage],
+        grid: bool,
+        queries: Option<StageQueries<'_>>,
+    ) -> usize {
+        let mut recorded = 0;
         let Some(q) = queries else {
             let mut pass = encoder
                 .begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some("step"), timestamp_writes: None });
-            for stage in Stage::ALL {
-                self.record_stage(pipe, &mut pass, stage, integrator);
+            for &stage in stages.iter().filter(|&&s| grid || s != Stage::Grid) {
+                recorded += self.record_stage(pipe, &mut pass, stage, integrator);
             }
-            return;
+            return recorded;
         };
-        for (k, stage) in Stage::ALL.into_iter().enumerate() {
+        for (k, stage) in Stage::ALL.into_iter().enumerate().filter(|(_, s)| stages.contains(s)) {
             let at = q.base + 2 * k as u32;
             let writes = wgpu::ComputePassTimestampWrites {
                 query_set: q.set,
@@ -313,8 +362,11 @@ impl DemState {
                 label: Some(stage.name()),
                 timestamp_writes: Some(writes),
             });
-            self.record_stage(pipe, &mut pass, stage, integrator);
+            if grid || stage != Stage::Grid {
+                recorded += self.record_stage(pipe, &mut pass, stage, integrator);
+            }
         }
+        recorded
     }
 
     /// The end of a batch: the segmented diagnostics reduction (level 0 chunk by chunk, then

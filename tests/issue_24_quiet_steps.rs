@@ -1,0 +1,128 @@
+//! Issue 24: batches whose replicas rebuild rarely record the grid stage only at grid steps.
+//!
+//! A replica that rebuilt at most once per `EARLY_INTERVAL` steps in its last batch also
+//! rebuilds at a grid step (absolute step a multiple of `GRID_PERIOD`) where it has moved
+//! `EARLY_FRACTION` of half a skin, and a batch of such replicas records the grid stage only at
+//! its first step and its grid steps: the other steps record none of its dispatches (docs/GPU.md,
+//! "Quiet steps"). Should a replica need a rebuild between grid steps after all (an impact),
+//! the device stops the batch at that step and the host finishes it from there with the grid
+//! stage in every step. Rebuild times never change a force (the lists are in index order), so
+//! every result must equal, bit for bit, that of an engine that records the grid stage in every
+//! step and rebuilds only where the skin rule requires (`GpuOptions::grid_every_step`, the
+//! behaviour before).
+
+mod common;
+use common::gpu::{bits, model_from_json};
+use rrpdem::engine::{Engine, Precision, Watch};
+use rrpdem::gpu::{AdapterChoice, GpuEngine, GpuOptions};
+use rrpdem::integrator::Integrator;
+use rrpdem::model::Model;
+
+/// An fcc block of spheres (D = 0.1) with a breaking binder, its nearest face `gap` from a wall
+/// at x = 0, flying at it at speed `v` with a spin `w` about z.
+fn block_at_wall(v: f64, w: f64, gap: f64) -> String {
+    format!(
+        r#"{{"name": "quiet", "dt": 1e-3, "t_end": 1,
+        "particle": {{"mass": 1, "inertia": 0.01}},
+        "stiffness": {{"bending": 10, "axial": 200, "shear": 200, "contact": 2100, "wall": 2e5}},
+        "shear": "objective",
+        "rupture": {{"tension": 0.02, "shear": 0.2}},
+        "walls": [{{"point": [0, 0, 0], "normal": [1, 0, 0]}}],
+        "bodies": [{{"type": "block_solid", "size": [0.6, 0.5, 0.4], "particle_diameter": 0.1,
+                     "lattice": "fcc", "gap": {gap}, "velocity": [{}, 0, 0],
+                     "angular_velocity": [0, 0, {w}]}}]}}"#,
+        -v
+    )
+}
+
+fn engine(m: &Model, precision: Precision, every_step: bool) -> GpuEngine {
+    let options = GpuOptions { grid_every_step: every_step, ..Default::default() };
+    GpuEngine::with_options(m, Integrator::RrpNewmark, 1e-3, precision, AdapterChoice::Any, options).unwrap_or_else(
+        |e| panic!("GPU engine unavailable: {e}\n(the GPU tests need an adapter: apt-get install mesa-vulkan-drivers libvulkan1)"),
+    )
+}
+
+/// Watched as `run` watches it (the watch runs on the device at every step).
+fn watched(e: &mut GpuEngine, m: &Model) {
+    let d0 = e.diagnostics().unwrap();
+    assert!(Engine::set_watch(e, Watch::new(&d0, f64::INFINITY, &m.params.walls)));
+}
+
+/// Steps `quiet` and `every` alike in advances of `stride` steps, `advances` times, and checks
+/// after each that their states, watches and breaks are the same bit for bit. Returns the
+/// figures of `quiet` ([steps, dispatches, grid steps, misses]) and both engines' rebuilds.
+fn step_alike(
+    m: &Model,
+    quiet: &mut GpuEngine,
+    every: &mut GpuEngine,
+    stride: u64,
+    advances: usize,
+) -> ([u64; 4], u64, u64) {
+    watched(quiet, m);
+    watched(every, m);
+    for k in 0..advances {
+        Engine::advance(quiet, stride).unwrap();
+        Engine::advance(every, stride).unwrap();
+        assert_eq!(bits(quiet), bits(every), "advance {k}: the same state, bit for bit");
+        assert_eq!(format!("{:?}", Engine::watch(quiet)), format!("{:?}", Engine::watch(every)), "advance {k}: watch");
+        assert_eq!(format!("{:?}", quiet.take_breaks()), format!("{:?}", every.take_breaks()), "advance {k}: breaks");
+    }
+    (Engine::recorded_figures(quiet).unwrap(), quiet.neighbour_rebuilds(), every.neighbour_rebuilds())
+}
+
+#[test]
+fn a_slowly_turning_block_records_the_grid_only_at_grid_steps_with_the_same_bits() {
+    // Far from the wall, spinning at w = 0.4: its corners move 0.4 · 0.43 = 0.17 per unit time,
+    // half a skin (0.015) relative to the anchor in about 40–90 steps: a rebuild every ~100
+    // steps, rare (at most one per 64). After the first advance (every step, nothing known
+    // yet), the batches record the grid stage at one step in GRID_PERIOD.
+    let (_, m) = model_from_json(&block_at_wall(0.0, 0.4, 5.0));
+    for p in [Precision::F64, Precision::F32] {
+        let (mut quiet, mut every) = (engine(&m, p, false), engine(&m, p, true));
+        // A full step's dispatches, and the grid stage's: `grid_args_set` and the indirect ones.
+        let (full, grid) = {
+            let (all, indirect, _) = every.step_costs();
+            (all as u64, indirect as u64 + 1)
+        };
+        let ([steps, dispatches, grid_steps, misses], rebuilds, rebuilds_every) =
+            step_alike(&m, &mut quiet, &mut every, 200, 5);
+        eprintln!(
+            "{p:?}: {grid_steps} grid steps of {steps}, {misses} misses, rebuilds {rebuilds} (every step: {rebuilds_every})"
+        );
+        assert_eq!(steps, 1000, "{p:?}");
+        assert_eq!(misses, 0, "{p:?}: a steady spin never needs a rebuild between grid steps");
+        // The first advance records the grid in all its 200 steps, the four others in their
+        // first step and every eighth (25 or 26 of 200, depending on the phase).
+        assert!((200 + 4 * 25..=200 + 4 * 26).contains(&grid_steps), "{p:?}: {grid_steps} grid steps");
+        assert_eq!(dispatches, steps * (full - grid) + grid_steps * grid, "{p:?}: dispatches recorded");
+        // It does rebuild, a little more often than the rule requires (early, at grid steps).
+        assert!(rebuilds_every >= 6 && rebuilds >= rebuilds_every, "{p:?}: {rebuilds} vs {rebuilds_every}");
+        assert!(rebuilds <= 2 * rebuilds_every, "{p:?}: {rebuilds} vs {rebuilds_every}");
+        assert_eq!(Engine::recorded_figures(&every).unwrap()[2], 1000, "{p:?}: `grid_every_step` records every step");
+    }
+}
+
+#[test]
+fn an_impact_between_grid_steps_finishes_its_batch_with_the_same_bits() {
+    // Flying rigidly at v = 10 (its lists kept: no rebuild for the flight), the block reaches
+    // the wall in its third advance: the front stops within a step while the rest flies on at
+    // 0.01 per step, so half a skin (0.015) of relative motion takes 2 steps, and a grid step
+    // (one in eight) rarely falls between the early and the full threshold. The batch recorded
+    // without the grid stage must stop at the first step that has to rebuild and finish from
+    // there; its bonds break at the wall, its watch sees the contact, all as when every step
+    // records the grid stage.
+    let (_, m) = model_from_json(&block_at_wall(10.0, 0.0, 0.25));
+    for p in [Precision::F64, Precision::F32] {
+        let (mut quiet, mut every) = (engine(&m, p, false), engine(&m, p, true));
+        let ([steps, _, _, misses], rebuilds, rebuilds_every) = step_alike(&m, &mut quiet, &mut every, 10, 6);
+        eprintln!("{p:?}: {steps} steps recorded, {misses} misses, rebuilds {rebuilds} (every step: {rebuilds_every})");
+        // A finished batch records its steps from the missed one again.
+        assert!(steps > 60, "{p:?}: {steps} steps recorded");
+        assert!(misses >= 1, "{p:?}: the impact must miss a rebuild between grid steps: {misses} misses");
+        assert!(rebuilds_every > 2 && rebuilds >= rebuilds_every, "{p:?}: {rebuilds} vs {rebuilds_every}");
+        let broken = quiet.diagnostics().unwrap().n_broken;
+        assert!(broken > 0, "{p:?}: bonds break at the wall");
+        let watch = Engine::watch(&quiet).unwrap();
+        assert!(watch.impact.first_contact_step.is_some(), "{p:?}: the watch saw the contact");
+    }
+}
