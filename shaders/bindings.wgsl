@@ -349,10 +349,16 @@ fn frozen(r: u32, step: u32) -> bool {
         || rstatus(r, RSTATUS_HIST_STEP) < step || missed(step);
 }
 
-/// Whether batch step `step` is a grid step: its absolute number is a multiple of
+/// Whether batch step `step` is a grid step of the batch: its absolute number is a multiple of
 /// GRID_PERIOD (twin of `GridSteps::grid_step`, src/gpu/params.rs).
 fn grid_phase_step(step: u32) -> bool {
     return (step + params.grid_phase) % GRID_PERIOD == 0u;
+}
+
+/// Whether batch step `step` is a grid step of replica r (its own steps: the same as the
+/// batch's wherever the batch leaves the grid stage out, since its replicas are then in step).
+fn replica_grid_step(r: u32, step: u32) -> bool {
+    return (step + reps[r].grid_phase) % GRID_PERIOD == 0u;
 }
 
 /// Whether the host recorded the grid stage in batch step `step` (twin of

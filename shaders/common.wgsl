@@ -97,11 +97,12 @@ struct ReplicaGpu {
     broken_word: u32,
     /// Wall slots per particle of the wall history `whist` (the most walls of any replica).
     wall_slots: u32,
+    /// Its steps at the start of the batch modulo GRID_PERIOD (`replica_grid_step`).
+    grid_phase: u32,
     _pad_u0: u32,
     _pad_u1: u32,
     _pad_u2: u32,
     _pad_u3: u32,
-    _pad_u4: u32,
 }
 
 /// A planar wall: point p and unit normal n pointing into the domain (xyz of each); p is stored

@@ -151,7 +151,7 @@ fn integrate(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg
     }
     // At a grid step, a replica that rebuilds rarely also tests a smaller threshold (FLAG_EARLY),
     // so that it is unlikely to need a rebuild before the next grid step.
-    if (reps[r].flags & FLAG_EARLY) != 0u && grid_phase_step(current_step()) {
+    if (reps[r].flags & FLAG_EARLY) != 0u && replica_grid_step(r, current_step()) {
         if !finite_real(moved2) || moved2 > reps[r].early_skin_sq {
             bits = bits | REBUILD_EARLY_ABS;
         }

@@ -57,6 +57,15 @@ fn quiet_step_figures(now: [u64; 4], from: [u64; 4], all: usize, rebuild_fractio
 pub const BENCH_DT: f64 = 1e-3;
 
 impl Case {
+    /// The GPU engine's options this case asks for (`+listed`, `+every-step`).
+    pub fn gpu_options(&self) -> crate::gpu::GpuOptions {
+        crate::gpu::GpuOptions {
+            list_bonded_pairs: self.listed,
+            grid_every_step: self.every_step,
+            ..Default::default()
+        }
+    }
+
     /// The step this case runs `model` (its built model) with.
     pub fn dt(&self, model: &Model) -> f64 {
         match self.scenario_dt {
@@ -577,11 +586,7 @@ pub fn measure(
             }
             EngineKind::GpuF32 | EngineKind::GpuF64 => {
                 let p = if engine == EngineKind::GpuF32 { Precision::F32 } else { Precision::F64 };
-                let options = crate::gpu::GpuOptions {
-                    list_bonded_pairs: case.listed,
-                    grid_every_step: case.every_step,
-                    ..Default::default()
-                };
+                let options = case.gpu_options();
                 let mut e = GpuEngine::with_options(&model, Integrator::RrpNewmark, dt, p, AdapterChoice::Any, options)
                     .map_err(|e| e.to_string())?;
                 if stages {
@@ -778,7 +783,7 @@ fn measure_copies(
                 BENCH_DT,
                 p,
                 AdapterChoice::Any,
-                crate::gpu::GpuOptions { grid_every_step: case.every_step, ..Default::default() },
+                case.gpu_options(),
             )
             .map_err(|e| e.to_string())?;
             let bytes = e.device_bytes();

@@ -130,8 +130,9 @@ macro_rules! replica_offsets {
         rust_offsets!($ty, $real;
             gravity, pend_rho0, pend_up, rupture_inv, binder_gamma, damping, k_bend, k_axial, k_shear, k_contact,
             k_wall, inv_cell, pend_g, skin, half_skin_sq, cell_edge, stiffness_ratio, early_skin_sq, p_start, n_particles,
-            b_start, n_bonds, wall_start, n_walls, shear_variant, flags, rupture_sum, broken_word, wall_slots;
-            _pad_u: 5, u32)
+            b_start, n_bonds, wall_start, n_walls, shear_variant, flags, rupture_sum, broken_word, wall_slots,
+            grid_phase;
+            _pad_u: 4, u32)
     };
 }
 

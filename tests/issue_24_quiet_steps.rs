@@ -21,8 +21,13 @@ use rrpdem::model::Model;
 /// An fcc block of spheres (D = 0.1) with a breaking binder, its nearest face `gap` from a wall
 /// at x = 0, flying at it at speed `v` with a spin `w` about z.
 fn block_at_wall(v: f64, w: f64, gap: f64) -> String {
+    block_at_wall_with(v, w, gap, "")
+}
+
+/// `block_at_wall` with more top-level fields (`extra`, each followed by a comma).
+fn block_at_wall_with(v: f64, w: f64, gap: f64, extra: &str) -> String {
     format!(
-        r#"{{"name": "quiet", "dt": 1e-3, "t_end": 1,
+        r#"{{"name": "quiet", "dt": 1e-3, "t_end": 1, {extra}
         "particle": {{"mass": 1, "inertia": 0.01}},
         "stiffness": {{"bending": 10, "axial": 200, "shear": 200, "contact": 2100, "wall": 2e5}},
         "shear": "objective",
@@ -36,8 +41,12 @@ fn block_at_wall(v: f64, w: f64, gap: f64) -> String {
 }
 
 fn engine(m: &Model, precision: Precision, every_step: bool) -> GpuEngine {
+    engine_with(m, precision, Integrator::RrpNewmark, every_step)
+}
+
+fn engine_with(m: &Model, precision: Precision, integrator: Integrator, every_step: bool) -> GpuEngine {
     let options = GpuOptions { grid_every_step: every_step, ..Default::default() };
-    GpuEngine::with_options(m, Integrator::RrpNewmark, 1e-3, precision, AdapterChoice::Any, options).unwrap_or_else(
+    GpuEngine::with_options(m, integrator, 1e-3, precision, AdapterChoice::Any, options).unwrap_or_else(
         |e| panic!("GPU engine unavailable: {e}\n(the GPU tests need an adapter: apt-get install mesa-vulkan-drivers libvulkan1)"),
     )
 }
@@ -124,5 +133,66 @@ fn an_impact_between_grid_steps_finishes_its_batch_with_the_same_bits() {
         assert!(broken > 0, "{p:?}: bonds break at the wall");
         let watch = Engine::watch(&quiet).unwrap();
         assert!(watch.impact.first_contact_step.is_some(), "{p:?}: the watch saw the contact");
+    }
+}
+
+#[test]
+fn an_impact_misses_alike_with_every_integrator_and_with_dissipation() {
+    // The impact of the test above with contact and binder damping and friction (MODEL §10:
+    // `dissipate` runs, the friction history is carried), under each of the three maps; the
+    // rrp-exact check and the first step's opening kick run in the kernels a miss stops.
+    let extra = r#""damping": {"restitution": 0.6, "binder": {"axial": 0.01, "shear": 0.01, "bending": 0.001, "twist": 0.001}},
+        "friction": {"coefficient": 0.3},"#;
+    let (_, m) = model_from_json(&block_at_wall_with(10.0, 0.0, 0.25, extra));
+    for integrator in [Integrator::RrpNewmark, Integrator::RrpExact, Integrator::Campello] {
+        let mut quiet = engine_with(&m, Precision::F64, integrator, false);
+        let mut every = engine_with(&m, Precision::F64, integrator, true);
+        let ([_, _, _, misses], _, _) = step_alike(&m, &mut quiet, &mut every, 10, 6);
+        assert!(misses >= 1, "{integrator:?}: {misses} misses");
+        let d = quiet.diagnostics().unwrap();
+        assert!(d.e_dissipated > 0.0 && d.n_broken > 0, "{integrator:?}: {d:?}");
+    }
+}
+
+#[test]
+fn a_miss_in_a_batch_leaves_each_replica_as_alone() {
+    // A study of two: the block that hits the wall between grid steps and one turning slowly in
+    // free space. Both rebuild rarely before the impact, so the batch leaves the grid stage out
+    // of quiet steps until the impact's miss; each replica's rebuilds (early ones included) and
+    // every bit of its state are what they are when it runs alone, quiet or not. (Lists with room
+    // for the impact: an overflowing list makes every replica rebuild while it overflows.)
+    use rrpdem::engine::BatchEngine;
+    let options = GpuOptions { nbr_capacity: Some(40), ..Default::default() };
+    let models = [block_at_wall(10.0, 0.0, 0.25), block_at_wall(0.0, 0.4, 5.0)].map(|t| model_from_json(&t).1);
+    let (stride, advances) = (10u64, 30usize);
+    let mut alone = Vec::new();
+    for m in &models {
+        let mut e =
+            GpuEngine::with_options(m, Integrator::RrpNewmark, 1e-3, Precision::F64, AdapterChoice::Any, options)
+                .unwrap_or_else(|e| panic!("GPU engine unavailable: {e}"));
+        watched(&mut e, m);
+        for _ in 0..advances {
+            Engine::advance(&mut e, stride).unwrap();
+        }
+        alone.push((e.neighbour_rebuilds(), bits(&mut e), Engine::recorded_figures(&e).unwrap()[3]));
+    }
+    assert!(alone[0].2 >= 1 && alone[1].2 == 0, "misses alone: {} and {}", alone[0].2, alone[1].2);
+    assert!(alone[1].0 >= 3, "the turning block rebuilds (early) {} times", alone[1].0);
+    let refs: Vec<&Model> = models.iter().collect();
+    let mut b = GpuEngine::new_batch(&refs, Integrator::RrpNewmark, 1e-3, Precision::F64, AdapterChoice::Any, options)
+        .unwrap_or_else(|e| panic!("GPU batch unavailable: {e}"));
+    let d0 = BatchEngine::diagnostics(&mut b).unwrap();
+    for (r, m) in models.iter().enumerate() {
+        assert!(BatchEngine::set_watch(&mut b, r, Watch::new(&d0[r], f64::INFINITY, &m.params.walls)));
+    }
+    for _ in 0..advances {
+        BatchEngine::advance(&mut b, stride).unwrap();
+    }
+    assert!(Engine::recorded_figures(&b).is_some_and(|f| f[3] >= 1), "the batch missed the impact's rebuild");
+    assert_eq!(b.replica_rebuilds(), alone.iter().map(|a| a.0).collect::<Vec<_>>(), "rebuilds as alone");
+    let diags = BatchEngine::diagnostics(&mut b).unwrap();
+    for (r, a) in alone.iter().enumerate() {
+        let snap = BatchEngine::snapshot(&mut b, r).unwrap();
+        assert_eq!(common::gpu::state_bits(&snap, &diags[r]), a.1, "replica {r}: batch = alone, bit for bit");
     }
 }

@@ -104,8 +104,10 @@ pub struct ReplicaInputs<'a> {
     pub n_bonds: u32,
     pub wall_start: u32,
     pub held: bool,
-    /// Rebuilds early at grid steps (`FLAG_EARLY`).
+    /// Rebuilds early at grid steps (`FLAG_EARLY`), which are its steps modulo `GRID_PERIOD`
+    /// at the start of the batch (`ReplicaGpu::grid_phase`).
     pub early: bool,
+    pub grid_phase: u32,
     /// Reference attitudes per bond (`FLAG_BOND_Q0`).
     pub bond_attitudes: bool,
     /// Reference directions and lengths per bond (`FLAG_BOND_REF`).
@@ -205,7 +207,10 @@ macro_rules! sim_params {
             pub broken_word: u32,
             /// Wall slots per particle of the wall history (the most walls of any replica).
             pub wall_slots: u32,
-            pub _pad_u: [u32; 5],
+            /// The replica's steps at the start of the batch modulo `GRID_PERIOD`: its grid steps
+            /// are the batch steps s with (s + grid_phase) a multiple of the period.
+            pub grid_phase: u32,
+            pub _pad_u: [u32; 4],
         }
 
         const _: () = assert!(std::mem::size_of::<$rep>() == $rep_size);
@@ -282,7 +287,8 @@ macro_rules! sim_params {
                     rupture_sum: rupture.is_some_and(|r| r.rule == RuptureRule::Sum) as u32,
                     broken_word: p.broken_word,
                     wall_slots: p.wall_slots,
-                    _pad_u: [0; 5],
+                    grid_phase: p.grid_phase,
+                    _pad_u: [0; 4],
                 }
             }
         }
@@ -303,7 +309,7 @@ macro_rules! sim_params {
     };
 }
 
-// SimParams: four reals (16 B in f32, 32 B in f64) and eight u32 (32 B): 48 / 64, multiples of
+// SimParams: four reals (16 B in f32, 32 B in f64) and twelve u32 (48 B): 64 / 80, multiples of
 // 16 (uniform) and of the 8-byte alignment of f64.
 // ReplicaGpu: six vec4 (96 / 192 B), twelve reals (48 / 96 B), sixteen u32 (64 B) = 208 / 352,
 // multiples of the 16- / 32-byte alignment of vec4, so the array stride is the size and there

@@ -1,8 +1,9 @@
 //! `GpuEngine`: the `Engine` and `BatchEngine` interfaces on top of the pipeline and the GPU
 //! state. One engine steps a batch of replicas (independent models, e.g. the variants of a
 //! study) in one GPU state; a single model is the one-replica batch, through the same code. One
-//! `advance` records all its steps into a few command buffers and waits once, reading back only
-//! the status words and one diagnostics record per replica.
+//! `advance` records all its steps into a few command buffers and waits once (twice where a quiet
+//! batch missed a rebuild: docs/GPU.md, "Quiet steps"), reading back only the status words and
+//! one diagnostics record per replica.
 //!
 //! Half-step scheduling: inside a batch, the closing half kick of step k and the opening half
 //! kick of step k+1 are applied by the same kernel (two half kicks, so the arithmetic equals the

@@ -166,7 +166,7 @@ impl GpuEngine {
             let count = status[STATUS_LEN + r * RSTATUS_LEN + RSTATUS_REBUILDS] as u64;
             rep.rebuilds += count;
             if steps > 0 && !rep.held {
-                rep.rare = quiet::rebuilds_rarely(count, steps);
+                rep.rare = quiet::rebuilds_rarely(count, steps, rep.early);
             }
         }
         // Breaks first: a failing replica keeps those it made (the kernels freeze after a
@@ -368,11 +368,13 @@ impl GpuEngine {
     /// there (`STATUS_MISS_STEP`), and the batch is finished from that step with the grid
     /// stage in every step: the same steps, the same decisions, the same bits.
     fn advance_batch(&mut self, steps: u32, backup: bool) -> Result<Vec<(usize, EngineError)>, EngineError> {
-        let running: Vec<(u64, bool)> = self.reps.iter().filter(|r| !r.held).map(|r| (r.step, r.rare)).collect();
-        let (grid, early) = quiet::plan(&running, !self.options.grid_every_step && !self.lists_stuck);
+        // Each replica's early rebuilds on its own history only, so that it rebuilds at the steps
+        // it rebuilds at alone.
         for rep in &mut self.reps {
-            rep.early = early && rep.rare;
+            rep.early = rep.rare && !self.options.grid_every_step;
         }
+        let running: Vec<(u64, bool)> = self.reps.iter().filter(|r| !r.held).map(|r| (r.step, r.early)).collect();
+        let grid = quiet::plan(&running, !self.lists_stuck);
         self.ctx.queue.write_buffer(self.state.buffer("params"), 0, &self.params_bytes(steps, grid));
         self.write_reps();
         self.start_watch();
@@ -407,17 +409,16 @@ impl GpuEngine {
                 self.state.record_backup(&mut encoder);
             }
             for k in done..done + chunk {
+                let queries = self
+                    .stage_queries
+                    .as_ref()
+                    .map(|set| StageQueries { set, base: (2 * Stage::ALL.len() as u64 * k) as u32 });
+                let with_grid = grid.recorded(k);
+                self.quiet.steps += 1;
+                self.quiet.grid_steps += with_grid as u64;
                 let recorded = if rest && k == range.start {
-                    self.quiet.grid_steps += 1;
-                    self.state.record_step_rest(&self.pipe, &mut encoder)
+                    self.state.record_step_rest(&self.pipe, &mut encoder, queries)
                 } else {
-                    let queries = self
-                        .stage_queries
-                        .as_ref()
-                        .map(|set| StageQueries { set, base: (2 * Stage::ALL.len() as u64 * k) as u32 });
-                    self.quiet.steps += 1;
-                    let with_grid = grid.recorded(k);
-                    self.quiet.grid_steps += with_grid as u64;
                     self.state.record_step(&self.pipe, &mut encoder, self.integrator, (k == 0, with_grid), queries)
                 };
                 self.quiet.dispatches += recorded as u64;

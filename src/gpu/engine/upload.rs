@@ -7,7 +7,8 @@ use crate::engine::Precision;
 use crate::gpu::batch::BatchLayout;
 use crate::gpu::frame::Frame;
 use crate::gpu::params::{
-    GridSteps, ParamInputs, ReplicaGpu32, ReplicaGpu64, ReplicaInputs, SimParams32, SimParams64, WallGpu32, WallGpu64,
+    GRID_PERIOD, GridSteps, ParamInputs, ReplicaGpu32, ReplicaGpu64, ReplicaInputs, SimParams32, SimParams64,
+    WallGpu32, WallGpu64,
 };
 use glam::DVec3;
 
@@ -48,6 +49,7 @@ pub(super) fn reps_bytes(reps: &[Replica], layout: &BatchLayout, precision: Prec
         wall_start: layout.wall_start[r],
         held: reps[r].held,
         early: reps[r].early,
+        grid_phase: (reps[r].step % GRID_PERIOD as u64) as u32,
         bond_attitudes: reps[r].bond_attitudes,
         bond_refs: reps[r].bond_refs,
         unlisted: reps[r].unlisted,

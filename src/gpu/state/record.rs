@@ -313,10 +313,16 @@ impl DemState {
 
     /// The rest of a step whose `Integrate` stage ran in a batch that then missed a rebuild
     /// (`STATUS_MISS_STEP`): its grid stage and the force evaluation, as `record_step` records
-    /// them (after `resume_after_miss`). Returns the dispatches recorded.
-    pub fn record_step_rest(&self, pipe: &DemPipeline, encoder: &mut wgpu::CommandEncoder) -> usize {
+    /// them (after `resume_after_miss`; with `queries`, its stages timed in the step's slots).
+    /// Returns the dispatches recorded.
+    pub fn record_step_rest(
+        &self,
+        pipe: &DemPipeline,
+        encoder: &mut wgpu::CommandEncoder,
+        queries: Option<StageQueries<'_>>,
+    ) -> usize {
         let rest = [Stage::Grid, Stage::Bonds, Stage::Particle, Stage::Watch];
-        self.record_stages(pipe, encoder, Integrator::RrpNewmark, &rest, true, None)
+        self.record_stages(pipe, encoder, Integrator::RrpNewmark, &rest, true, queries)
     }
 
     /// The status words for finishing a batch from batch step `step`, whose rebuild the device
