@@ -196,3 +196,26 @@ fn a_miss_in_a_batch_leaves_each_replica_as_alone() {
         assert_eq!(common::gpu::state_bits(&snap, &diags[r]), a.1, "replica {r}: batch = alone, bit for bit");
     }
 }
+
+#[test]
+fn the_bench_reports_what_quiet_steps_record() {
+    // Rings at rest rebuild rarely: after the warm-up's batch (every step recorded, nothing known
+    // yet) the timed batches leave the grid stage out between grid steps. `+every-step` records
+    // it in every step: exactly the full step's dispatches per quiet step. Neither misses.
+    use rrpdem::bench::{EngineKind, case, measure};
+    let figures = |name: &str| {
+        let c = case(name).unwrap();
+        let m = (c.model)().unwrap();
+        measure(&c, std::borrow::Cow::Owned(m), EngineKind::GpuF32, 1, false, 400, 0.0, None).unwrap()
+    };
+    let (quiet, every) = (figures("rings-2000"), figures("rings-2000+every-step"));
+    let (all, indirect) = every.recorded_dispatches_per_step.unwrap();
+    assert_eq!(every.recorded_dispatches_per_quiet_step, Some(all as f64));
+    assert_eq!((quiet.grid_misses_per_1000_steps, every.grid_misses_per_1000_steps), (Some(0.0), Some(0.0)));
+    // Between grid steps a step records the dispatches outside the grid stage (`all` less its
+    // indirect ones and `grid_args_set`); one step in eight and the warm-up's 40 record them all.
+    let q = quiet.recorded_dispatches_per_quiet_step.unwrap();
+    let between = (all - indirect - 1) as f64;
+    let most = between + (indirect + 1) as f64 * (40.0 + 400.0 / 8.0 + 1.0) / 440.0;
+    assert!(q > between && q <= most, "{q} dispatches per quiet step ({between} between grid steps, {most} at most)");
+}

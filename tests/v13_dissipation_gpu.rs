@@ -268,7 +268,13 @@ fn a_sphere_with_more_frictional_contacts_than_the_history_holds_fails_with_a_me
             Ok(mut g) => Engine::advance(&mut g, 10).err().map(|e| e.to_string()).unwrap_or_default(),
         };
         let name = if big_first { "particle 0 " } else { "particle 30 " };
-        assert!(err.contains(name) && err.contains("backend `cpu`") && !err.contains("  "), "{err}");
+        assert!(
+            err.contains(name)
+                && err.contains("spheres with friction")
+                && err.contains("backend `cpu`")
+                && !err.contains("  "),
+            "{err}"
+        );
     }
 }
 

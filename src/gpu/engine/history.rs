@@ -224,10 +224,7 @@ impl GpuEngine {
             for (owner, partner, bytes, negate) in pairs {
                 let o = owner as usize;
                 if c[o] as usize >= HIST_SLOTS {
-                    return Err(EngineError::Unsupported(format!(
-                        "renumbered, particle {owner} would keep more than {HIST_SLOTS} frictional contacts (the GPU \
-                         engine's bound, MODEL §10); run this model with backend `cpu`"
-                    )));
+                    return Err(too_many_frictional_contacts(owner as usize, "once renumbered"));
                 }
                 let slot = o * HIST_SLOTS + c[o] as usize;
                 k[slot] = partner;
@@ -251,6 +248,16 @@ impl GpuEngine {
 }
 
 /// The little-endian u32 at element k of `b`.
+/// The error of a sphere with more frictional contacts than the GPU keeps the history of, where
+/// `when` says where it was found ("at step 12", "once renumbered", "in the saved state"): one
+/// wording for a step, a renumbering and a loaded state.
+pub(super) fn too_many_frictional_contacts(particle: usize, when: &str) -> EngineError {
+    EngineError::Unsupported(format!(
+        "particle {particle} touches more than {HIST_SLOTS} spheres with friction {when}: the GPU engine keeps the \
+         tangential history of at most {HIST_SLOTS} contacts per sphere (MODEL §10); run this model with backend `cpu`"
+    ))
+}
+
 fn word(b: &[u8], k: usize) -> u32 {
     u32::from_le_bytes([b[4 * k], b[4 * k + 1], b[4 * k + 2], b[4 * k + 3]])
 }
@@ -287,10 +294,7 @@ fn both_ends(
             for (at, partner, negate) in [(a, b, false), (b, a, true)] {
                 let used = c[at];
                 if used as usize >= HIST_SLOTS {
-                    return Err(EngineError::Unsupported(format!(
-                        "particle {at} keeps more than {HIST_SLOTS} frictional contacts in the saved state (the GPU \
-                         engine's bound, MODEL §10); run this model with backend `cpu`"
-                    )));
+                    return Err(too_many_frictional_contacts(at, "in the saved state"));
                 }
                 let to = at * HIST_SLOTS + used as usize;
                 k[to] = partner as u32;

@@ -10,8 +10,8 @@ use crate::error::EngineError;
 use crate::gpu::context::map_read;
 use crate::gpu::params::GridSteps;
 use crate::gpu::shader::{
-    HIST_SLOTS, NQ, REC_E_DISS, REC_E_ROT, REC_E_TRANS, REC_F_WALL, REC_L, REC_MASS_X, REC_P, REC_S, REC_U_AXIAL,
-    REC_U_BEND, REC_U_CONTACT, REC_U_GRAVITY, REC_U_SHEAR, REC_U_WALL, RSTATUS_BAD_PARTICLE, RSTATUS_BAD_STEP,
+    NQ, REC_E_DISS, REC_E_ROT, REC_E_TRANS, REC_F_WALL, REC_L, REC_MASS_X, REC_P, REC_S, REC_U_AXIAL, REC_U_BEND,
+    REC_U_CONTACT, REC_U_GRAVITY, REC_U_SHEAR, REC_U_WALL, RSTATUS_BAD_PARTICLE, RSTATUS_BAD_STEP,
     RSTATUS_CONTACT_WALL, RSTATUS_EXACT_PARTICLE, RSTATUS_EXACT_STEP, RSTATUS_GRID_PARTICLE, RSTATUS_GRID_STEP,
     RSTATUS_HIST_PARTICLE, RSTATUS_HIST_STEP, RSTATUS_LEN, RSTATUS_REBUILDS, STATUS_BREAKS, STATUS_LEN, STATUS_MAX_NBR,
     STATUS_MISS_STEP, STATUS_NONE, STATUS_OVERFLOW, STATUS_REBUILDS,
@@ -292,11 +292,7 @@ impl GpuEngine {
             let particle = w(RSTATUS_HIST_PARTICLE) as usize - p0;
             let step = if steps == 0 { start } else { start + w(RSTATUS_HIST_STEP) as u64 + 1 };
             self.reps[r].step = step;
-            return Ok(Some(EngineError::Unsupported(format!(
-                "particle {particle} touches more than {HIST_SLOTS} spheres with friction at step {step}: the GPU \
-                 engine keeps the tangential history of at most {HIST_SLOTS} contacts per sphere (MODEL §10); run \
-                 this model with backend `cpu`"
-            ))));
+            return Ok(Some(super::history::too_many_frictional_contacts(particle, &format!("at step {step}"))));
         }
         // A position the grid refuses stops the step before its forces (as on the CPU), so at
         // most one of the two is set; the grid's comes first if both were.
