@@ -199,8 +199,9 @@ fn a_miss_in_a_batch_leaves_each_replica_as_alone() {
 
 #[test]
 fn the_bench_reports_what_quiet_steps_record() {
-    // Rings at rest rebuild rarely: after the warm-up's batch (every step recorded, nothing known
-    // yet) the timed batches leave the grid stage out between grid steps. `+every-step` records
+    // Rings flying onto a wall rebuild rarely: after the warm-up's batch of 40 steps (every step
+    // recorded, nothing known yet) the timed batch of 400 leaves the grid stage out between grid
+    // steps. `+every-step` records
     // it in every step: exactly the full step's dispatches per quiet step. Neither misses.
     use rrpdem::bench::{EngineKind, case, measure};
     let figures = |name: &str| {
@@ -213,7 +214,8 @@ fn the_bench_reports_what_quiet_steps_record() {
     assert_eq!(every.recorded_dispatches_per_quiet_step, Some(all as f64));
     assert_eq!((quiet.grid_misses_per_1000_steps, every.grid_misses_per_1000_steps), (Some(0.0), Some(0.0)));
     // Between grid steps a step records the dispatches outside the grid stage (`all` less its
-    // indirect ones and `grid_args_set`); one step in eight and the warm-up's 40 record them all.
+    // indirect ones and `grid_args_set`); one step in eight and the warm-up's 40 record them all
+    // (the + 1: the timed batch's first step, which may or may not be a grid step).
     let q = quiet.recorded_dispatches_per_quiet_step.unwrap();
     let between = (all - indirect - 1) as f64;
     let most = between + (indirect + 1) as f64 * (40.0 + 400.0 / 8.0 + 1.0) / 440.0;

@@ -247,7 +247,6 @@ impl GpuEngine {
     }
 }
 
-/// The little-endian u32 at element k of `b`.
 /// The error of a sphere with more frictional contacts than the GPU keeps the history of, where
 /// `when` says where it was found ("at step 12", "once renumbered", "in the saved state"): one
 /// wording for a step, a renumbering and a loaded state.
@@ -258,6 +257,7 @@ pub(super) fn too_many_frictional_contacts(particle: usize, when: &str) -> Engin
     ))
 }
 
+/// The little-endian u32 at element k of `b`.
 fn word(b: &[u8], k: usize) -> u32 {
     u32::from_le_bytes([b[4 * k], b[4 * k + 1], b[4 * k + 2], b[4 * k + 3]])
 }

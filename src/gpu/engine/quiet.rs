@@ -24,8 +24,10 @@ pub struct QuietFigures {
 /// Whether a replica that rebuilt `rebuilds` times in a batch of `steps` steps rebuilds rarely
 /// enough to rebuild early at grid steps in the next (`params::FLAG_EARLY`): on average at most
 /// once per `params::EARLY_INTERVAL` steps, or, where it rebuilt `early` in that batch, per
-/// three quarters of them (its early rebuilds come up to a quarter sooner: without the margin
-/// a replica near the bound would turn them on and off batch after batch).
+/// three quarters of them (under a steady motion its early rebuilds come up to a quarter
+/// sooner: without the margin a replica near the bound would turn them on and off batch after
+/// batch; a motion that settles between 0.75 and 1 of half a skin gains more early rebuilds
+/// and may still do so, which costs speed, never results).
 pub(super) fn rebuilds_rarely(rebuilds: u64, steps: u64, early: bool) -> bool {
     let interval = if early { EARLY_INTERVAL * 3 / 4 } else { EARLY_INTERVAL };
     rebuilds * interval <= steps
