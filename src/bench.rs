@@ -43,14 +43,13 @@ pub struct Case {
 }
 
 /// Dispatches recorded per step without a rebuild on average, and batches finished after a
-/// missed rebuild per 1000 steps, from an engine's `recorded_figures` now and at the start,
-/// the dispatches a full step records (`all`) and the fraction of steps that rebuild: a
-/// rebuilding step is taken to record them all.
-fn quiet_step_figures(now: [u64; 4], from: [u64; 4], all: usize, rebuild_fraction: f64) -> (f64, f64) {
-    let [steps, dispatches, _, misses] = [0, 1, 2, 3].map(|k| now[k] - from[k]);
-    let rebuilding = (rebuild_fraction * steps as f64).round();
-    let quiet = (dispatches as f64 - rebuilding * all as f64) / (steps as f64 - rebuilding).max(1.0);
-    (quiet, 1000.0 * misses as f64 / steps.max(1) as f64)
+/// missed rebuild per 1000 steps, from what an engine recorded over the measurement (`r`), the
+/// dispatches a full step records (`all`) and the fraction of steps that rebuild: a rebuilding
+/// step is taken to record them all.
+fn quiet_step_figures(r: crate::engine::RecordedSteps, all: usize, rebuild_fraction: f64) -> (f64, f64) {
+    let rebuilding = (rebuild_fraction * r.steps as f64).round();
+    let quiet = (r.dispatches as f64 - rebuilding * all as f64) / (r.steps as f64 - rebuilding).max(1.0);
+    (quiet, 1000.0 * r.misses as f64 / r.steps.max(1) as f64)
 }
 
 /// The time step of the synthetic cases (their masses are chosen so that it is stable).
@@ -649,7 +648,7 @@ pub fn measure(
             .recorded_figures()
             .zip(recorded_from)
             .zip(step_costs)
-            .map(|((now, from), ((all, _), _))| quiet_step_figures(now, from, all, rebuild_fraction));
+            .map(|((now, from), ((all, _), _))| quiet_step_figures(now.since(from), all, rebuild_fraction));
         Ok(Measurement {
             stage_seconds,
             rebuilds_per_1000_steps,

@@ -13,7 +13,7 @@
 
 mod common;
 use common::gpu::{bits, model_from_json};
-use rrpdem::engine::{Engine, Precision, Watch};
+use rrpdem::engine::{Engine, Precision, RecordedSteps, Watch};
 use rrpdem::gpu::{AdapterChoice, GpuEngine, GpuOptions};
 use rrpdem::integrator::Integrator;
 use rrpdem::model::Model;
@@ -58,15 +58,15 @@ fn watched(e: &mut GpuEngine, m: &Model) {
 }
 
 /// Steps `quiet` and `every` alike in advances of `stride` steps, `advances` times, and checks
-/// after each that their states, watches and breaks are the same bit for bit. Returns the
-/// figures of `quiet` ([steps, dispatches, grid steps, misses]) and both engines' rebuilds.
+/// after each that their states, watches and breaks are the same bit for bit. Returns what
+/// `quiet` recorded and both engines' rebuilds.
 fn step_alike(
     m: &Model,
     quiet: &mut GpuEngine,
     every: &mut GpuEngine,
     stride: u64,
     advances: usize,
-) -> ([u64; 4], u64, u64) {
+) -> (RecordedSteps, u64, u64) {
     watched(quiet, m);
     watched(every, m);
     for k in 0..advances {
@@ -93,7 +93,7 @@ fn a_slowly_turning_block_records_the_grid_only_at_grid_steps_with_the_same_bits
             let (all, indirect, _) = every.step_costs();
             (all as u64, indirect as u64 + 1)
         };
-        let ([steps, dispatches, grid_steps, misses], rebuilds, rebuilds_every) =
+        let (RecordedSteps { steps, dispatches, grid_steps, misses }, rebuilds, rebuilds_every) =
             step_alike(&m, &mut quiet, &mut every, 200, 5);
         eprintln!(
             "{p:?}: {grid_steps} grid steps of {steps}, {misses} misses, rebuilds {rebuilds} (every step: {rebuilds_every})"
@@ -107,7 +107,11 @@ fn a_slowly_turning_block_records_the_grid_only_at_grid_steps_with_the_same_bits
         // It does rebuild, a little more often than the rule requires (early, at grid steps).
         assert!(rebuilds_every >= 6 && rebuilds >= rebuilds_every, "{p:?}: {rebuilds} vs {rebuilds_every}");
         assert!(rebuilds <= 2 * rebuilds_every, "{p:?}: {rebuilds} vs {rebuilds_every}");
-        assert_eq!(Engine::recorded_figures(&every).unwrap()[2], 1000, "{p:?}: `grid_every_step` records every step");
+        assert_eq!(
+            Engine::recorded_figures(&every).unwrap().grid_steps,
+            1000,
+            "{p:?}: `grid_every_step` records every step"
+        );
     }
 }
 
@@ -123,7 +127,8 @@ fn an_impact_between_grid_steps_finishes_its_batch_with_the_same_bits() {
     let (_, m) = model_from_json(&block_at_wall(10.0, 0.0, 0.25));
     for p in [Precision::F64, Precision::F32] {
         let (mut quiet, mut every) = (engine(&m, p, false), engine(&m, p, true));
-        let ([steps, _, _, misses], rebuilds, rebuilds_every) = step_alike(&m, &mut quiet, &mut every, 10, 6);
+        let (RecordedSteps { steps, misses, .. }, rebuilds, rebuilds_every) =
+            step_alike(&m, &mut quiet, &mut every, 10, 6);
         eprintln!("{p:?}: {steps} steps recorded, {misses} misses, rebuilds {rebuilds} (every step: {rebuilds_every})");
         // A finished batch records its steps from the missed one again.
         assert!(steps > 60, "{p:?}: {steps} steps recorded");
@@ -147,7 +152,7 @@ fn an_impact_misses_alike_with_every_integrator_and_with_dissipation() {
     for integrator in [Integrator::RrpNewmark, Integrator::RrpExact, Integrator::Campello] {
         let mut quiet = engine_with(&m, Precision::F64, integrator, false);
         let mut every = engine_with(&m, Precision::F64, integrator, true);
-        let ([_, _, _, misses], _, _) = step_alike(&m, &mut quiet, &mut every, 10, 6);
+        let (RecordedSteps { misses, .. }, _, _) = step_alike(&m, &mut quiet, &mut every, 10, 6);
         assert!(misses >= 1, "{integrator:?}: {misses} misses");
         let d = quiet.diagnostics().unwrap();
         assert!(d.e_dissipated > 0.0 && d.n_broken > 0, "{integrator:?}: {d:?}");
@@ -174,7 +179,7 @@ fn a_miss_in_a_batch_leaves_each_replica_as_alone() {
         for _ in 0..advances {
             Engine::advance(&mut e, stride).unwrap();
         }
-        alone.push((e.neighbour_rebuilds(), bits(&mut e), Engine::recorded_figures(&e).unwrap()[3]));
+        alone.push((e.neighbour_rebuilds(), bits(&mut e), Engine::recorded_figures(&e).unwrap().misses));
     }
     assert!(alone[0].2 >= 1 && alone[1].2 == 0, "misses alone: {} and {}", alone[0].2, alone[1].2);
     assert!(alone[1].0 >= 3, "the turning block rebuilds (early) {} times", alone[1].0);
@@ -188,7 +193,7 @@ fn a_miss_in_a_batch_leaves_each_replica_as_alone() {
     for _ in 0..advances {
         BatchEngine::advance(&mut b, stride).unwrap();
     }
-    assert!(Engine::recorded_figures(&b).is_some_and(|f| f[3] >= 1), "the batch missed the impact's rebuild");
+    assert!(Engine::recorded_figures(&b).is_some_and(|f| f.misses >= 1), "the batch missed the impact's rebuild");
     assert_eq!(b.replica_rebuilds(), alone.iter().map(|a| a.0).collect::<Vec<_>>(), "rebuilds as alone");
     let diags = BatchEngine::diagnostics(&mut b).unwrap();
     for (r, a) in alone.iter().enumerate() {

@@ -161,7 +161,7 @@ fn print_measurement(m: &rrpdem::bench::Measurement) {
         (m.recorded_dispatches_per_step, m.dispatches_per_step, m.dispatches_per_quiet_step, m.host_waits_per_step)
     {
         eprintln!(
-            "  per step: {all} dispatches recorded ({grid} of them the grid's, empty unless rebuilding); {mean:.1} launched \
+            "  per step: a full step records {all} dispatches ({grid} of them the grid's, empty unless rebuilding); {mean:.1} launched \
              on average, {quiet} in a step without a rebuild; {w:.4} host waits"
         );
     }

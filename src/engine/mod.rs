@@ -16,6 +16,44 @@ pub use batch::{BatchEngine, Separate, Single};
 pub use cpu::CpuEngine;
 pub use reordered::Reordered;
 
+/// What the steps an engine recorded for a device cost (the GPU engine; docs/GPU.md, "Quiet
+/// steps"), counted since the engine was built: `Engine::recorded_figures`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RecordedSteps {
+    /// Batch steps recorded (a batch finished after a missed rebuild counts its steps from the
+    /// missed one on again: they were recorded twice).
+    pub steps: u64,
+    /// Dispatches those steps recorded, the rest of each missed step included.
+    pub dispatches: u64,
+    /// Steps among them that recorded the grid stage.
+    pub grid_steps: u64,
+    /// Batches that left the grid stage out of quiet steps in which some replica had to rebuild
+    /// between grid steps, so that they were finished from that step with it in every step.
+    pub misses: u64,
+}
+
+impl RecordedSteps {
+    /// Each count of `self` less that of `earlier` (the same engine's figures before).
+    pub fn since(self, earlier: RecordedSteps) -> RecordedSteps {
+        RecordedSteps {
+            steps: self.steps - earlier.steps,
+            dispatches: self.dispatches - earlier.dispatches,
+            grid_steps: self.grid_steps - earlier.grid_steps,
+            misses: self.misses - earlier.misses,
+        }
+    }
+
+    /// Each count of `self` plus that of `more` (a renumbered engine goes on counting).
+    pub fn plus(self, more: RecordedSteps) -> RecordedSteps {
+        RecordedSteps {
+            steps: self.steps + more.steps,
+            dispatches: self.dispatches + more.dispatches,
+            grid_steps: self.grid_steps + more.grid_steps,
+            misses: self.misses + more.misses,
+        }
+    }
+}
+
 /// Which engine runs a scenario.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "lowercase")]
@@ -160,9 +198,8 @@ pub trait Engine {
         None
     }
     /// What the steps an engine recorded for a device cost, where it records them (the GPU
-    /// engine): steps recorded, dispatches recorded, steps that recorded the grid stage, and
-    /// batches finished after a missed rebuild (docs/GPU.md, "Quiet steps").
-    fn recorded_figures(&self) -> Option<[u64; 4]> {
+    /// engine).
+    fn recorded_figures(&self) -> Option<RecordedSteps> {
         None
     }
     /// Things a user should know about how the run went that are not errors (e.g. a slow path

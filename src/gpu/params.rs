@@ -254,6 +254,7 @@ macro_rules! sim_params {
                 }
                 let rupture = prm.rupture.as_ref();
                 let inv = rupture.map_or([0.0; 4], |r| r.inv_thresholds);
+                let half_skin_sq = 0.25 * p.skin * p.skin;
                 $rep {
                     gravity: v4(prm.gravity),
                     pend_rho0: v4(pend.map_or(glam::DVec3::ZERO, |p| p.rho0)),
@@ -269,10 +270,10 @@ macro_rules! sim_params {
                     inv_cell: p.inv_cell as $real,
                     pend_g: pend.map_or(0.0, |p| p.g) as $real,
                     skin: p.skin as $real,
-                    half_skin_sq: (0.25 * p.skin * p.skin) as $real,
+                    half_skin_sq: half_skin_sq as $real,
                     cell_edge: p.cell_edge as $real,
                     stiffness_ratio: diss.stiffness_ratio as $real,
-                    early_skin_sq: (EARLY_FRACTION * EARLY_FRACTION * 0.25 * p.skin * p.skin) as $real,
+                    early_skin_sq: (EARLY_FRACTION * EARLY_FRACTION * half_skin_sq) as $real,
                     p_start: p.p_start,
                     n_particles: p.n_particles,
                     b_start: p.b_start,

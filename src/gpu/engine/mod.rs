@@ -46,11 +46,10 @@ mod saved;
 mod upload;
 
 pub use options::GpuOptions;
-pub use quiet::QuietFigures;
 pub use run::{MAX_TIMED_STEPS, plan_nbr_offsets};
 
 use crate::diagnostics::Diagnostics;
-use crate::engine::{BatchEngine, Engine, EngineInfo, EngineState, Precision, Watch};
+use crate::engine::{BatchEngine, Engine, EngineInfo, EngineState, Precision, RecordedSteps, Watch};
 use crate::error::EngineError;
 use crate::gpu::batch::{BatchLayout, BatchTotals, PARTICLE_ARRAYS, binding_sizes, bucket_count};
 use crate::gpu::cache::{self, CacheKey, Lease};
@@ -218,9 +217,9 @@ pub struct GpuEngine {
     break_overflow: bool,
     /// Steps that rebuilt the grid and the neighbour lists (`neighbour_rebuilds`).
     rebuilds: u64,
-    /// What the recorded steps cost (`quiet_figures`), and the step of the running batch that
-    /// missed a rebuild (`finish_batch` found `STATUS_MISS_STEP`).
-    quiet: QuietFigures,
+    /// What the recorded steps cost (`Engine::recorded_figures`), and the step of the running
+    /// batch that missed a rebuild (`finish_batch` found `STATUS_MISS_STEP`).
+    recorded: RecordedSteps,
     missed_at: Option<u32>,
     /// `SimParams::keep_dload`: false until the first force evaluation has filled the `dload_*`
     /// arrays.
@@ -392,7 +391,7 @@ impl GpuEngine {
             fallback_steps: 0,
             break_overflow: false,
             rebuilds: 0,
-            quiet: QuietFigures::default(),
+            recorded: RecordedSteps::default(),
             missed_at: None,
             dload_kept: false,
             adapter,
@@ -462,12 +461,6 @@ impl GpuEngine {
     /// rule and a body's flight decide (docs/GPU.md, "Rebuilds").
     pub fn neighbour_rebuilds(&self) -> u64 {
         self.rebuilds
-    }
-
-    /// What the steps recorded so far cost: dispatches, steps that recorded the grid stage,
-    /// batches finished after a missed rebuild (docs/GPU.md, "Quiet steps").
-    pub fn quiet_figures(&self) -> QuietFigures {
-        self.quiet
     }
 
     /// Each replica's own rebuilds on the way to its current state (the initial evaluation's
@@ -733,9 +726,8 @@ impl Engine for GpuEngine {
         Some((self.rebuilds, self.neighbour_entries_in_use().ok()?))
     }
 
-    fn recorded_figures(&self) -> Option<[u64; 4]> {
-        let q = self.quiet;
-        Some([q.steps, q.dispatches, q.grid_steps, q.misses])
+    fn recorded_figures(&self) -> Option<RecordedSteps> {
+        Some(self.recorded)
     }
 
     /// Watched on the device at every step (shaders/watch.wgsl).

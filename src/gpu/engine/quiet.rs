@@ -1,25 +1,9 @@
-//! Quiet steps: which steps of a batch record the grid stage (docs/GPU.md, "Quiet steps"),
+//! Quiet steps: which steps of a batch record the grid stage (docs/GPU.md, "Quiet steps"), and
 //! which replicas rebuild early at grid steps so that a batch can leave the grid stage out of
-//! the steps between, and what the engine counts of the steps it records.
+//! the steps between.
 
 use crate::gpu::params::GridSteps;
 use crate::gpu::params::{EARLY_INTERVAL, GRID_PERIOD};
-
-/// What an engine counts of the steps it records (`GpuEngine::quiet_figures`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct QuietFigures {
-    /// Batch steps recorded (a batch finished after a miss counts its steps from the missed one
-    /// on again: they were recorded twice; the bench's figures per step divide by these).
-    pub steps: u64,
-    /// Dispatches those steps recorded, the rest of each missed step included.
-    pub dispatches: u64,
-    /// Steps among them that recorded the grid stage (the rest of each missed step included).
-    pub grid_steps: u64,
-    /// Batches recorded with the grid stage only at grid steps in which some replica had to
-    /// rebuild elsewhere, so that the host finished them from that step with the grid stage in
-    /// every step (`shader::STATUS_MISS_STEP`).
-    pub misses: u64,
-}
 
 /// Whether a replica that rebuilt `rebuilds` times in a batch of `steps` steps rebuilds rarely
 /// enough to rebuild early at grid steps in the next (`params::FLAG_EARLY`): on average at most

@@ -379,7 +379,7 @@ impl GpuEngine {
         let Some(missed) = self.missed_at.take() else {
             return Ok(found);
         };
-        self.quiet.misses += 1;
+        self.recorded.misses += 1;
         let every = GridSteps { fast: false, ..grid };
         self.ctx.queue.write_buffer(self.state.buffer("params"), 0, &self.params_bytes(steps, every));
         self.state.resume_after_miss(&self.ctx.queue, missed);
@@ -410,14 +410,14 @@ impl GpuEngine {
                     .as_ref()
                     .map(|set| StageQueries { set, base: (2 * Stage::ALL.len() as u64 * k) as u32 });
                 let with_grid = grid.recorded(k);
-                self.quiet.steps += 1;
-                self.quiet.grid_steps += with_grid as u64;
+                self.recorded.steps += 1;
+                self.recorded.grid_steps += with_grid as u64;
                 let recorded = if rest && k == range.start {
                     self.state.record_step_rest(&self.pipe, &mut encoder, queries)
                 } else {
                     self.state.record_step(&self.pipe, &mut encoder, self.integrator, (k == 0, with_grid), queries)
                 };
-                self.quiet.dispatches += recorded as u64;
+                self.recorded.dispatches += recorded as u64;
             }
             done += chunk;
             if done == range.end {

@@ -268,9 +268,7 @@ impl GpuEngine {
         fresh.nbr_layouts += self.nbr_layouts;
         fresh.longest_list = fresh.longest_list.max(self.longest_list);
         fresh.lists_stuck |= self.lists_stuck;
-        let (q, f) = (self.quiet, &mut fresh.quiet);
-        (f.steps, f.dispatches, f.grid_steps, f.misses) =
-            (f.steps + q.steps, f.dispatches + q.dispatches, f.grid_steps + q.grid_steps, f.misses + q.misses);
+        fresh.recorded = fresh.recorded.plus(self.recorded);
         // The run's watch goes on.
         let watch = self.reps[0].watch.take();
         fresh.reps[0].backup_watch.clone_from(&watch);

@@ -321,6 +321,7 @@ impl DemState {
         encoder: &mut wgpu::CommandEncoder,
         queries: Option<StageQueries<'_>>,
     ) -> usize {
+        // The integrator only decides whether `integrate_check` (stage Integrate) is recorded.
         let rest = [Stage::Grid, Stage::Bonds, Stage::Particle, Stage::Watch];
         self.record_stages(pipe, encoder, Integrator::RrpNewmark, &rest, true, queries)
     }
