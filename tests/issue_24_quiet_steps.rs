@@ -226,3 +226,96 @@ fn the_bench_reports_what_quiet_steps_record() {
     let most = between + (indirect + 1) as f64 * (40.0 + 400.0 / 8.0 + 1.0) / 440.0;
     assert!(q > between && q <= most, "{q} dispatches per quiet step ({between} between grid steps, {most} at most)");
 }
+
+#[test]
+fn a_replica_rolled_back_alone_goes_on_out_of_phase_with_the_same_bits() {
+    // A study of two slowly turning blocks (distinct spins) that rebuild rarely, early at their
+    // grid steps. After three advances of 45 steps (45 = 5 mod 8) replica 0 is rolled back to
+    // the start of the third, alone: 90 steps against the other's 135, grid phases 2 and 7, so
+    // the batch's running replicas are out of step and it records the grid stage in every step
+    // from then on, while each replica still rebuilds early at its own grid steps. Rebuild
+    // times never change a force: each replica's state must be, bit for bit, that of its model
+    // alone stepped to the same step. Rebuilds: the other replica's are those it makes alone (the
+    // rollback's evaluation rebuilds the rolled-back replica only), and the rolled-back one's
+    // are those of its model alone given the same advances and rollback (its quiet history goes
+    // back with it).
+    use rrpdem::engine::BatchEngine;
+    let models = [block_at_wall(0.0, 0.4, 5.0), block_at_wall(0.0, 0.55, 5.0)].map(|t| model_from_json(&t).1);
+    let stride = 45u64;
+    let refs: Vec<&Model> = models.iter().collect();
+    let options = GpuOptions::default();
+    let mut b = GpuEngine::new_batch(&refs, Integrator::RrpNewmark, 1e-3, Precision::F64, AdapterChoice::Any, options)
+        .unwrap_or_else(|e| panic!("GPU batch unavailable: {e}"));
+    let d0 = BatchEngine::diagnostics(&mut b).unwrap();
+    for (r, m) in models.iter().enumerate() {
+        assert!(BatchEngine::set_watch(&mut b, r, Watch::new(&d0[r], f64::INFINITY, &m.params.walls)));
+    }
+    for _ in 0..3 {
+        BatchEngine::advance(&mut b, stride).unwrap();
+    }
+    let counts = b.replica_rebuilds();
+    BatchEngine::rollback(&mut b, 0).unwrap();
+    assert_eq!(b.replica_rebuilds()[1], counts[1], "the rollback of replica 0 rebuilds nothing of replica 1");
+    let before = Engine::recorded_figures(&b).unwrap();
+    for _ in 0..5 {
+        BatchEngine::advance(&mut b, stride).unwrap();
+    }
+    let after = Engine::recorded_figures(&b).unwrap().since(before);
+    assert_eq!((after.steps, after.grid_steps), (5 * stride, 5 * stride), "out of step: the grid in every step");
+    let diags = BatchEngine::diagnostics(&mut b).unwrap();
+    assert_eq!((diags[0].step, diags[1].step), (7 * stride, 8 * stride));
+    // Alone, `advances` of 45 steps, the third rolled back where asked.
+    let alone = |m: &Model, advances: usize, rollback: bool| {
+        let mut e = engine(m, Precision::F64, false);
+        watched(&mut e, m);
+        for k in 0..advances {
+            Engine::advance(&mut e, stride).unwrap();
+            if rollback && k == 2 {
+                Engine::rollback(&mut e).unwrap();
+            }
+        }
+        e
+    };
+    let mut rolled = alone(&models[0], 8, true);
+    let mut straight = [alone(&models[0], 7, false), alone(&models[1], 8, false)];
+    for r in 0..2 {
+        let snap = BatchEngine::snapshot(&mut b, r).unwrap();
+        let want = bits(&mut straight[r]);
+        assert_eq!(common::gpu::state_bits(&snap, &diags[r]), want, "replica {r}: batch = alone, bit for bit");
+    }
+    assert_eq!(bits(&mut rolled), bits(&mut straight[0]), "a rollback changes no result");
+    let rebuilds = b.replica_rebuilds();
+    // (Each replica's own count, which a rollback takes back with it; `neighbour_rebuilds`
+    // counts the engine's rebuilds, the rolled-back ones included.)
+    let alone_rebuilds = [rolled.replica_rebuilds()[0], straight[1].replica_rebuilds()[0]];
+    eprintln!("rebuilds: batch {rebuilds:?}, alone {alone_rebuilds:?}");
+    assert!(alone_rebuilds.iter().all(|&n| n >= 3), "both rebuild (early) alone: {alone_rebuilds:?}");
+    assert_eq!(rebuilds, alone_rebuilds, "each replica rebuilds as alone");
+}
+
+#[test]
+fn a_rollback_takes_back_what_the_batch_taught_about_rebuilds() {
+    // The block flying at the wall, in advances of 10 steps: the first two fly (no rebuild:
+    // rare, so the next batch is quiet), the third hits the wall and misses a rebuild (it
+    // rebuilds often: not rare). Rolled back to the third's start and taken again, the third is
+    // quiet again, as the first time (what a batch learns of a replica's rebuilds goes back
+    // with it), and misses at the same step, with the same bits.
+    let (_, m) = model_from_json(&block_at_wall(10.0, 0.0, 0.25));
+    let mut e = engine(&m, Precision::F64, false);
+    watched(&mut e, &m);
+    for _ in 0..2 {
+        Engine::advance(&mut e, 10).unwrap();
+    }
+    let start = Engine::recorded_figures(&e).unwrap();
+    Engine::advance(&mut e, 10).unwrap();
+    let first = Engine::recorded_figures(&e).unwrap().since(start);
+    let want = bits(&mut e);
+    Engine::rollback(&mut e).unwrap();
+    let again = Engine::recorded_figures(&e).unwrap();
+    Engine::advance(&mut e, 10).unwrap();
+    let second = Engine::recorded_figures(&e).unwrap().since(again);
+    eprintln!("first {first:?}, again {second:?}");
+    assert!(first.misses == 1 && first.grid_steps < first.steps, "the third advance is quiet and misses: {first:?}");
+    assert_eq!(second, first, "taken again, the same recording");
+    assert_eq!(bits(&mut e), want, "and the same bits");
+}

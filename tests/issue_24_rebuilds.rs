@@ -201,8 +201,10 @@ fn a_rewound_replica_leaves_the_others_lists_sound() {
     // advance` takes the failed replica back and re-evaluates the batch. Replica 1 must run as
     // it runs alone throughout. (A review found that `rewind` left the held replicas' lists as
     // they were, zeroed after such an overflow; `advance`'s re-evaluation rebuilds every list
-    // after any failure, which hides it on this path, and `rewind` now asks for a rebuild of
-    // every replica at the next batch as well.)
+    // after such an overflow, which hides it on this path, and `rewind` now asks for a rebuild
+    // of every replica at the next batch as well, where an overflow left lists stale. Since
+    // 2026-11-27 a re-evaluation rebuilds only the replicas it thaws unless lists are stale:
+    // this test keeps that exception honest.)
     use rrpdem::engine::{BatchEngine, Watch};
     use rrpdem::gpu::GpuOptions;
     let mut m = common::gpu::lattice_model(6, 5, 4, 1.2, false, 3);

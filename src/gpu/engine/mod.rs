@@ -132,9 +132,11 @@ struct Replica {
     rebuilds: u64,
     backup_rebuilds: u64,
     /// Its last batch rebuilt it rarely (`quiet::rebuilds_rarely`), and whether it rebuilds
-    /// early at grid steps in this batch (`FLAG_EARLY`; docs/GPU.md, "Quiet steps").
+    /// early at grid steps in this batch (`FLAG_EARLY`; docs/GPU.md, "Quiet steps"); `rare` at
+    /// the backup point, so that a rollback takes back what the batches after it taught.
     rare: bool,
     early: bool,
+    backup_rare: bool,
 }
 
 impl Replica {
@@ -183,6 +185,7 @@ impl Replica {
             backup_rebuilds: 0,
             rare: false,
             early: false,
+            backup_rare: false,
         }
     }
 }
@@ -206,6 +209,10 @@ pub struct GpuEngine {
     /// The next batch starts with a rebuild (after the neighbour lists were reallocated, or a
     /// failure or a rollback left them stale).
     rebuild_next: bool,
+    /// Some replica's lists may be incomplete or laid out anew (empty) since a list overflowed
+    /// and have not been rebuilt since (a held replica's are not): the next evaluation rebuilds
+    /// every running replica's, not only those it thaws.
+    lists_stale: bool,
     /// Steps taken by the running replicas.
     step: u64,
     /// Breaks not yet taken by `take_breaks`, as (replica, event).
@@ -386,6 +393,7 @@ impl GpuEngine {
             longest_list: 0,
             lists_stuck: false,
             rebuild_next: false,
+            lists_stale: false,
             step: 0,
             breaks: Vec::new(),
             fallback_steps: 0,

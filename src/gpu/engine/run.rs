@@ -44,10 +44,25 @@ impl GpuEngine {
     /// still exact (grid fallback) but the lists are reallocated, where they can grow, and
     /// built again. Returns the replicas whose state fails.
     pub(super) fn evaluate_current(&mut self) -> Result<Vec<(usize, EngineError)>, EngineError> {
+        self.evaluate_rebuilding(None)
+    }
+
+    /// `evaluate_current` that rebuilds the lists of the replicas `only` where given: the other
+    /// running replicas' lists hold for their current state (their last step's skin tests
+    /// passed or rebuilt them), so they keep them and their rebuild counts, as alone
+    /// (issue 24: a replica's rebuild does not touch the others'). After an overflow (in the
+    /// last batch, or in this evaluation) the lists are incomplete or laid out anew (empty):
+    /// then every running replica rebuilds.
+    fn evaluate_rebuilding(&mut self, only: Option<&[usize]>) -> Result<Vec<(usize, EngineError)>, EngineError> {
+        // Lists incomplete or laid out anew after an overflow: every replica rebuilds.
+        let mut only = only.filter(|_| !self.lists_stale);
         loop {
             let layout = self.nbr_layouts;
             self.ctx.queue.write_buffer(self.state.buffer("params"), 0, &self.params_bytes(0, GridSteps::default()));
-            self.state.reset_status(&self.ctx.queue, true);
+            match only.take() {
+                Some(only) => self.state.reset_status_rebuilding(&self.ctx.queue, only),
+                None => self.state.reset_status(&self.ctx.queue, true),
+            }
             let mut encoder = self.ctx.device.create_command_encoder(&Default::default());
             if !self.dload_kept {
                 // An evaluation that computes the dissipative loads takes the friction history's
@@ -240,6 +255,9 @@ impl GpuEngine {
         // lists of the failing replica stopped at the failing step: whatever runs next rebuilds.
         let overflow = status[STATUS_OVERFLOW] != 0;
         self.rebuild_next = overflow || !failures.is_empty();
+        // A batch or evaluation with a rebuild of every running replica at its first step (which
+        // follows any overflow) leaves stale lists only with the replicas it held.
+        self.lists_stale = overflow || (self.lists_stale && self.reps.iter().any(|r| r.held));
         if overflow {
             self.fallback_steps += steps;
             self.longest_list = self.longest_list.max(status[STATUS_MAX_NBR]);
@@ -435,6 +453,7 @@ impl GpuEngine {
             rep.backup_rupture = (rep.e_released, rep.n_broken);
             rep.backup_watch.clone_from(&rep.watch);
             rep.backup_rebuilds = rep.rebuilds;
+            rep.backup_rare = rep.rare;
         }
     }
 
@@ -456,10 +475,11 @@ impl GpuEngine {
             rep.held = h;
         }
         self.write_reps();
-        // The others were held while r evaluated and stepped alone: their lists were not
-        // rebuilt, and an overflow in those steps laid the lists out anew (zeroed). Every
-        // replica rebuilds at the next batch's first step.
-        self.rebuild_next = true;
+        // The others were held while r evaluated and stepped alone: their lists still hold for
+        // their state, unless an overflow (in those steps or the batch before) left them
+        // incomplete or laid out anew (zeroed): then every replica rebuilds at the next batch's
+        // first step.
+        self.rebuild_next |= self.lists_stale;
         if let Some((_, e)) = again.into_iter().next() {
             // It passed these steps before; the same steps cannot fail now.
             return Err(EngineError::NoRollback {
@@ -516,6 +536,7 @@ impl GpuEngine {
         (rep.e_released, rep.n_broken) = rep.backup_rupture;
         rep.watch.clone_from(&rep.backup_watch);
         rep.rebuilds = rep.backup_rebuilds;
+        rep.rare = rep.backup_rare;
         // Breaks after the restored step never happened.
         self.breaks.retain(|(q, e)| *q != r || e.step <= step);
         // Its lists were built for the state it leaves.
@@ -532,7 +553,7 @@ impl GpuEngine {
             self.reps[r].held = false;
         }
         self.write_reps();
-        let failures = self.evaluate_current();
+        let failures = self.evaluate_rebuilding(Some(thaw));
         for (&r, h) in thaw.iter().zip(held) {
             self.reps[r].held = h;
         }

@@ -218,12 +218,31 @@ pub(super) fn initial_status(rebuild: bool, replicas: usize) -> Vec<u32> {
     status
 }
 
+/// Status words of an evaluation that rebuilds the replicas `only` (their verdicts set as if
+/// both skin tests had failed; `rebuild_decide` rebuilds a replica on its own verdicts) and
+/// leaves the others' lists as they are.
+pub(super) fn status_rebuilding(only: &[usize], replicas: usize) -> Vec<u32> {
+    let mut status = initial_status(false, replicas);
+    for &r in only {
+        status[STATUS_LEN + r * RSTATUS_LEN + RSTATUS_REBUILD] = REBUILD_ALL;
+    }
+    status
+}
+
 impl DemState {
     /// Resets the status words and the step counter before a batch (queued before the next
     /// submit); `rebuild` makes its first step rebuild the grid and the neighbour lists.
     pub fn reset_status(&self, queue: &wgpu::Queue, rebuild: bool) {
-        let status = initial_status(rebuild, self.layout.replicas());
-        queue.write_buffer(&self.buffers["status"], 0, bytemuck::cast_slice(&status));
+        self.write_status(queue, &initial_status(rebuild, self.layout.replicas()));
+    }
+
+    /// `reset_status` for an evaluation that rebuilds the replicas `only` (`status_rebuilding`).
+    pub fn reset_status_rebuilding(&self, queue: &wgpu::Queue, only: &[usize]) {
+        self.write_status(queue, &status_rebuilding(only, self.layout.replicas()));
+    }
+
+    fn write_status(&self, queue: &wgpu::Queue, status: &[u32]) {
+        queue.write_buffer(&self.buffers["status"], 0, bytemuck::cast_slice(status));
         queue.write_buffer(&self.buffers["step_next"], 0, bytemuck::cast_slice(&[0u32; 4]));
     }
 
@@ -495,5 +514,10 @@ mod tests {
             }
         }
         assert_eq!(initial_status(false, 1)[STATUS_REBUILD], 0);
+        // An evaluation that rebuilds replica 1 of 3 alone: its verdicts both failed, no one's
+        // else, and not the batch's flag (which would rebuild every running replica).
+        let s = status_rebuilding(&[1], 3);
+        let verdicts: Vec<u32> = (0..3).map(|r| s[STATUS_LEN + r * RSTATUS_LEN + RSTATUS_REBUILD]).collect();
+        assert_eq!((s[STATUS_REBUILD], verdicts), (0, vec![0, REBUILD_ALL, 0]));
     }
 }
