@@ -84,12 +84,25 @@ fn ledger_step(s: vec2<real>, x: real) -> vec2<real> {
     return vec2<real>(t, (t - s.x) - y);
 }
 
-/// Particle i's share of E_dissipated (0 where its replica does not dissipate).
+/// Particle i's share of E_dissipated (0 where its replica does not dissipate), after every kick
+/// the last particle kernel made: at a step that closes a batch (recorded), the step's own.
 fn dissipated_at(r: u32, i: u32) -> real {
     if !dissipates(r) {
         return 0.0;
     }
     return dload_force_at(i).w - dload_moment_at(i).w;
+}
+
+/// Particle i's share of E_dissipated at the step the particle kernel just evaluated, before the
+/// next step's opening kick that it makes inside a batch: the ledger the watch checks with that
+/// step's energies (the particle kernel leaves it in the free lane `dload_wall.w`). The share
+/// after both kicks would be ahead by the opening kick's work, about ½ h D·v (twin:
+/// `KinSums::e_dissipated`, src/engine/cpu/integrate.rs).
+fn dissipated_node_at(r: u32, i: u32) -> real {
+    if !dissipates(r) {
+        return 0.0;
+    }
+    return dload_wall_at(i).w;
 }
 
 /// Twin of `kick_work` (src/engine/cpu/integrate.rs): the work of dissipative loads (f, m) in a

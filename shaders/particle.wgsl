@@ -152,6 +152,8 @@ fn particle(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg:
     // The velocities of the state just evaluated (after its closing half kick), for the watch.
     var v_now = v;
     var w_now = w;
+    // The ledger at that state too (the watch's, `dissipated_node_at`).
+    var ledger_now = ledger;
     if !is_fixed(i) && kicks != 0u {
         let a = fi * (0.5 * params.h * inv.z);
         let b = mi * (0.5 * params.h * inv.w);
@@ -167,6 +169,9 @@ fn particle(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg:
             if diss {
                 // The ledger, kick by kick (MODEL §10).
                 ledger = ledger_step(ledger, -kick_work(0.5 * params.h, d_f, d_m, v0, v, w0, w));
+                if k == 0u {
+                    ledger_now = ledger;
+                }
             }
         }
         vel[o] = vec4<real>(v, 0.0);
@@ -175,6 +180,9 @@ fn particle(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg:
             dload_force_put(i, vec4<real>(d_f, ledger.x));
             dload_moment_put(i, vec4<real>(d_m, ledger.y));
         }
+    }
+    if diss {
+        dload_wall_put_w(i, ledger_now.x - ledger_now.y);
     }
     // What the watch sums (shaders/watch.wgsl): the particle's mechanical energy (kinetic,
     // contacts, walls, its bonds), the energy its bonds released, and m v·n along the replica's

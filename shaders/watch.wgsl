@@ -7,7 +7,7 @@
 // contact steps, the peak wall force and the separation. The particle kernel leaves each
 // particle's share in the free lanes of its results: pot.w (mechanical), force.w (released),
 // moment.w (m v·n); the wall force is recomputed from the state, as reduce_state does, and
-// E_dissipated is the particles' shares in `dload_*` (MODEL §10).
+// E_dissipated is the particles' shares at the step, in `dload_wall.w` (MODEL §10).
 
 /// Records of NW reals (`tree_sum`, shaders/tree.wgsl; slots W_* from the generated header).
 const RQ: u32 = NW;
@@ -103,7 +103,7 @@ fn watch_state(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) n
             grav = grav + u.z;
             rel = rel + force_at(i).w;
             pn = pn + moment_at(i).w;
-            diss = diss + dissipated_at(r, i);
+            diss = diss + dissipated_node_at(r, i);
             f = f + wall_force_at(r, i);
         }
         tree_sh[W_MECH * WG + lid] = mech;

@@ -106,9 +106,10 @@ pub struct GpuContext {
 
 /// Storage buffers the widest kernel (`particle`) binds (26 since it adds the dissipative
 /// loads, MODEL §10; 27 since it merges the bonded partners the lists leave out, `bonded`; 28
-/// since the dissipative force and moment are two arrays, `shader::DLOAD_ARRAYS`; lavapipe
-/// offers 32).
-pub const STORAGE_BUFFERS_NEEDED: u32 = 28;
+/// since the dissipative force and moment are two arrays, `shader::DLOAD_ARRAYS`; 29 since it
+/// leaves the ledger at the evaluated step for the watch in `dload_wall`; lavapipe offers 32,
+/// Metal 31).
+pub const STORAGE_BUFFERS_NEEDED: u32 = 29;
 /// The same with the per-particle arrays bound in two parts (`shader::Parts::Two`), where the
 /// widest is the particle kernel: its random reads of the partners' pos and cell and the grid's
 /// sorted copies add a binding each, and the dissipative loads none (nothing dissipates there:

@@ -388,8 +388,10 @@ pub const PARTICLE_OWN: [&str; 7] = ["vel", "quat", "omega", "inertial", "force"
 
 /// The dissipative loads of MODEL §10 (shaders/bindings.wgsl), one vec4 per particle each, so
 /// that none needs a larger binding than the per-particle arrays of `PARTED`: force with the
-/// particle's share of E_dissipated, moment with that sum's compensation, the walls' force.
-/// Kernels reach them through `<name>_at(i)` / `<name>_put(i, v)` (`accessors`). They are never
+/// particle's share of E_dissipated, moment with that sum's compensation, the walls' force with
+/// (lane w, written by the particle kernel) the share at the step just evaluated, for the watch.
+/// Kernels reach them through `<name>_at(i)` / `<name>_put(i, v)` / `<name>_put_w(i, x)`
+/// (`accessors`). They are never
 /// in two parts: nothing dissipates where `PARTED` needs two (`GpuError::DissipationTooLarge`),
 /// and there the accessors are constants that bind nothing, so that the particle kernel stays
 /// within the storage bindings a stage may have.
@@ -427,11 +429,13 @@ pub fn accessors(parts: Parts) -> String {
         s.push_str(&match parts {
             Parts::One => format!(
                 "fn {name}_at(i: u32) -> vec4<real> {{ return {name}[i]; }}\n\
-                 fn {name}_put(i: u32, v: vec4<real>) {{ {name}[i] = v; }}\n"
+                 fn {name}_put(i: u32, v: vec4<real>) {{ {name}[i] = v; }}\n\
+                 fn {name}_put_w(i: u32, x: real) {{ {name}[i].w = x; }}\n"
             ),
             Parts::Two => format!(
                 "fn {name}_at(i: u32) -> vec4<real> {{ return vec4<real>(0.0); }}\n\
-                 fn {name}_put(i: u32, v: vec4<real>) {{}}\n"
+                 fn {name}_put(i: u32, v: vec4<real>) {{}}\n\
+                 fn {name}_put_w(i: u32, x: real) {{}}\n"
             ),
         });
     }

@@ -27,6 +27,12 @@ pub(super) struct KinSums {
     /// pass makes both kicks or two passes make one each.
     pub(super) w_post: f64,
     pub(super) w_pre: f64,
+    /// E_dissipated at the closed step: the ledger after the closing kick, before the opening
+    /// kick of the next step that the same pass makes (set once the blocks are folded; 0 where
+    /// nothing dissipates). The watch checks the energy at that node, whose kinetic energy the
+    /// sums above hold: the ledger after both kicks would be ahead by the opening kick's work,
+    /// about ½ h D·v (a guard that fails or a largest error that grows with `record_every`).
+    pub(super) e_dissipated: f64,
 }
 
 impl KinSums {
@@ -165,6 +171,7 @@ impl CpuEngine {
             if post {
                 d.e_dissipated -= total.w_post;
             }
+            total.e_dissipated = d.e_dissipated;
             if pre {
                 d.e_dissipated -= total.w_pre;
             }

@@ -29,7 +29,8 @@ impl CpuEngine {
     fn observe(&mut self, kin: Option<KinSums>) -> Result<(), EngineError> {
         let (Some(k), Some(w)) = (kin, self.watch.as_mut()) else { return Ok(()) };
         let s = &self.sums;
-        let e_dissipated = self.diss.as_ref().map_or(0.0, |d| d.e_dissipated);
+        // The ledger at the closed step (the pass may have made the next step's opening kick).
+        let e_dissipated = k.e_dissipated;
         let mechanical = k.e_trans + k.e_rot + s.u_bend + s.u_axial + s.u_shear + s.u_contact + s.u_wall;
         let at =
             EnergyAt { step: self.step, budget: mechanical + s.u_gravity + self.e_released + e_dissipated, mechanical };
