@@ -138,21 +138,33 @@ impl Conserved {
         if gravity {
             pushers.push(prm.gravity.normalize());
         }
-        let p = orthogonal_complement(&pushers);
+        // MODEL §10: dashpots act along the line of centres (pairs, walls' normals) or in equal
+        // and opposite pairs (the binder's), so P and L keep their balances; friction at a wall
+        // pushes along the wall and twists about its normal, so it keeps neither P nor L. Friction
+        // between spheres and the binder's shear dashpot put moments on both ends that do not
+        // cancel (they balance the forces' couple about the origin): S no longer holds.
+        let diss = prm.dissipation.as_ref();
+        let wall_friction = !normals.is_empty() && diss.is_some_and(|d| d.mu_wall > 0.0);
+        let spin_friction = diss.is_some_and(|d| d.mu > 0.0 || (has_bonds && d.binder[1] != 0.0));
+        let p = if wall_friction { vec![] } else { orthogonal_complement(&pushers) };
         // Torque-free directions of the pendulum field (its torque is orthogonal to `up`).
         let pend_dirs = prm.pendulum.map(|pd| vec![pd.up.normalize()]);
         // S: bending and paper shear exert opposite moments; objective shear does not. A clump
         // turns loads at its spheres into moments about its centre, and mutual gravitation
         // trades spin for orbital angular momentum (MODEL §12): only L holds then.
         let rigid = !model.clumps.is_empty() || prm.gravitation.is_some();
-        let s = if rigid || (has_bonds && prm.k_shear != 0.0 && prm.shear == ShearVariant::Objective) {
+        let s = if rigid
+            || spin_friction
+            || wall_friction
+            || (has_bonds && prm.k_shear != 0.0 && prm.shear == ShearVariant::Objective)
+        {
             vec![]
         } else {
             pend_dirs.clone().unwrap_or_else(|| all.clone())
         };
         // L: all interactions objective; walls only keep L along a common normal; gravity keeps
         // L along g (its torque x × m g is orthogonal to g).
-        let l = if has_bonds && prm.k_shear != 0.0 && prm.shear == ShearVariant::Paper {
+        let l = if wall_friction || (has_bonds && prm.k_shear != 0.0 && prm.shear == ShearVariant::Paper) {
             vec![]
         } else {
             let mut dirs = pend_dirs.unwrap_or_else(|| all.clone());

@@ -456,3 +456,92 @@ fn the_stable_step_estimate_counts_the_dashpots() {
     assert!((damped / plain - 0.597).abs() < 0.01, "{damped} / {plain}");
     assert!(sliding < damped, "tangential spring κ = 1 on a contact point of mobility 3.5: {sliding} ≥ {damped}");
 }
+
+/// Largest change of P, S and L along each of their claimed exact directions over a run of
+/// `steps`, and the largest change of each along any axis, against the run's momentum scale.
+fn momentum_drifts(model: &Model, dt: f64, steps: u64) -> ([f64; 3], [f64; 3]) {
+    let conserved = rrpdem::diagnostics::Conserved::for_model(model);
+    let mut e = CpuEngine::new(model, Integrator::RrpNewmark, dt).unwrap();
+    let d0 = e.diagnostics().unwrap();
+    let (mut along, mut any) = ([0.0f64; 3], [0.0f64; 3]);
+    for _ in 0..steps {
+        e.advance(1).unwrap();
+        let d = e.diagnostics().unwrap();
+        let pairs = [(d.p - d0.p, &conserved.p), (d.s - d0.s, &conserved.s), (d.l - d0.l, &conserved.l)];
+        for (k, (delta, dirs)) in pairs.into_iter().enumerate() {
+            along[k] = dirs.iter().map(|n| delta.dot(*n).abs()).fold(along[k], f64::max);
+            any[k] = any[k].max(delta.abs().max_element());
+        }
+    }
+    (along, any)
+}
+
+#[test]
+fn the_momenta_called_exact_are_exact_with_friction_and_binder_damping() {
+    // What the run's summary, summary.json and study.csv call exact (`Conserved::for_model`)
+    // must hold to round-off, and what dissipation breaks must no longer be called exact:
+    // friction between spheres and the binder's shear dashpot put moments on both ends that do
+    // not cancel (S drifts, L holds), friction at a wall pushes along it and twists about its
+    // normal (P, S and L drift), dashpots alone keep all three. Each case moves enough to show
+    // the drift it claims (> 1e-4 of momenta of order 1) and keeps the rest to 1e-12.
+    let sphere = |x: &str, v: &str, w: &str| format!(r#"{{"x": {x}, "v": {v}, "omega": {w}}}"#);
+    let run = |extra: &str, walls: &str, bodies: &str| {
+        let json = format!(
+            r#"{{"name": "c", "dt": 1e-3, "t_end": 1, "particle": {{"mass": 1, "inertia": 0.1, "diameter": 1}},
+            "stiffness": {{"bending": 10, "axial": 200, "shear": 200, "contact": 2100, "wall": 2100}},
+            "shear": "paper", {extra} "walls": [{walls}], "bodies": [{bodies}]}}"#
+        );
+        let m = scenario_from(&json).build_model().unwrap_or_else(|e| panic!("{e}"));
+        (rrpdem::diagnostics::Conserved::for_model(&m), momentum_drifts(&m, 1e-3, 400))
+    };
+    let two = format!(
+        r#"{{"type": "particles", "particles": [{}, {}]}}"#,
+        sphere("[-0.55, 0.3, 0]", "[1, 0, 0]", "[0, 0, 2]"),
+        sphere("[0.55, -0.3, 0]", "[-1, 0, 0]", "[1, 0, 0]")
+    );
+    let floor = r#"{"point": [0, 0, 0], "normal": [0, 0, 1]}"#;
+    let on_floor =
+        format!(r#"{{"type": "particles", "particles": [{}]}}"#, sphere("[0, 0, 0.52]", "[1, 0.5, -1]", "[0, 0, 3]"));
+    // A bonded pair sheared (the ends move apart sideways and turn): the paper shear law keeps S
+    // (not L), which the dashpot then breaks.
+    let pair = format!(
+        r#"{{"type": "particles", "particles": [{}, {}], "bonds": [[0, 1]]}}"#,
+        sphere("[-0.5, 0, 0]", "[0, 0.5, 0]", "[0, 0, 1]"),
+        sphere("[0.5, 0, 0]", "[0, -0.5, 0]", "[0, 0, -0.5]")
+    );
+    let cases = [
+        ("pair friction", r#""friction": {"coefficient": 0.5},"#, "", two.as_str(), [3, 0, 3]),
+        ("pair dashpots", r#""damping": {"restitution": 0.3},"#, "", two.as_str(), [3, 3, 3]),
+        (
+            "wall friction",
+            r#""friction": {"coefficient": 0, "wall_coefficient": 0.5},"#,
+            floor,
+            on_floor.as_str(),
+            [0, 0, 0],
+        ),
+        (
+            "wall dashpot",
+            r#""damping": {"restitution": 1, "wall_restitution": 0.3},"#,
+            floor,
+            on_floor.as_str(),
+            [2, 3, 1],
+        ),
+        ("binder shear dashpot", r#""damping": {"binder": {"shear": 5}},"#, "", pair.as_str(), [3, 0, 0]),
+    ];
+    for (name, extra, walls, bodies, dims) in cases {
+        let (c, (along, any)) = run(extra, walls, bodies);
+        eprintln!(
+            "{name}: exact dims P {} S {} L {}; drift along {along:?}, any {any:?}",
+            c.p.len(),
+            c.s.len(),
+            c.l.len()
+        );
+        assert_eq!([c.p.len(), c.s.len(), c.l.len()], dims, "{name}: the directions called exact");
+        for k in 0..3 {
+            assert!(along[k] < 1e-12, "{name}: momentum {k} drifts {} along a direction called exact", along[k]);
+            if dims[k] < 3 {
+                assert!(any[k] > 1e-4, "{name}: momentum {k} not called exact, yet it holds ({})", any[k]);
+            }
+        }
+    }
+}
