@@ -87,6 +87,15 @@ impl Scales {
             out.push(difference(name, e0, std::iter::once(((x - y).abs(), name.to_string()))));
         }
         out.push(difference("E", e0, std::iter::once(((da.total() - db.total()).abs(), "E".to_string()))));
+        // The rest of the energy ledger (MODEL §6, §10) and the bonds broken (relative to the
+        // first engine's count), so that a wrong release, dissipation or rupture shows.
+        for (name, x, y) in
+            [("E_released", da.e_released, db.e_released), ("E_dissipated", da.e_dissipated, db.e_dissipated)]
+        {
+            out.push(difference(name, e0, std::iter::once(((x - y).abs(), name.to_string()))));
+        }
+        let broken = (da.n_broken as f64 - db.n_broken as f64).abs();
+        out.push(difference("bonds broken", da.n_broken as f64, std::iter::once((broken, "n_broken".to_string()))));
         Ok(out)
     }
 }
@@ -103,8 +112,9 @@ pub fn compare(a: &mut dyn Engine, b: &mut dyn Engine, steps: u64) -> Result<Vec
     scales.differences(a, b)
 }
 
-/// One engine's run in `compare_tracked`: the largest `|E − E0| / |E0|` at its steps and the
-/// wall-clock seconds per step (the step and its diagnostics).
+/// One engine's run in `compare_tracked`: the largest error of the energy ledger
+/// `|E + E_released + E_dissipated − E0| / |E0|` at its steps and the wall-clock seconds per
+/// step (the step and its diagnostics).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Tracked {
     pub energy_error: f64,
@@ -122,12 +132,12 @@ pub fn compare_tracked(
 ) -> Result<(Vec<Difference>, [Tracked; 2]), EngineError> {
     let scales = Scales::of(a)?;
     let track = |e: &mut dyn Engine| -> Result<Tracked, EngineError> {
-        let e0 = e.diagnostics()?.total();
+        let e0 = e.diagnostics()?.budget_total();
         let started = std::time::Instant::now();
         let mut worst = 0.0f64;
         for _ in 0..steps {
             e.advance(1)?;
-            worst = worst.max((e.diagnostics()?.total() - e0).abs());
+            worst = worst.max((e.diagnostics()?.budget_total() - e0).abs());
         }
         let seconds_per_step = started.elapsed().as_secs_f64() / steps.max(1) as f64;
         Ok(Tracked { energy_error: worst / e0.abs(), seconds_per_step })

@@ -43,7 +43,8 @@ pub(super) fn cmd_compare(
 
 /// `rrpdem compare --against B`: the scenario's integrator (or `integrator`) and `b` on the CPU
 /// engine, their differences after `steps` steps and each one's energy error over them (largest
-/// `|E − E0|/|E0|` at the steps); a verdict only when `tolerance` is given.
+/// `|E + E_released + E_dissipated − E0|/|E0|` at the steps); a verdict only when `tolerance` is
+/// given.
 pub(super) fn cmd_compare_integrators(
     path: &Path,
     steps: u64,
