@@ -132,3 +132,35 @@ fn time_step_above_the_stability_estimate_is_refused_unless_forced() {
     assert!(stability::check_step(3e-3, false, &est).unwrap().is_some(), "above half the limit: a warning");
     assert!(stability::check_step(1e-3, false, &est).unwrap().is_none(), "the paper's step: silent");
 }
+
+#[test]
+fn a_block_given_as_anything_but_an_object_is_refused_with_its_field() {
+    // serde would read an array positionally into a struct's fields: `"friction": [0.3, 0.5, 2]`
+    // ran as μ = 0.3, μ_w = 0.5, κ = 2 without a word. A number or string named the internal type.
+    let with = |field: &str, value: &str| GOOD.replacen("\"bodies\"", &format!("\"{field}\": {value}, \"bodies\""), 1);
+    let cases = [
+        (with("friction", "[0.3, 0.5, 2.0]"), "`friction`", "an array"),
+        (with("damping", "0.5"), "`damping`", "the number 0.5"),
+        (with("damping", r#"{"binder": [1, 1]}"#), "`damping.binder`", "an array"),
+        (with("rupture", r#"{"tension": 0.1, "weibull": [5, 1]}"#), "`rupture.weibull`", "an array"),
+        (with("walls", "[[0, 0, 0]]"), "`walls[0]`", "an array"),
+        (with("output", "\"vtk\""), "`output`", "the string \"vtk\""),
+        (
+            GOOD.replace(r#""stiffness": {"axial": 100, "contact": 1000}"#, r#""stiffness": [100, 1000]"#),
+            "`stiffness`",
+            "an array",
+        ),
+        (
+            GOOD.replace(r#""particle": {"mass": 1, "inertia": 1, "diameter": 1}"#, r#""particle": true"#),
+            "`particle`",
+            "`true`",
+        ),
+    ];
+    for (text, field, found) in cases {
+        let msg = error_of(&text);
+        assert_mentions(&msg, &[field, "expected an object of named fields such as {", found]);
+        assert!(!msg.contains("struct"), "no internal type names: {msg}");
+    }
+    // `null` is the block left out.
+    Scenario::from_json(&with("damping", "null"), Path::new("good.json")).unwrap().build_model().unwrap();
+}

@@ -33,6 +33,7 @@ pub(crate) fn parse(text: &str, path: &Path) -> Result<Scenario, ScenarioError> 
             )));
         }
     }
+    check_objects(text).map_err(parse_err)?;
     let mut de = serde_json::Deserializer::from_str(text);
     let parsed: Result<Scenario, _> = serde_path_to_error::deserialize(&mut de);
     let scenario = match parsed {
@@ -88,4 +89,87 @@ fn path_in<T: DeserializeOwned>(v: Value) -> Option<String> {
         Ok(_) => None,
         Err(e) => Some(e.path().to_string()).filter(|p| p != "." && !p.is_empty()),
     }
+}
+
+/// The scenario's blocks that are JSON objects of named fields, as read apart from the rest
+/// (every other field skipped unread), for `check_objects`.
+#[derive(serde::Deserialize)]
+struct Blocks {
+    #[serde(default)]
+    particle: Option<Value>,
+    #[serde(default)]
+    stiffness: Option<Value>,
+    #[serde(default)]
+    pendulum: Option<Value>,
+    #[serde(default)]
+    rupture: Option<Value>,
+    #[serde(default)]
+    damping: Option<Value>,
+    #[serde(default)]
+    friction: Option<Value>,
+    #[serde(default)]
+    gravitation: Option<Value>,
+    #[serde(default)]
+    output: Option<Value>,
+    #[serde(default)]
+    walls: Option<Value>,
+}
+
+/// Refuses a block given as anything but an object (`null` aside, which means "absent"): serde
+/// reads a JSON array positionally into a struct's fields (`"friction": [0.3, 0.5, 2]` would run
+/// as coefficient, wall coefficient and stiffness ratio without a word), and its message for a
+/// number or a string names the internal type ("expected struct DampingSpec"). The error names
+/// the field and shows the form expected. A text that is not JSON is left to the parse proper,
+/// whose message says where.
+fn check_objects(text: &str) -> Result<(), String> {
+    let Ok(blocks) = serde_json::from_str::<Blocks>(text) else { return Ok(()) };
+    let example = |field: &str| match field {
+        "particle" => r#"{"mass": 1, "inertia": 0.1, "diameter": 0.1}"#,
+        "stiffness" => r#"{"bending": 10, "axial": 200, "shear": 200, "contact": 2100}"#,
+        "pendulum" => r#"{"g": 1, "rho0": [0, 0, 1], "up": [0, 0, 1]}"#,
+        "rupture" => r#"{"tension": 0.02, "shear": 0.2}"#,
+        "damping" => r#"{"restitution": 0.5, "binder": {"axial": 0.1}}"#,
+        "damping.binder" => r#"{"axial": 0.1, "shear": 0.1, "bending": 0.01, "twist": 0.01}"#,
+        "friction" => r#"{"coefficient": 0.3, "wall_coefficient": 0.5}"#,
+        "gravitation" => r#"{"g": 1}"#,
+        "output" => r#"{"vtk_every": 100}"#,
+        "rupture.weibull" => r#"{"modulus": 5, "seed": 1}"#,
+        _ => r#"{"point": [0, 0, 0], "normal": [0, 0, 1]}"#,
+    };
+    let found = |v: &Value| match v {
+        Value::Array(_) => "an array (its items would be taken for the fields in order)".to_string(),
+        Value::String(s) => format!("the string \"{s}\""),
+        Value::Bool(b) => format!("`{b}`"),
+        Value::Number(n) => format!("the number {n}"),
+        Value::Null | Value::Object(_) => String::new(),
+    };
+    let check = |field: &str, v: Option<&Value>| match v {
+        Some(v) if !(v.is_object() || v.is_null()) => Err(format!(
+            "field `{field}`: expected an object of named fields such as {}, found {}",
+            example(field),
+            found(v)
+        )),
+        _ => Ok(()),
+    };
+    let Blocks { particle, stiffness, pendulum, rupture, damping, friction, gravitation, output, walls } = blocks;
+    for (field, v) in [
+        ("particle", &particle),
+        ("stiffness", &stiffness),
+        ("pendulum", &pendulum),
+        ("rupture", &rupture),
+        ("damping", &damping),
+        ("friction", &friction),
+        ("gravitation", &gravitation),
+        ("output", &output),
+    ] {
+        check(field, v.as_ref())?;
+    }
+    check("damping.binder", damping.as_ref().and_then(|d| d.get("binder")))?;
+    check("rupture.weibull", rupture.as_ref().and_then(|r| r.get("weibull")))?;
+    if let Some(Value::Array(walls)) = &walls {
+        for (k, w) in walls.iter().enumerate() {
+            check(&format!("walls[{k}]"), Some(w))?;
+        }
+    }
+    Ok(())
 }
