@@ -96,7 +96,7 @@ pub struct Impact {
     pub broken_fraction: f64,
     /// Energy terms at the end over the energy guard's scale (`Budget::energy_scale`, the run's
     /// largest kinetic + elastic energy): E_trans, E_rot, U_bend, U_axial, U_shear, U_contact,
-    /// U_wall, U_gravity, E_released.
+    /// U_wall, U_gravity, E_released, E_dissipated.
     pub energy_partition: EnergyPartition,
 }
 
@@ -111,6 +111,8 @@ pub struct EnergyPartition {
     pub u_wall: f64,
     pub u_gravity: f64,
     pub e_released: f64,
+    /// Taken by damping and friction (MODEL §10), so that the terms add up to E0's share.
+    pub e_dissipated: f64,
 }
 
 impl ImpactWatch {
@@ -215,6 +217,7 @@ impl ImpactWatch {
                 u_wall: e(last.u_wall),
                 u_gravity: e(last.u_gravity),
                 e_released: e(last.e_released),
+                e_dissipated: e(last.e_dissipated),
             },
         }
     }
@@ -254,6 +257,36 @@ mod tests {
         assert_eq!((i.rebound_speed, i.restitution, i.last_contact_t), (Some(1.5), Some(0.75), Some(0.5)));
         assert_eq!(i.contact_episodes, 2);
         assert!(i.no_rebound.is_none());
+        // The partition: each term over the scale, the energy taken by dashpots included, so that
+        // the terms add up to the ledger (distinct values: a term swapped or left out shows).
+        let last = Diagnostics {
+            e_trans: 1.0,
+            e_rot: 2.0,
+            u_bend: 3.0,
+            u_axial: 4.0,
+            u_shear: 5.0,
+            u_contact: 6.0,
+            u_wall: 7.0,
+            u_gravity: 8.0,
+            e_released: 9.0,
+            e_dissipated: 10.0,
+            ..Default::default()
+        };
+        let p = w.finish(0.1, 2.0, &last, 0).energy_partition;
+        let terms = [
+            p.e_trans,
+            p.e_rot,
+            p.u_bend,
+            p.u_axial,
+            p.u_shear,
+            p.u_contact,
+            p.u_wall,
+            p.u_gravity,
+            p.e_released,
+            p.e_dissipated,
+        ];
+        assert_eq!(terms, [0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 3.5, 4.0, 4.5, 5.0]);
+        assert_eq!(terms.iter().sum::<f64>(), last.budget_total() / 2.0);
     }
 
     #[test]
