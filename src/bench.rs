@@ -112,43 +112,66 @@ pub fn check_options(steps: u64, threads: &[usize], bandwidth: Option<f64>) -> R
 /// objective shear, tension 0.06, shear 0.6), `solid-torus-impact-N` (the users' job:
 /// `scenarios/solid_torus_impact.json` itself, its torus made of about N spheres, at the
 /// scenario's step or, where the spheres' stiffer binder needs it, half of it, and so on),
-/// any of these with `+damped` or `+friction`
-/// (`dissipative_case`: MODEL §10 on), then `+listed` (`Case::listed`), then `+skin=S` (the
-/// contact lists' skin, `Params::skin`, in units of r_max), any case then `+every-step`
-/// (`Case::every_step`), `tori-N` (N copies of the paper
-/// torus stepped as a study batch steps its variants: on the CPU one engine each, in parallel over the copies; on the GPU one state holding all of them;
-/// `measure` treats it specially).
+/// `tori-N` (N copies of the paper torus, 80·N spheres, stepped as a study batch steps its
+/// variants: on the CPU one engine each, in parallel over the copies; on the GPU one state
+/// holding all of them; `measure` treats it specially). Then suffixes, each at most once, in
+/// any order (`SUFFIXES`): `+damped` or `+friction` (`dissipative_case`: MODEL §10 on), `+listed`
+/// (`Case::listed`), `+skin=S` (the contact lists' skin, `Params::skin`, in units of r_max), the
+/// first three for one-model cases only, and `+every-step` (`Case::every_step`).
 pub fn case(name: &str) -> Result<Case, String> {
-    if let Some(base) = name.strip_suffix("+every-step") {
-        return case(base).map(|c| Case { name: name.into(), every_step: true, ..c });
-    }
-    if let Some((base, skin)) = name.rsplit_once("+skin=") {
-        let max = crate::grid::MAX_SKIN_FACTOR;
-        let skin = match skin.parse::<f64>() {
-            Ok(s) if s > 0.0 && s <= max => s,
-            _ => return Err(format!("`{name}`: +skin= takes a skin in (0, {max}] (units of r_max), not `{skin}`")),
-        };
-        if base.starts_with("tori-") {
-            return Err(format!("`{name}`: `+skin=` applies to one model (torus, rings-N, fcc-N, solid-torus-N, …)"));
+    let mut parts = name.split('+');
+    let base = parts.next().unwrap_or_default();
+    let (mut dissipation, mut listed, mut skin, mut every_step) = (None, false, None, false);
+    for suffix in parts {
+        let twice = || format!("`{name}`: `+{suffix}` given twice (or with its alternative)");
+        match suffix {
+            "damped" | "friction" if dissipation.is_none() => dissipation = Some(suffix),
+            "listed" if !listed => listed = true,
+            "every-step" if !every_step => every_step = true,
+            s if s.starts_with("skin=") && skin.is_none() => {
+                let max = crate::grid::MAX_SKIN_FACTOR;
+                let value = &s["skin=".len()..];
+                skin = Some(match value.parse::<f64>() {
+                    Ok(v) if v > 0.0 && v <= max => v,
+                    _ => {
+                        return Err(format!(
+                            "`{name}`: +skin= takes a skin in (0, {max}] (units of r_max), not `{value}`"
+                        ));
+                    }
+                });
+            }
+            "damped" | "friction" | "listed" | "every-step" => return Err(twice()),
+            s if s.starts_with("skin=") => return Err(twice()),
+            _ => return Err(format!("`{name}`: unknown suffix `+{suffix}`; {SUFFIXES}")),
         }
-        let inner = case(base)?;
-        let (scenario_dt, listed) = (inner.scenario_dt, inner.listed);
-        let model = move || {
-            let mut m = (inner.model)()?;
+    }
+    if base.starts_with("tori-") && (dissipation.is_some() || listed || skin.is_some()) {
+        return Err(format!(
+            "`{name}`: `+damped`, `+friction`, `+listed` and `+skin=` apply to one model (torus, rings-N, fcc-N, \
+             solid-torus-N, …), not to tori-N"
+        ));
+    }
+    let mut c = match dissipation {
+        Some(extra) => dissipative_case(base, extra)?,
+        None => base_case(base)?,
+    };
+    if let Some(skin) = skin {
+        let inner = c.model;
+        c.model = Box::new(move || {
+            let mut m = inner()?;
             m.params.skin = skin;
             Ok(m)
-        };
-        return Ok(Case { name: name.into(), model: Box::new(model), scenario_dt, listed, every_step: false });
+        });
     }
-    if let Some(base) = name.strip_suffix("+listed") {
-        if base.starts_with("tori-") {
-            return Err(format!("`{name}`: `+listed` applies to one model (torus, rings-N, fcc-N, solid-torus-N, …)"));
-        }
-        return case(base).map(|c| Case { name: name.into(), listed: true, ..c });
-    }
-    if let Some((base, extra)) = name.split_once('+') {
-        return dissipative_case(name, base, extra);
-    }
+    Ok(Case { name: name.into(), listed, every_step, ..c })
+}
+
+/// What `case` says of the suffixes a case may take.
+const SUFFIXES: &str = "a case takes `+damped` or `+friction`, `+listed`, `+skin=S` (one-model cases) and \
+                        `+every-step`, each at most once, e.g. fcc-1e5+damped+skin=1.0";
+
+/// A case without suffixes (`case`).
+fn base_case(name: &str) -> Result<Case, String> {
     // A count the model cannot hold is an error here, not an allocation failure while building.
     let max = crate::scenario::generators::MAX_PARTICLES;
     let n = |s: &str| -> Result<usize, String> {
@@ -193,29 +216,21 @@ pub fn case(name: &str) -> Result<Case, String> {
         Box::new(move || solid_torus(count))
     } else {
         return Err(format!(
-            "unknown case `{name}` (torus, rings-N, fcc-N, solid-torus-N, solid-torus-rupture-N, solid-torus-impact-N, \
-             tori-N; the one-model cases also with +damped or +friction, then +listed, then +skin=S; any case \
-             then +every-step)"
+            "unknown case `{name}` (torus, rings-N, fcc-N, solid-torus-N, solid-torus-rupture-N, solid-torus-impact-N \
+             with N a particle count such as 1e5, tori-N with N copies of the 80-sphere torus; {SUFFIXES})"
         ));
     };
     Ok(Case { name: name.into(), model, scenario_dt: None, listed: false, every_step: false })
 }
 
-/// Case `name` = `base+extra`: the case `base` with the dissipation of MODEL §10 on, as
-/// `scenarios/solid_torus_impact_damped.json` has it: `+damped` the dashpots (restitution 0.5
+/// The case `base` with the dissipation of MODEL §10 on (`extra`), as
+/// `scenarios/solid_torus_impact_damped.json` has it: `damped` the dashpots (restitution 0.5
 /// between spheres, 0.3 at the walls, binder γ = 0.5 axial and shear, 0.01 bending and twist),
-/// `+friction` those and Coulomb friction (0.3 between spheres, 0.5 at the walls).
-fn dissipative_case(name: &str, base: &str, extra: &str) -> Result<Case, String> {
+/// `friction` those and Coulomb friction (0.3 between spheres, 0.5 at the walls).
+fn dissipative_case(base: &str, extra: &str) -> Result<Case, String> {
     use crate::interactions::{Dissipation, restitution_beta};
-    let friction = match extra {
-        "damped" => false,
-        "friction" => true,
-        _ => return Err(format!("`{name}`: after `+` a case takes `damped` or `friction`, not `{extra}`")),
-    };
-    if base.starts_with("tori-") || base.contains('+') {
-        return Err(format!("`{name}`: `+{extra}` applies to one model (torus, rings-N, fcc-N, solid-torus-N, …)"));
-    }
-    let inner = case(base)?;
+    let friction = extra == "friction";
+    let inner = base_case(base)?;
     let model = move || {
         let mut m = (inner.model)()?;
         m.params.dissipation = Some(Dissipation {
@@ -229,7 +244,7 @@ fn dissipative_case(name: &str, base: &str, extra: &str) -> Result<Case, String>
         Ok(m)
     };
     Ok(Case {
-        name: name.into(),
+        name: base.into(),
         model: Box::new(model),
         scenario_dt: inner.scenario_dt,
         listed: false,

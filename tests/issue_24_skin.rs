@@ -161,4 +161,19 @@ fn the_bench_takes_a_skin_per_case() {
         let e = case(bad).err().unwrap_or_else(|| panic!("{bad} accepted"));
         assert!(e.contains("skin"), "{bad}: {e}");
     }
+    // Suffixes in any order, each once; the rest refused with what was wrong.
+    let c = case("fcc-1e3+skin=0.8+every-step+friction").unwrap();
+    let m = (c.model)().unwrap();
+    assert!(c.every_step && !c.listed && m.params.skin == 0.8 && m.params.dissipation.unwrap().mu == 0.3);
+    for (bad, says) in [
+        ("fcc-1e3+bogus", "unknown suffix `+bogus`"),
+        ("fcc-1e3+damped+friction", "given twice"),
+        ("fcc-1e3+listed+listed", "given twice"),
+        ("fcc-1e3+skin=1+skin=1.2", "given twice"),
+        ("tori-10+damped", "not to tori-N"),
+        ("bogus-3", "unknown case"),
+    ] {
+        let e = case(bad).err().unwrap_or_else(|| panic!("{bad} accepted"));
+        assert!(e.contains(says), "{bad}: {e}");
+    }
 }

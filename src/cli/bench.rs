@@ -23,6 +23,11 @@ pub(super) fn cmd_bench(
         engines.iter().map(|e| bench::EngineKind::parse(e)).collect::<Result<_, _>>().map_err(anyhow::Error::msg)?;
     bench::check_options(steps, threads, bandwidth)
         .map_err(|e| anyhow::anyhow!("--steps, --threads, --bandwidth: {e}"))?;
+    // Every name checked before anything is measured: a typo in the last case must not
+    // surface after the others have run.
+    for name in &cases {
+        bench::case(name).map_err(anyhow::Error::msg)?;
+    }
     let mut failed: Vec<String> = Vec::new();
     print_header();
     for name in &cases {

@@ -130,16 +130,18 @@ enum Command {
     /// Throughput of the standard cases (particle-steps/s, bond-steps/s) on chosen engines.
     Bench {
         /// Cases: torus, rings-N, fcc-N, solid-torus-N, solid-torus-rupture-N, solid-torus-impact-N
-        /// (scenarios/solid_torus_impact.json scaled to N spheres, at its own step), tori-N (N a
-        /// particle count such as 1e5), or `standard` for the set docs/BENCHMARKS.md reports (torus,
-        /// rings-1e5, rings-1e6, fcc-1e5, fcc-1e6, solid-torus-1e5). A one-model case with
-        /// `+damped` (MODEL §10 dashpots) or `+friction` (dashpots and friction), then optionally
-        /// `+listed` (the contact lists keep bonded pairs, as before issue 24: for comparisons),
-        /// then optionally `+skin=S` (the contact lists' Verlet skin in units of the largest
-        /// radius, 0.6 by default: the scenario field `neighbour_skin`); any case then optionally
+        /// (scenarios/solid_torus_impact.json scaled to N spheres, at its own step), with N a
+        /// particle count such as 1e5; tori-N (N copies of the 80-sphere torus, stepped as a
+        /// study); or `standard` for the set docs/BENCHMARKS.md reports (torus, rings-1e5,
+        /// rings-1e6, fcc-1e5, fcc-1e6, solid-torus-1e5). Suffixes, each at most once, in any
+        /// order: `+damped` (MODEL §10 dashpots) or `+friction` (dashpots and friction), `+listed`
+        /// (the contact lists keep bonded pairs, as before issue 24: for comparisons), `+skin=S`
+        /// (the contact lists' Verlet skin in units of the largest radius, 0.6 by default: the
+        /// scenario field `neighbour_skin`) — these three for one-model cases — and
         /// `+every-step` (the GPU records its grid stage in every step, as before quiet steps
         /// left it out: for comparisons), e.g. fcc-1e5+damped, solid-torus-impact-1e5+listed,
-        /// solid-torus-impact-1e6+skin=1.0, rings-1e5+every-step.
+        /// solid-torus-impact-1e6+skin=1.0, rings-1e5+damped+every-step. Every case is checked
+        /// before the first is measured.
         #[arg(long, value_delimiter = ',', default_value = "torus,rings-1e5,fcc-1e5")]
         cases: Vec<String>,
         /// Engines: cpu, gpu-f32, gpu-f64.
