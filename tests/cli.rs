@@ -299,18 +299,26 @@ fn plots_flags_draw_the_figures_of_a_run_and_a_study() {
 
 #[test]
 fn bench_keeps_the_measurements_made_before_a_failure() {
-    // The JSON is written after every measurement: a later failure (here an unknown case; on a
-    // device, a blow-up or a lost device) neither loses the torus figures nor exits 0.
+    // The JSON is written after every measurement: a later failure (here a case whose model
+    // cannot be built, a torus of one sphere; on a device, a blow-up or a lost device) neither
+    // loses the torus figures nor exits 0. (An unknown case name is refused before anything is
+    // measured.)
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("bench.json");
-    let args = ["bench", "--cases", "torus,nope-1", "--engines", "cpu", "--steps", "10", "--min-seconds", "0"];
+    let args = ["bench", "--cases", "torus,solid-torus-1", "--engines", "cpu", "--steps", "10", "--min-seconds", "0"];
     let o = rrpdem(&[&args[..], &["--json", json.to_str().unwrap()]].concat());
     assert!(!o.status.success());
     assert!(
-        String::from_utf8_lossy(&o.stderr).contains("unknown case `nope-1`"),
+        String::from_utf8_lossy(&o.stderr).contains("no fcc site fits a whole sphere"),
         "{}",
         String::from_utf8_lossy(&o.stderr)
     );
+    // A wrong name: refused before the torus is measured (no JSON written).
+    let early = dir.path().join("early.json");
+    let args = ["bench", "--cases", "torus,nope-1", "--engines", "cpu", "--steps", "10", "--min-seconds", "0"];
+    let o = rrpdem(&[&args[..], &["--json", early.to_str().unwrap()]].concat());
+    assert!(!o.status.success() && String::from_utf8_lossy(&o.stderr).contains("unknown case `nope-1`"));
+    assert!(!early.exists(), "nothing measured");
     let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     let v = &v["measurements"];
     assert_eq!(v.as_array().map(Vec::len), Some(1), "{v}");

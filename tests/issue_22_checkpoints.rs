@@ -258,3 +258,30 @@ fn an_edited_particle_file_is_noticed() {
     std::fs::write(tmp.path().join("p.csv"), csv).unwrap();
     resume(&dir, None, Some(&Scenario::load(&path).unwrap())).unwrap();
 }
+
+#[test]
+fn a_finished_run_with_checkpoints_resumes_from_its_end() {
+    // 250 steps with a checkpoint every 100: the last one used to be at step 200, so `resume
+    // --t-end` of the finished run took 50 steps again; now a checkpoint is also written at the
+    // end, and the extended run equals one run straight to the new end, byte for byte.
+    let s = scenario("torus_impact.json", 0.25, 1e-3);
+    let model = s.build_model().unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let run_to = |dir: &Path, s: &Scenario| {
+        let out = OutputDir::create(dir, false).unwrap();
+        let mut e = engine::create(&model, s.integrator, s.dt, Backend::Cpu, None).unwrap();
+        let opts = RunOptions { checkpoint_every: Some(100), ..Default::default() };
+        let est = stability::estimate(&model);
+        run::run(s, &model, e.as_mut(), Start::Fresh { stability: est }, &out, opts).unwrap();
+    };
+    let (short, long) = (tmp.path().join("short"), tmp.path().join("long"));
+    run_to(&short, &s);
+    let cp = Checkpoint::from_bytes(&std::fs::read(short.join("checkpoint.bin")).unwrap(), Path::new("c.bin")).unwrap();
+    assert_eq!(cp.progress.last.step, 250, "the checkpoint is at the run's end");
+    let resumed = resume(&short, Some(0.4), None).unwrap();
+    assert_eq!(resumed.steps, 400);
+    run_to(&long, &scenario("torus_impact.json", 0.4, 1e-3));
+    for f in ["series.csv", "final_state.csv"] {
+        assert_eq!(std::fs::read(short.join(f)).unwrap(), std::fs::read(long.join(f)).unwrap(), "{f}");
+    }
+}
