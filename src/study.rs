@@ -94,6 +94,8 @@ pub struct Study {
     pub base: Value,
     /// Folder the base scenario's relative paths (CSV bodies) are taken from.
     pub base_dir: PathBuf,
+    /// The study's `set` (already applied to `base`), to say where a bad value came from.
+    pub set: Vec<(String, Value)>,
 }
 
 fn invalid(path: &Path, message: impl Into<String>) -> StudyError {
@@ -149,7 +151,8 @@ impl Study {
                 ),
             ));
         }
-        let study = Study { name: file.name, columns, variants, base, base_dir };
+        let set = file.set.iter().map(|(p, v)| (p.clone(), v.clone())).collect();
+        let study = Study { name: file.name, columns, variants, base, base_dir, set };
         for k in 0..study.variants.len() {
             let s = study.scenario(k, path)?;
             let model = s.build_model().map_err(|e| study.variant_error(k, path, e))?;
@@ -179,7 +182,18 @@ impl Study {
                     None => message,
                 }
             }
-            ScenarioError::Invalid { path, field, message } if path == fake => format!("field `{field}`: {message}"),
+            ScenarioError::Invalid { path, field, message } if path == fake => {
+                // A value the variant does not override came from `set`: say so.
+                let from_set = self.set.iter().find(|(p, _)| {
+                    under_pointer(&field, p) && !self.variants[k].keys().any(|q| under_pointer(&field, q))
+                });
+                match from_set {
+                    Some((p, v)) => {
+                        format!("field `{field}`: {message} (its value comes from the study's `set`: {p} = {v})")
+                    }
+                    None => format!("field `{field}`: {message}"),
+                }
+            }
             other => other.to_string(),
         };
         self.variant_detail(k, path, detail)
@@ -189,8 +203,11 @@ impl Study {
         StudyError::Variant { path: path.to_owned(), variant: k, overrides: self.describe(k), detail }
     }
 
-    /// `pointer = value, …` of variant `k`.
+    /// `pointer = value, …` of variant `k` ("no overrides" where it has none).
     pub fn describe(&self, k: usize) -> String {
+        if self.variants[k].is_empty() {
+            return "no overrides".into();
+        }
         self.variants[k].iter().map(|(p, v)| format!("{p} = {v}")).collect::<Vec<_>>().join(", ")
     }
 
@@ -767,4 +784,22 @@ pub fn plot_fragments(study: &Study, out: &Path) -> Result<Option<PathBuf>, crat
     let png = out.join("study_fragments.png");
     crate::plot::scatter(&table, &spec, &png)?;
     Ok(Some(png))
+}
+
+/// Whether the scenario field `field` (as errors name it: `damping.restitution`,
+/// `bodies[0].velocity`) lies at or under the JSON Pointer `pointer` (`/damping`, `/bodies/0`).
+fn under_pointer(field: &str, pointer: &str) -> bool {
+    let mut name = String::new();
+    for seg in pointer.split('/').skip(1) {
+        if !seg.is_empty() && seg.bytes().all(|b| b.is_ascii_digit()) {
+            name.push_str(&format!("[{seg}]"));
+        } else {
+            if !name.is_empty() {
+                name.push('.');
+            }
+            name.push_str(&seg.replace("~1", "/").replace("~0", "~"));
+        }
+    }
+    !name.is_empty()
+        && field.strip_prefix(name.as_str()).is_some_and(|rest| rest.is_empty() || rest.starts_with(['.', '[']))
 }

@@ -131,6 +131,40 @@ fn an_invalid_variant_is_refused_before_anything_runs() {
         let err = Study::load(&p).unwrap_err().to_string();
         assert!(err.contains(needle), "{vary}: {err}");
     }
+    // A bad value from `set` is said to come from there (the variant's overrides do not hold it),
+    // a variant that overrides the field is not, and a variant without overrides says so.
+    for (set, vary, needles, not) in [
+        (
+            r#"{"/damping/restitution": 2}"#,
+            r#"{"list": [{"/dt": 1e-3}]}"#,
+            vec![
+                "variant 0 (/dt = 0.001)",
+                "damping.restitution",
+                "comes from the study's `set`: /damping/restitution = 2",
+            ],
+            None,
+        ),
+        (
+            r#"{"/rupture": {"tension": -1}}"#,
+            r#"{"list": [{}]}"#,
+            vec!["variant 0 (no overrides)", "rupture.tension", r#"`set`: /rupture = {"tension":-1}"#],
+            None,
+        ),
+        (
+            r#"{"/stiffness/contact": 5}"#,
+            r#"{"list": [{"/stiffness/contact": -5}]}"#,
+            vec!["variant 0 (/stiffness/contact = -5)", "stiffness.contact"],
+            Some("`set`"),
+        ),
+    ] {
+        let text = format!(r#"{{"name": "bad", "base": "torus_impact.json", "set": {set}, "vary": {vary}}}"#);
+        std::fs::write(&p, text).unwrap();
+        let err = Study::load(&p).unwrap_err().to_string();
+        for n in needles {
+            assert!(err.contains(n), "{set}, {vary}: `{n}` in {err}");
+        }
+        assert!(not.is_none_or(|n| !err.contains(n)), "{set}, {vary}: {err}");
+    }
 }
 
 #[test]
