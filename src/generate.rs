@@ -153,6 +153,7 @@ pub fn report(scenario: &Scenario, geometry: &Geometry) -> Report {
             geometry.params.dissipation,
             geometry.params.walls.len(),
             geometry.params.skin,
+            geometry.params.rupture.as_ref().map(|_| geometry.params.weibull()),
         ),
         cpu_only: if scenario.integrator.cpu_only() {
             Some(format!("integrator `{}`", scenario.integrator))
@@ -230,9 +231,9 @@ fn contact_partners(p: &Particles, skin: f64) -> f64 {
 ///   `Model::reference_attitudes` and `reference_positions`); the diagnostics partial sums (`NQ·rs`
 ///   per 64 records of max(N, B), and 16 bytes each in the reduction table). With rupture, per bond 32 bytes in f32 and 48 in f64 more
 ///   (break records, up to what one binding holds), 2 bits of flags, and 4 or 8 for the
-///   Weibull scale (not counted here).
+///   Weibull scale (`memory_estimate_with` counts them; this function is for models without).
 pub fn memory_estimate(p: &Particles, bond_ends: &[(u32, u32)]) -> MemoryEstimate {
-    memory_estimate_with(p, bond_ends, None, 0, crate::grid::SKIN_FACTOR)
+    memory_estimate_with(p, bond_ends, None, 0, crate::grid::SKIN_FACTOR, None)
 }
 
 /// `memory_estimate` for a model whose parameters dissipate (MODEL §10, `dissipation`; `walls`
@@ -246,6 +247,7 @@ pub fn memory_estimate_with(
     dissipation: Option<crate::interactions::Dissipation>,
     walls: usize,
     skin: f64,
+    rupture: Option<bool>,
 ) -> MemoryEstimate {
     use glam::DQuat;
     use std::mem::size_of;
@@ -280,6 +282,7 @@ pub fn memory_estimate_with(
         dissipation,
         walls: walls as u64,
         skin,
+        rupture,
     })
 }
 
@@ -301,6 +304,8 @@ struct Layout {
     walls: u64,
     /// The contact lists' skin (`Params::skin`).
     skin: f64,
+    /// Whether bonds break (MODEL §6), and then whether their thresholds scatter (Weibull).
+    rupture: Option<bool>,
 }
 
 /// The precision whose reals are `rs` bytes.
@@ -370,6 +375,17 @@ fn memory_of(l: &Layout) -> MemoryEstimate {
         }
     };
     let cpu_engine = cpu_engine + diss_cpu;
+    // With rupture (`DemState::new`): a break record per bond (`4·rs` + 16 B, `break_at` and
+    // `break_id`; at most `MAX_BREAK_RECORDS`, or what one binding holds), the broken flags and
+    // their backup (a bit each per bond, in u32 words), and with Weibull the thresholds' scales.
+    let rupture_gpu = |rs: u64| match l.rupture {
+        None => 0,
+        Some(weibull) => {
+            (4 * rs + 16) * b.min(crate::gpu::sizes::MAX_BREAK_RECORDS)
+                + 2 * 4 * b.div_ceil(32)
+                + if weibull { rs * b } else { 0 }
+        }
+    };
     let gpu = |rs: u64| {
         let records = n.max(b).max(1).div_ceil(WG as u64);
         let watch = n.max(1).div_ceil((WG * crate::gpu::shader::WATCH_PER_LANE) as u64);
@@ -390,6 +406,7 @@ fn memory_of(l: &Layout) -> MemoryEstimate {
             + b * (8 + 12 * rs + 8)
             + if unlisted { 8 * b } else { 0 }
             + diss_gpu(rs)
+            + rupture_gpu(rs)
     };
     // DemState::new keeps the incidence (4 B per particle, 8 per bond) and the bonds' ends
     // (8 per bond, for break events) and makes one array at a time, in the device's
@@ -432,6 +449,7 @@ pub fn estimate(scenario: &Scenario, size: &SizeEstimate) -> Estimate {
         dissipation: scenario.params().dissipation,
         walls: scenario.walls.len() as u64,
         skin: scenario.params().skin,
+        rupture: scenario.params().rupture.as_ref().map(|_| scenario.params().weibull()),
     });
     Estimate { name: scenario.name.clone(), size: size.clone(), memory }
 }

@@ -611,6 +611,7 @@ fn the_dry_run_memory_estimate_counts_what_dissipation_adds() {
                 model.params.dissipation,
                 model.params.walls.len(),
                 model.params.skin,
+                None,
             )
         });
         for (p, total) in [(Precision::F32, m.gpu_f32), (Precision::F64, m.gpu_f64)] {

@@ -518,3 +518,42 @@ fn generate_command_writes_the_files_and_prints_the_report() {
     assert!(bits(&from_files) == bits(&original));
     assert!((19_000..21_000).contains(&original.particles.len()));
 }
+
+#[test]
+fn memory_estimate_counts_what_rupture_adds() {
+    // `run --dry-run` of the shipped rupturing torus (2·10⁴ spheres) against the buffers the GPU
+    // state plans: the break records (32 / 48 B per bond), the broken flags and their backup,
+    // and with Weibull thresholds their scales (4 / 8 B per bond). Before they were left out
+    // (15.8 MB against 19.4 in f32): the same 0.1 % as without rupture now.
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/solid_torus_impact.json");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let weibull = text.replacen("\"rupture\": {", "\"rupture\": {\"weibull\": {\"modulus\": 5, \"seed\": 3}, ", 1);
+    assert_ne!(weibull, text);
+    for text in [text, weibull] {
+        let model = rrpdem::scenario::Scenario::from_json(&text, &path).unwrap().build_model().unwrap();
+        let ends: Vec<(u32, u32)> = model.bonds.iter().map(|b| (b.i, b.j)).collect();
+        let prm = &model.params;
+        let rupture = prm.rupture.as_ref().map(|_| prm.weibull());
+        assert!(rupture.is_some());
+        let m = generate::memory_estimate_with(
+            &model.particles,
+            &ends,
+            prm.dissipation,
+            prm.walls.len(),
+            prm.skin,
+            rupture,
+        );
+        let without =
+            generate::memory_estimate_with(&model.particles, &ends, prm.dissipation, prm.walls.len(), prm.skin, None);
+        for (precision, total, less) in [
+            (rrpdem::engine::Precision::F32, m.gpu_f32, without.gpu_f32),
+            (rrpdem::engine::Precision::F64, m.gpu_f64, without.gpu_f64),
+        ] {
+            let cap = rrpdem::gpu::batch::BatchTotals::of(&[&model]).initial_nbr_capacity();
+            let planned = rrpdem::gpu::batch_bytes(&[&model], precision, cap);
+            let ratio = total as f64 / planned as f64;
+            assert!((0.999..=1.0).contains(&ratio), "{rupture:?} {precision:?}: estimate {total} vs planned {planned}");
+            assert!((less as f64) < 0.9 * planned as f64, "the rupture arrays are a tenth or more of it here");
+        }
+    }
+}
