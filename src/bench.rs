@@ -543,7 +543,9 @@ pub fn gpu_bytes_per_step(n: usize, bonds: usize, partners: usize, precision: Pr
 /// offset, each list entry and bonded partner (merged as the particle kernel merges them) and,
 /// per bond end, the incidence entry and the bond's ends (the partners' and ends' arrays counted
 /// as cached), and writes three vec4 of `dload_*`; the particle
-/// kernel reads and writes two of them (loads and ledger lanes); the watch reads all three.
+/// kernel reads and writes two of them (loads and ledger lanes) and writes the ledger at the
+/// evaluated step into the third's lane w (one real); the watch reads the third (the walls'
+/// force and that ledger).
 pub fn gpu_dissipation_bytes_per_step(n: usize, bonds: usize, partners: usize, precision: Precision) -> f64 {
     let rs = match precision {
         Precision::F32 => 4.0,
@@ -551,7 +553,7 @@ pub fn gpu_dissipation_bytes_per_step(n: usize, bonds: usize, partners: usize, p
     };
     let v4 = 4.0 * rs;
     let block = if crate::gpu::frame::uses_blocks(precision) { 16.0 } else { 0.0 };
-    let per_particle = 4.0 * v4 + block + 8.0 + 3.0 * v4 + 4.0 * v4 + 3.0 * v4;
+    let per_particle = 4.0 * v4 + block + 8.0 + 3.0 * v4 + 4.0 * v4 + rs + v4;
     per_particle * n as f64 + 24.0 * bonds as f64 + 4.0 * partners as f64
 }
 
