@@ -140,7 +140,9 @@ impl Conserved {
         }
         // MODEL §10: dashpots act along the line of centres (pairs, walls' normals) or in equal
         // and opposite pairs (the binder's), so P and L keep their balances; friction at a wall
-        // pushes along the wall and twists about its normal, so it keeps neither P nor L. Friction
+        // pushes along the wall (P) and its force at the contact point turns the body about the
+        // wall's normal (L along it), and its moment on the sphere, −gap n × F_t, turns it about
+        // axes in the wall's plane: S keeps only its components along the normals. Friction
         // between spheres and the binder's shear dashpot put moments on both ends that do not
         // cancel (they balance the forces' couple about the origin): S no longer holds.
         let diss = prm.dissipation.as_ref();
@@ -153,14 +155,16 @@ impl Conserved {
         // turns loads at its spheres into moments about its centre, and mutual gravitation
         // trades spin for orbital angular momentum (MODEL §12): only L holds then.
         let rigid = !model.clumps.is_empty() || prm.gravitation.is_some();
-        let s = if rigid
-            || spin_friction
-            || wall_friction
-            || (has_bonds && prm.k_shear != 0.0 && prm.shear == ShearVariant::Objective)
-        {
+        let s = if rigid || spin_friction || (has_bonds && prm.k_shear != 0.0 && prm.shear == ShearVariant::Objective) {
             vec![]
         } else {
-            pend_dirs.clone().unwrap_or_else(|| all.clone())
+            let mut dirs = pend_dirs.clone().unwrap_or_else(|| all.clone());
+            if wall_friction {
+                for n in &normals {
+                    dirs = intersect(&dirs, *n);
+                }
+            }
+            dirs
         };
         // L: all interactions objective; walls only keep L along a common normal; gravity keeps
         // L along g (its torque x × m g is orthogonal to g).

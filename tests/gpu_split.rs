@@ -375,3 +375,51 @@ fn breaks_at_the_first_evaluation_are_kept_or_refused() {
         }
     }
 }
+
+/// A step the energy guard refuses sends its replica back to the step before: to the advance's
+/// start, then forward again alone (`rewind`). That replay must hold its breaks in the records
+/// as the advance did (a replay that broke more bonds than they hold was taken in one batch: its
+/// breaks were not collected and the host's step not advanced). With records for the most bonds
+/// that break in one step, a guard that trips after many more breaks in one advance gives the
+/// same error, state and breaks, bit for bit, as with records for every bond.
+#[test]
+fn a_guard_rewind_that_breaks_more_bonds_than_the_records_hold_keeps_them() {
+    use rrpdem::engine::Watch;
+    let (s, m) = small_solid_torus();
+    let p = Precision::F64;
+    // Each step's largest energy deviation and the breaks so far, with no limit.
+    let mut probe = open(&m, s.dt, p, GpuOptions::default());
+    let d0 = probe.diagnostics().unwrap();
+    assert!(probe.set_watch(Watch::new(&d0, f64::INFINITY, &m.params.walls)));
+    let (mut dev, mut broken, mut per_step) = (vec![0.0f64], vec![0usize], std::collections::BTreeMap::new());
+    for _ in 0..300 {
+        probe.advance(1).unwrap();
+        dev.push(probe.watch().unwrap().energy.max_deviation);
+        let b = probe.take_breaks();
+        for e in &b {
+            *per_step.entry(e.step).or_insert(0u64) += 1;
+        }
+        broken.push(broken.last().unwrap() + b.len());
+    }
+    let cap = per_step.values().copied().max().expect("bonds break");
+    // The first step after 3·cap breaks at which the largest deviation grows: a limit halfway
+    // makes the guard refuse exactly that step, after more breaks than the records hold.
+    let k = (1..dev.len())
+        .find(|&k| broken[k - 1] as u64 > 3 * cap && dev[k] > dev[k - 1])
+        .expect("a step after the breaks at which the energy error grows");
+    let limit = 0.5 * (dev[k - 1] + dev[k]);
+    eprintln!("cap {cap}, guard at step {k} after {} breaks, limit {limit:e}", broken[k - 1]);
+    let run = |options: GpuOptions| {
+        let mut e = open(&m, s.dt, p, options);
+        assert!(e.set_watch(Watch::new(&d0, limit, &m.params.walls)));
+        let err = e.advance(300).expect_err("the guard refuses a step").to_string();
+        (err, bits(&mut e), e.take_breaks())
+    };
+    let (whole, few) =
+        (run(GpuOptions::default()), run(GpuOptions { max_break_records: Some(cap), ..Default::default() }));
+    assert!(whole.0.contains(&format!("at step {k} ")), "{}", whole.0);
+    assert_eq!(whole.0, few.0, "the same error");
+    assert_eq!(whole.2.len(), broken[k - 1], "the breaks up to the step before");
+    assert!(whole.2 == few.2, "the same breaks ({} and {})", whole.2.len(), few.2.len());
+    assert!(whole.1 == few.1, "the same state");
+}

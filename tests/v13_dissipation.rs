@@ -481,15 +481,22 @@ fn the_momenta_called_exact_are_exact_with_friction_and_binder_damping() {
     // What the run's summary, summary.json and study.csv call exact (`Conserved::for_model`)
     // must hold to round-off, and what dissipation breaks must no longer be called exact:
     // friction between spheres and the binder's shear dashpot put moments on both ends that do
-    // not cancel (S drifts, L holds), friction at a wall pushes along it and twists about its
-    // normal (P, S and L drift), dashpots alone keep all three. Each case moves enough to show
+    // not cancel (S drifts, L holds), friction at a wall pushes along it and turns the body about
+    // its normal (P and L drift; S holds along the normal: the sphere's moment lies in the wall's
+    // plane), dashpots alone keep all three. Each case moves enough to show
     // the drift it claims (> 1e-4 of momenta of order 1) and keeps the rest to 1e-12.
     let sphere = |x: &str, v: &str, w: &str| format!(r#"{{"x": {x}, "v": {v}, "omega": {w}}}"#);
     let run = |extra: &str, walls: &str, bodies: &str| {
+        // The shear law: `paper` keeps S (not L), `objective` L (not S); a leading
+        // "shear=objective " in `extra` picks the latter.
+        let (shear, extra) = match extra.strip_prefix("shear=objective ") {
+            Some(rest) => ("objective", rest),
+            None => ("paper", extra),
+        };
         let json = format!(
             r#"{{"name": "c", "dt": 1e-3, "t_end": 1, "particle": {{"mass": 1, "inertia": 0.1, "diameter": 1}},
             "stiffness": {{"bending": 10, "axial": 200, "shear": 200, "contact": 2100, "wall": 2100}},
-            "shear": "paper", {extra} "walls": [{walls}], "bodies": [{bodies}]}}"#
+            "shear": "{shear}", {extra} "walls": [{walls}], "bodies": [{bodies}]}}"#
         );
         let m = scenario_from(&json).build_model().unwrap_or_else(|e| panic!("{e}"));
         (rrpdem::diagnostics::Conserved::for_model(&m), momentum_drifts(&m, 1e-3, 400))
@@ -517,7 +524,7 @@ fn the_momenta_called_exact_are_exact_with_friction_and_binder_damping() {
             r#""friction": {"coefficient": 0, "wall_coefficient": 0.5},"#,
             floor,
             on_floor.as_str(),
-            [0, 0, 0],
+            [0, 1, 0],
         ),
         (
             "wall dashpot",
@@ -527,6 +534,13 @@ fn the_momenta_called_exact_are_exact_with_friction_and_binder_damping() {
             [2, 3, 1],
         ),
         ("binder shear dashpot", r#""damping": {"binder": {"shear": 5}},"#, "", pair.as_str(), [3, 0, 0]),
+        (
+            "binder shear dashpot, objective",
+            r#"shear=objective "damping": {"binder": {"shear": 5}},"#,
+            "",
+            pair.as_str(),
+            [3, 0, 3],
+        ),
     ];
     for (name, extra, walls, bodies, dims) in cases {
         let (c, (along, any)) = run(extra, walls, bodies);

@@ -284,10 +284,15 @@ impl<'scope> Loop<'scope, '_, '_, '_> {
             let elapsed = self.elapsed();
             let Some(rep) = self.reps[r].as_mut() else { continue };
             let at_end = step >= rep.total;
-            // With checkpoints asked for, also one at the end (whatever its step), so that
-            // `resume --t-end` continues a finished run from there instead of the last multiple.
+            // With checkpoints asked for, also one at the end, so that `resume --t-end` continues
+            // a finished run from there instead of the last multiple: where the end is a step
+            // that a longer run records and stops at anyway (its series row and VTK frame there
+            // are not the end's own, which a run straight to a later end would not write).
+            let on_grid = step.is_multiple_of(rep.record_every)
+                && rep.frames.as_ref().is_none_or(|f| step.is_multiple_of(f.writer.every()));
             let checkpoint_due =
-                self.opts.checkpoint_every.is_some_and(|c| step.is_multiple_of(c) || at_end) && rep.failure.is_none();
+                self.opts.checkpoint_every.is_some_and(|c| step.is_multiple_of(c) || (at_end && on_grid))
+                    && rep.failure.is_none();
             let wants_checkpoint = (interrupted && !at_end && rep.failure.is_none()) || checkpoint_due;
             if wants_checkpoint && let Err(e) = rep.checkpoint(self.engine, r, elapsed) {
                 self.engine.freeze(r);

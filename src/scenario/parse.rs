@@ -123,30 +123,10 @@ struct Blocks {
 /// whose message says where.
 fn check_objects(text: &str) -> Result<(), String> {
     let Ok(blocks) = serde_json::from_str::<Blocks>(text) else { return Ok(()) };
-    let example = |field: &str| match field {
-        "particle" => r#"{"mass": 1, "inertia": 0.1, "diameter": 0.1}"#,
-        "stiffness" => r#"{"bending": 10, "axial": 200, "shear": 200, "contact": 2100}"#,
-        "pendulum" => r#"{"g": 1, "rho0": [0, 0, 1], "up": [0, 0, 1]}"#,
-        "rupture" => r#"{"tension": 0.02, "shear": 0.2}"#,
-        "damping" => r#"{"restitution": 0.5, "binder": {"axial": 0.1}}"#,
-        "damping.binder" => r#"{"axial": 0.1, "shear": 0.1, "bending": 0.01, "twist": 0.01}"#,
-        "friction" => r#"{"coefficient": 0.3, "wall_coefficient": 0.5}"#,
-        "gravitation" => r#"{"g": 1}"#,
-        "output" => r#"{"vtk_every": 100}"#,
-        "rupture.weibull" => r#"{"modulus": 5, "seed": 1}"#,
-        _ => r#"{"point": [0, 0, 0], "normal": [0, 0, 1]}"#,
-    };
-    let found = |v: &Value| match v {
-        Value::Array(_) => "an array (its items would be taken for the fields in order)".to_string(),
-        Value::String(s) => format!("the string \"{s}\""),
-        Value::Bool(b) => format!("`{b}`"),
-        Value::Number(n) => format!("the number {n}"),
-        Value::Null | Value::Object(_) => String::new(),
-    };
     let check = |field: &str, v: Option<&Value>| match v {
         Some(v) if !(v.is_object() || v.is_null()) => Err(format!(
             "field `{field}`: expected an object of named fields such as {}, found {}",
-            example(field),
+            block_example(field),
             found(v)
         )),
         _ => Ok(()),
@@ -172,4 +152,72 @@ fn check_objects(text: &str) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// An example of the block `field` as `check_objects` shows it (each parses: a unit test).
+fn block_example(field: &str) -> &'static str {
+    match field {
+        "particle" => r#"{"mass": 1, "inertia": 0.1, "diameter": 0.1}"#,
+        "stiffness" => r#"{"bending": 10, "axial": 200, "shear": 200, "contact": 2100}"#,
+        "pendulum" => r#"{"g": 1, "rho0": [0, 0, 1], "up": [0, 0, 1]}"#,
+        "rupture" => r#"{"tension": 0.02, "shear": 0.2}"#,
+        "damping" => r#"{"restitution": 0.5, "binder": {"axial": 0.1}}"#,
+        "damping.binder" => r#"{"axial": 0.1, "shear": 0.1, "bending": 0.01, "twist": 0.01}"#,
+        "friction" => r#"{"coefficient": 0.3, "wall_coefficient": 0.5}"#,
+        "gravitation" => r#"{"G": 1}"#,
+        "output" => r#"{"vtk_every": 100}"#,
+        "rupture.weibull" => r#"{"modulus": 5, "seed": 1}"#,
+        _ => r#"{"point": [0, 0, 0], "normal": [0, 0, 1]}"#,
+    }
+}
+
+/// What a JSON value is, in an error's words.
+fn found(v: &Value) -> String {
+    match v {
+        Value::Array(_) => "an array (its items would be taken for the fields in order)".to_string(),
+        Value::String(s) => format!("the string \"{s}\""),
+        Value::Bool(b) => format!("`{b}`"),
+        Value::Number(n) => format!("the number {n}"),
+        Value::Null | Value::Object(_) => String::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_block_example_parses_as_its_block() {
+        let particle = r#""particle": {"mass": 1, "inertia": 1, "diameter": 1}"#;
+        let base = |extra: &str| {
+            format!(
+                r#"{{"name": "e", "dt": 1e-3, "t_end": 1, {particle}, {extra}
+                "bodies": [{{"type": "particles", "particles": [{{"x": [0, 0, 1]}}]}}]}}"#
+            )
+        };
+        let fields = [
+            "particle",
+            "stiffness",
+            "pendulum",
+            "rupture",
+            "damping",
+            "damping.binder",
+            "friction",
+            "gravitation",
+            "output",
+            "rupture.weibull",
+            "walls[0]",
+        ];
+        for field in fields {
+            let ex = block_example(field);
+            let text = match field {
+                "particle" => base("").replacen(particle, &format!(r#""particle": {ex}"#), 1),
+                "damping.binder" => base(&format!(r#""damping": {{"binder": {ex}}},"#)),
+                "rupture.weibull" => base(&format!(r#""rupture": {{"tension": 0.1, "weibull": {ex}}},"#)),
+                "walls[0]" => base(&format!(r#""walls": [{ex}],"#)),
+                f => base(&format!(r#""{f}": {ex},"#)),
+            };
+            parse(&text, Path::new("e.json")).unwrap_or_else(|e| panic!("{field}: {e}"));
+        }
+    }
 }

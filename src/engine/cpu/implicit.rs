@@ -98,6 +98,13 @@ pub fn check_translation_only(model: &Model, integrator: Integrator) -> Result<(
     if p.rupture.is_some() {
         return refuse("`rupture` breaks bonds within a step, which the implicit solve does not model".into());
     }
+    if p.dissipation.is_some() {
+        // (The scenario's checks refuse it first; an engine built from a model must too: its
+        // watch takes no dissipated energy from the implicit step.)
+        return refuse(
+            "`damping` and `friction` (MODEL §10) are not among the discrete gradients of the implicit step".into(),
+        );
+    }
     if p.gravitation.is_some() {
         return refuse("`gravitation` (MODEL §12) is not among the discrete gradients of the implicit step".into());
     }

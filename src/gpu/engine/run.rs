@@ -469,7 +469,7 @@ impl GpuEngine {
         self.restore_replica(r);
         self.evaluate_thawed(&[r])?;
         let steps = self.step;
-        let again = if to > start { self.advance_batch((to - start) as u32, false)? } else { Vec::new() };
+        let again = self.replay(r, start, to)?;
         self.step = steps;
         for (rep, h) in self.reps.iter_mut().zip(held) {
             rep.held = h;
@@ -495,7 +495,35 @@ impl GpuEngine {
         rep.backup_rupture = (rep.e_released, rep.n_broken);
         rep.backup_watch.clone_from(&rep.watch);
         rep.backup_rebuilds = rep.rebuilds;
+        rep.backup_rare = rep.rare;
         Ok(())
+    }
+
+    /// Steps replica r (the others held) from `start`, where it stands restored and evaluated,
+    /// to `to`, in batches the break records can hold: a batch that broke more bonds than they
+    /// hold (its breaks not collected, the host's step not advanced) is taken again from `start`
+    /// in batches a quarter as long, as `run` does. Returns the failures found.
+    fn replay(&mut self, r: usize, start: u64, to: u64) -> Result<Vec<(usize, EngineError)>, EngineError> {
+        let mut longest = (to.saturating_sub(start)).clamp(1, u32::MAX as u64 / 2);
+        loop {
+            let (mut at, mut found) = (start, Vec::new());
+            self.break_overflow = false;
+            while at < to && found.is_empty() && !self.break_overflow {
+                let batch = (to - at).min(longest);
+                found = self.advance_batch(batch as u32, false)?;
+                at += batch;
+            }
+            if !self.break_overflow {
+                return Ok(found);
+            }
+            self.break_overflow = false;
+            if longest == 1 {
+                return Err(self.too_many_breaks());
+            }
+            longest = (longest / 4).max(1);
+            self.restore_replica(r);
+            self.evaluate_thawed(&[r])?;
+        }
     }
 
     /// Resets the status words and hands every running, watched replica's watch to the device
