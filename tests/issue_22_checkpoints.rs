@@ -298,4 +298,25 @@ fn extended_from_its_end(s: &Scenario, at: u64) {
         let same = std::fs::read(short.join(f)).unwrap() == std::fs::read(long.join(f)).unwrap();
         assert!(same, "record_every {}: {f} differs", s.record_every);
     }
+    // The checkpoint stayed at `at` (the resume was given no checkpoints): resuming again to an
+    // end before step 400 would cut the completed run short, and is refused, the folder left as
+    // it is; to 400 it is computed again (the announcement says so), byte for byte; a later end
+    // extends it.
+    let before = snapshot(&short);
+    for t_end in [None, Some(0.3)] {
+        let e = resume(&short, t_end, None).unwrap_err();
+        assert!(matches!(e, run::RunError::AlreadyCompleted { step: 400, .. }), "{t_end:?}: {e}");
+        assert!(e.to_string().contains("already completed to step 400"), "{e}");
+    }
+    assert!(snapshot(&short) == before, "the refused resumes left the folder as it was");
+    let out = OutputDir::reopen(&short).unwrap();
+    let mut said = String::new();
+    run::resume(&out, Some(0.4), None, RunOptions::default(), |s| said = s.to_string()).unwrap();
+    drop(out);
+    assert!(said.contains("already completed to step 400: computing it again"), "{said}");
+    for f in ["series.csv", "final_state.csv"] {
+        let same = std::fs::read(short.join(f)).unwrap() == std::fs::read(long.join(f)).unwrap();
+        assert!(same, "computed again: {f} the same bytes");
+    }
+    assert_eq!(resume(&short, Some(0.45), None).unwrap().steps, 450);
 }

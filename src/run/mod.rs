@@ -48,6 +48,12 @@ pub enum RunError {
     Scenario(#[from] crate::error::ScenarioError),
     #[error("the checkpoint is at step {step} (t = {t}); an end time of {t_end} ends before it")]
     EndsBeforeCheckpoint { step: u64, t: f64, t_end: f64 },
+    #[error(
+        "{}: the run in this folder already completed to step {step} (t = {t}); resuming it to t = {t_end} would \
+         replace it with a shorter run (give a later --t-end to extend it, or run it anew into another folder)",
+        dir.display()
+    )]
+    AlreadyCompleted { dir: PathBuf, step: u64, t: f64, t_end: f64 },
     #[error("{path}: unknown engine kind `{kind}` in the checkpoint")]
     UnknownEngineKind { path: PathBuf, kind: String },
     #[error("cannot start the engine: {0}")]
@@ -417,6 +423,15 @@ pub fn resume(
             t_end: scenario.t_end,
         });
     }
+    // A run that completed past the checkpoint (resumed to a later end without checkpoints
+    // there, or finished after an interrupt): resuming it to an earlier end would replace it
+    // with a shorter run; to its own end, compute the same again (said when it starts).
+    let completed = completed_run(dir).filter(|&(step, _)| step > cp.engine.step);
+    if let Some((step, t)) = completed
+        && scenario.total_steps() < step
+    {
+        return Err(RunError::AlreadyCompleted { dir: dir.path.clone(), step, t, t_end: scenario.t_end });
+    }
     use crate::engine::Precision;
     use crate::scenario::Backend;
     let (backend, precision) = match cp.engine.kind.as_str() {
@@ -439,8 +454,14 @@ pub fn resume(
     engine
         .load_state(&cp.engine)
         .map_err(|e| RunError::EngineStart(crate::order::error_to_user(cp.order.as_ref(), e)))?;
+    let again = match completed {
+        Some((step, _)) if step == scenario.total_steps() => {
+            format!(" (the folder's run already completed to step {step}: computing it again from the checkpoint)")
+        }
+        _ => String::new(),
+    };
     announce(&format!(
-        "resuming {} at step {} (t = {}) to step {} on {}",
+        "resuming {} at step {} (t = {}) to step {} on {}{again}",
         scenario.name,
         cp.engine.step,
         cp.progress.last.t,
@@ -457,6 +478,14 @@ pub fn resume(
         warnings: Vec::new(),
     };
     run_single(job, engine.as_mut(), opts)
+}
+
+/// The last step and time of the run in `dir` where its `summary.json` says it completed.
+fn completed_run(dir: &OutputDir) -> Option<(u64, f64)> {
+    let text = std::fs::read_to_string(dir.join("summary.json")).ok()?;
+    let v: serde_json::Value = serde_json::from_str(&text).ok()?;
+    (v.get("status")?.as_str()? == "completed").then_some(())?;
+    Some((v.get("steps")?.as_u64()?, v.get("t_final")?.as_f64()?))
 }
 
 /// Writes `checkpoint.bin` for replica `r`'s current state.
