@@ -373,7 +373,10 @@ fn sigint_writes_everything_and_resume_continues_identically() {
     // A real SIGINT at a moment that varies from run to run (the clock's nanoseconds), with
     // checkpoints every 5000 steps, as the issue's done-when describes (CPU; the library-level
     // tests above cover the GPU). Before: series.csv lost its last ~8 KiB and no summary.json
-    // or final_state.csv was written.
+    // or final_state.csv was written. The signal is sent twice back to back, as `timeout -s INT`
+    // or a batch system may deliver one request (to the process and to its group): one request,
+    // not the "second interrupt" that stops without writing (which it was taken for until
+    // 2026-11-27).
     let tmp = tempfile::tempdir().unwrap();
     let (whole, cut) = (tmp.path().join("whole"), tmp.path().join("cut"));
     let base = ["run", "scenarios/torus_impact.json", "--t-end", "20", "--checkpoint-every", "5000", "--out"];
@@ -389,7 +392,8 @@ fn sigint_writes_everything_and_resume_continues_identically() {
             .spawn()
             .unwrap();
         std::thread::sleep(std::time::Duration::from_millis(delay_ms));
-        Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap();
+        let pid = child.id().to_string();
+        Command::new("kill").args(["-INT", &pid, &pid]).status().unwrap();
         let status = child.wait().unwrap();
         if status.code() == Some(130) {
             break true;
@@ -476,4 +480,38 @@ fn final_state_carries_every_column_a_csv_body_reads() {
     // Ten steps of h = 1e-3 at v = 1, free flight: x = 3.01 up to the round-off of ten additions.
     assert!((b.x[1].x - 3.01).abs() < 1e-14, "the moving particle moved: {}", b.x[1].x);
     assert_eq!(b.x[0].x, 0.0);
+}
+
+#[test]
+fn an_interrupt_delivered_twice_is_one_request() {
+    // `timeout -s INT`, a batch system or a shell may deliver one request twice (to the process
+    // and to its group), a few milliseconds apart: the second must not be taken for the "again
+    // to abort" that stops at once without writing (it was, and a study lost every output). A
+    // run busy with a 2·10⁴-sphere torus gets SIGINT, then 100 ms later SIGINT again: it still
+    // stops at its next stop and writes everything, with a checkpoint.
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("twice");
+    let child = Command::new(env!("CARGO_BIN_EXE_rrpdem"))
+        .args(["run", "scenarios/solid_torus_impact.json", "--backend", "cpu", "--out", out.to_str().unwrap()])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Until it writes its first rows (the model built, the handler installed, steps running).
+    let started = std::time::Instant::now();
+    while !std::fs::metadata(out.join("series.csv")).is_ok_and(|m| m.len() > 2000) {
+        assert!(started.elapsed().as_secs() < 60, "the run did not start");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let pid = child.id().to_string();
+    Command::new("kill").args(["-INT", &pid]).status().unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    Command::new("kill").args(["-INT", &pid]).status().unwrap();
+    let o = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(130), "{err}");
+    assert!(!err.contains("without writing"), "{err}");
+    let summary = std::fs::read_to_string(out.join("summary.json")).unwrap();
+    assert!(summary.contains("\"status\": \"interrupted\""), "{summary}");
+    assert!(out.join("checkpoint.bin").exists() && out.join("final_state.csv").exists());
 }

@@ -297,14 +297,26 @@ impl From<PrecisionArg> for Precision {
 }
 
 /// SIGINT/SIGTERM/SIGHUP: the first asks the run to stop after the current chunk of steps and
-/// write everything (with a checkpoint); a second one ends the process at once.
+/// write everything (with a checkpoint); a second one ends the process at once, unless it
+/// comes within `DUPLICATE_SIGNAL` of the first: `timeout -s INT`, a batch system or a shell
+/// may deliver one request twice (to the process and to its group), which must not throw away
+/// what the first asked to write.
 fn install_interrupt_handler() -> Result<()> {
+    static FIRST: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+    const DUPLICATE_SIGNAL: std::time::Duration = std::time::Duration::from_secs(1);
     ctrlc::set_handler(|| {
         if rrpdem::run::INTERRUPT.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            if FIRST.get().is_some_and(|t| t.elapsed() < DUPLICATE_SIGNAL) {
+                return;
+            }
             eprintln!("\nrrpdem: second interrupt, stopping now without writing");
             std::process::exit(130);
         }
-        eprintln!("\nrrpdem: interrupt received, finishing the current steps and writing the outputs (again to abort)");
+        let _ = FIRST.set(std::time::Instant::now());
+        eprintln!(
+            "\nrrpdem: interrupt received, finishing the current steps and writing the outputs (again, a second or \
+             more later, to abort)"
+        );
     })
     .context("installing the interrupt handler")
 }
