@@ -156,6 +156,10 @@ impl Study {
         for k in 0..study.variants.len() {
             let s = study.scenario(k, path)?;
             let model = s.build_model().map_err(|e| study.variant_error(k, path, e))?;
+            // What the engine would refuse at its start (an integrator that cannot move the
+            // model) is refused here, before any variant runs.
+            crate::engine::cpu::check_integrator(&model, s.integrator)
+                .map_err(|e| invalid(path, format!("variant {k} ({}): {e}", study.describe(k))))?;
             let est = crate::stability::estimate(&model);
             if let Err(e) = crate::stability::check_step(s.dt, s.force_dt, &est) {
                 return Err(invalid(path, format!("variant {k} ({}): {e}", study.describe(k))));

@@ -149,6 +149,15 @@ fn every_failure_reason_is_printed_and_the_exit_code_says_so() {
     // A merge of that folder fails too, unless failures are allowed.
     assert!(!rrpdem(&["study", "--merge", s(&out)]).status.success());
     assert!(rrpdem(&["study", "--merge", s(&out), "--allow-failures"]).status.success());
+    // Variants whose engine cannot start (a GPU memory budget far too small) write nothing:
+    // they are unfinished, not failures with outputs, so even --allow-failures exits non-zero
+    // (it exited 0 with every variant "missing").
+    let args = ["--out", s(&out), "--overwrite", "--allow-failures", "--backend", "gpu", "--gpu-memory", "1000"];
+    let o = rrpdem(&[&["study", s(&p)][..], &args[..]].concat());
+    let err = stderr(&o);
+    assert!(!o.status.success(), "{err}");
+    assert!(err.contains("cannot start the engine") && err.contains("2 variant(s) have no complete outputs"), "{err}");
+    assert!(!err.contains("did not complete"), "{err}");
 }
 
 #[test]

@@ -126,6 +126,11 @@ fn an_invalid_variant_is_refused_before_anything_runs() {
         (r#"{"list": [{"/stiffnes/contact": 1}]}"#, "unknown field"),
         (r#"{"list": [{"/dt": 0.05}]}"#, "stability estimate"),
         (r#"{"grid": {"stiffness": [1]}}"#, "JSON Pointer"),
+        // An integrator the engine would refuse to start with (it ran as "missing").
+        (
+            r#"{"list": [{"/integrator": "rrp-newmark"}, {"/integrator": "em"}]}"#,
+            "variant 1 (/integrator = \"em\"): integrator `em` moves translations only",
+        ),
     ] {
         std::fs::write(&p, format!(r#"{{"name": "bad", "base": "torus_impact.json", "vary": {vary}}}"#)).unwrap();
         let err = Study::load(&p).unwrap_err().to_string();

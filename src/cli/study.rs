@@ -157,11 +157,15 @@ fn finish(
         match state {
             VariantState::Completed => {}
             VariantState::Failed { .. } => failed.push(*k),
-            other if !failed.contains(k) => {
-                eprintln!("variant {k}: {other}");
+            other => {
+                if !failed.contains(k) {
+                    eprintln!("variant {k}: {other}");
+                }
+                // One that failed before it wrote anything (its engine could not start) has no
+                // outputs up to a failure: it is unfinished, whatever --allow-failures says.
+                failed.retain(|f| f != k);
                 unfinished.push(*k);
             }
-            _ => {}
         }
     }
     failed.sort_unstable();

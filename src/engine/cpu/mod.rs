@@ -134,22 +134,30 @@ fn inverse(m: f64, fixed: bool) -> f64 {
     if fixed { 0.0 } else { 1.0 / m }
 }
 
+/// Whether `integrator` can move `model` (the refusals `CpuEngine::new` starts with): `em` and
+/// `sm` move translations only (`implicit::check_translation_only`), clumps need `lgvi`, and
+/// `lgvi` books no dissipated work. A study checks every variant with it before anything runs.
+pub fn check_integrator(model: &Model, integrator: Integrator) -> Result<(), EngineError> {
+    if integrator.is_implicit() {
+        implicit::check_translation_only(model, integrator)?;
+    }
+    if !model.clumps.is_empty() && integrator != Integrator::Lgvi {
+        return Err(EngineError::Unsupported(format!(
+            "the model has clumps, which `{integrator}` cannot move (a full inertia tensor): use `lgvi` (MODEL §12)"
+        )));
+    }
+    if integrator == Integrator::Lgvi && model.params.dissipation.is_some() {
+        return Err(EngineError::Unsupported(
+            "`lgvi` does not book the work of damping and friction (MODEL §10); use rrp-newmark".into(),
+        ));
+    }
+    Ok(())
+}
+
 impl CpuEngine {
     /// Builds the engine and evaluates the forces and diagnostics of the initial state.
     pub fn new(model: &Model, integrator: Integrator, dt: f64) -> Result<CpuEngine, EngineError> {
-        if integrator.is_implicit() {
-            implicit::check_translation_only(model, integrator)?;
-        }
-        if !model.clumps.is_empty() && integrator != Integrator::Lgvi {
-            return Err(EngineError::Unsupported(format!(
-                "the model has clumps, which `{integrator}` cannot move (a full inertia tensor): use `lgvi` (MODEL §12)"
-            )));
-        }
-        if integrator == Integrator::Lgvi && model.params.dissipation.is_some() {
-            return Err(EngineError::Unsupported(
-                "`lgvi` does not book the work of damping and friction (MODEL §10); use rrp-newmark".into(),
-            ));
-        }
+        check_integrator(model, integrator)?;
         let p = &model.particles;
         let n = p.len();
         let kin = (0..n).into_par_iter().map(|i| Kinematics { x: p.x[i], v: p.v[i], q: p.q[i], w: p.w[i] }).collect();
