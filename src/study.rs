@@ -758,8 +758,26 @@ pub fn plot(study: &Study, out: &Path) -> Result<PathBuf, crate::plot::PlotError
         connect: study.columns.clone(),
     };
     let png = out.join("study.png");
-    crate::plot::scatter_csv(&out.join("study.csv"), &spec, &png)?;
+    let table = completed_outcomes(crate::plot::Table::read(&out.join("study.csv"))?, &PLOTTED_OUTCOMES);
+    crate::plot::scatter(&table, &spec, &png)?;
     Ok(png)
+}
+
+/// `table` (a `study.csv`) with the `outcomes` of every variant that did not complete left
+/// empty: a failed run's values describe its last good step (0 for one refused at its first
+/// step), an interrupted one's a point in the middle, a missing one's nothing; drawn, they would
+/// read as outcomes. An empty cell is a missing value, which breaks its line.
+fn completed_outcomes(mut table: crate::plot::Table, outcomes: &[&str]) -> crate::plot::Table {
+    let Some(status) = table.column("status") else { return table };
+    let columns: Vec<usize> = outcomes.iter().filter_map(|o| table.column(o)).collect();
+    for row in table.rows.iter_mut().filter(|r| r.get(status).is_none_or(|s| s.trim() != "completed")) {
+        for &c in &columns {
+            if let Some(cell) = row.get_mut(c) {
+                cell.clear();
+            }
+        }
+    }
+    table
 }
 
 /// Fragment outcomes drawn against the varied parameters by `plot_fragments`.
@@ -770,9 +788,14 @@ pub const FRAGMENT_OUTCOMES: [&str; 2] = ["n_fragments", "largest_fragment_fract
 /// drawn) when no variant broke into more than one fragment.
 pub fn plot_fragments(study: &Study, out: &Path) -> Result<Option<PathBuf>, crate::plot::PlotError> {
     let csv = out.join("study.csv");
-    let table = crate::plot::Table::read(&csv)?;
+    let table = completed_outcomes(crate::plot::Table::read(&csv)?, &FRAGMENT_OUTCOMES);
     let broke = table.has("n_fragments") && table.numbers("n_fragments")?.iter().any(|&n| n > 1.0);
+    let png = out.join("study_fragments.png");
     if !broke {
+        // An earlier run's figure in this folder would describe other outcomes.
+        if png.exists() {
+            std::fs::remove_file(&png).map_err(|source| crate::plot::PlotError::Write { path: png, source })?;
+        }
         return Ok(None);
     }
     let numeric = |c: &String| study.variants.iter().all(|v| v.get(c).is_none_or(|x| x.is_number())) && !c.is_empty();
@@ -785,7 +808,6 @@ pub fn plot_fragments(study: &Study, out: &Path) -> Result<Option<PathBuf>, crat
         labels: vec![],
         connect: study.columns.clone(),
     };
-    let png = out.join("study_fragments.png");
     crate::plot::scatter(&table, &spec, &png)?;
     Ok(Some(png))
 }
@@ -806,4 +828,38 @@ fn under_pointer(field: &str, pointer: &str) -> bool {
     }
     !name.is_empty()
         && field.strip_prefix(name.as_str()).is_some_and(|rest| rest.is_empty() || rest.starts_with(['.', '[']))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_completed_variants_have_outcomes_to_draw() {
+        let csv = "variant,/dt,status,max_rel_energy_error,n_broken,peak_wall_force,restitution\n\
+                   0,0.1,completed,1e-3,4,10.5,0.8\n\
+                   1,0.2,failed,0.0,0,0.0,\n\
+                   2,0.3,interrupted,2e-3,1,3.5,\n\
+                   3,0.4,missing,,,,\n";
+        let t = crate::plot::Table::parse(Path::new("study.csv"), csv).unwrap();
+        let t = completed_outcomes(t, &PLOTTED_OUTCOMES);
+        assert_eq!(t.numbers("max_rel_energy_error").unwrap()[0], 1e-3);
+        for o in PLOTTED_OUTCOMES {
+            let v = t.numbers(o).unwrap();
+            assert!(v[1..].iter().all(|x| x.is_nan()), "{o}: {v:?}");
+        }
+        // The parameters and the status stay.
+        assert_eq!(t.numbers("/dt").unwrap(), [0.1, 0.2, 0.3, 0.4]);
+        assert_eq!(t.texts("status").unwrap(), ["completed", "failed", "interrupted", "missing"]);
+    }
+
+    #[test]
+    fn a_field_lies_under_a_pointer_by_whole_segments() {
+        assert!(under_pointer("damping.restitution", "/damping/restitution"));
+        assert!(under_pointer("damping.restitution", "/damping"));
+        assert!(under_pointer("bodies[0].velocity", "/bodies/0"));
+        assert!(!under_pointer("damping.restitution_wall", "/damping/restitution"));
+        assert!(!under_pointer("bodies[1].velocity", "/bodies/0"));
+        assert!(!under_pointer("damping", "/damping/restitution"));
+    }
 }

@@ -120,8 +120,11 @@ fn a_used_folder_is_refused_before_anything_runs() {
     assert_eq!(resolved.base["t_end"], 0.6);
     // A whole study replacing a larger one leaves none of its variant folders behind.
     let c = write_study(tmp.path(), "c.json", r#"{"/t_end": 0.3}"#, r#"{"list": [{}, {}, {}]}"#);
+    // (A figure of the study it replaces goes with it, the fragments' one too.)
+    std::fs::write(out.join("study_fragments.png"), b"an earlier study's figure").unwrap();
     assert!(rrpdem(&["study", s(&c), "--out", s(&out), "--overwrite"]).status.success());
     assert!(study::variant_dir(&out, 2).exists());
+    assert!(!out.join("study_fragments.png").exists(), "the replaced study's figure is still there");
     let o = rrpdem(&["study", s(&b), "--out", s(&out), "--overwrite"]);
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(!study::variant_dir(&out, 2).exists(), "variant 2 of the replaced study is still there");

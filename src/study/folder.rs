@@ -250,7 +250,7 @@ fn folder_error(out: &Path, message: String) -> StudyError {
 /// Makes the folder `out` ready for a run from t = 0 of the variants `which` of `study` (read
 /// from `path`; `whole`: every variant, not a shard), before anything runs. Refuses a folder
 /// that holds another study, or a study.json that cannot be read, or outputs of any variant in
-/// `which`, unless `overwrite`: then the other study is replaced (its study.csv and study.png
+/// `which`, unless `overwrite`: then the other study is replaced (its study.csv and figures
 /// removed, and in a whole run its variant folders past this study's count); each variant that
 /// runs replaces its folder's outputs itself. Writes study.json.
 pub fn prepare_folder(
@@ -319,7 +319,7 @@ pub fn prepare_folder(
     let replaced = matches!(held, Holder::Other { .. } | Holder::Unreadable(_));
     claim(study, out, replaced)?;
     if replaced {
-        for f in ["study.csv", "study.png"] {
+        for f in ["study.csv", "study.png", "study_fragments.png"] {
             remove_if_there(&out.join(f))?;
         }
     }
