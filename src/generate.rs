@@ -691,8 +691,22 @@ fn particle_row(p: &Particles, i: usize, out: &mut Vec<u8>, cache: &mut ColumnCa
 }
 
 /// Writes `n` rows formatted by `row` after a header: rows are formatted in parallel in blocks
-/// and written in order.
+/// and written in order, into `<name>.partial` beside `path`, renamed to `path` once complete
+/// (a run killed while writing leaves no truncated file under the name a scenario reads).
 fn write_rows(
+    path: &Path,
+    header: &str,
+    n: usize,
+    row: impl Fn(usize, &mut Vec<u8>, &mut ColumnCache) + Sync,
+) -> Result<(), OutputError> {
+    let mut name = path.file_name().unwrap_or_default().to_os_string();
+    name.push(".partial");
+    let partial = path.with_file_name(name);
+    write_rows_to(&partial, header, n, row)?;
+    std::fs::rename(&partial, path).map_err(|source| OutputError { path: path.to_owned(), source })
+}
+
+fn write_rows_to(
     path: &Path,
     header: &str,
     n: usize,

@@ -117,14 +117,20 @@ impl OutputDir {
         Ok(dir)
     }
 
-    /// Takes the folder of an earlier run to continue it (`resume`).
+    /// Takes the folder of an earlier run to continue it (`resume`). A folder another process
+    /// holds is reported as such first (a run still writing may have no checkpoint yet).
     pub fn reopen(path: &Path) -> Result<OutputDir, OutputDirError> {
+        // (Only a folder with a lock file can be held: none is made in one that is not a run's.)
+        let dir = if path.join(LOCK_FILE).is_file() { Some(OutputDir::lock(path)?) } else { None };
         for f in ["series.csv", crate::checkpoint::FILE_NAME] {
             if !path.join(f).is_file() {
                 return Err(OutputDirError::NothingToResume { path: path.to_owned(), missing: f.into() });
             }
         }
-        OutputDir::lock(path)
+        match dir {
+            Some(dir) => Ok(dir),
+            None => OutputDir::lock(path),
+        }
     }
 
     pub fn join(&self, name: &str) -> PathBuf {

@@ -339,6 +339,11 @@ fn a_second_run_into_a_busy_folder_is_refused() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(!o.status.success() && err.contains("another rrpdem process"), "{err}");
     assert!(!tmp.path().join("series.csv").exists());
+    // So is a resume of it (before: "holds no run to resume (checkpoint.bin is missing)", as a
+    // run still writing may have no checkpoint yet).
+    let o = rrpdem(&["resume", tmp.path().to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success() && err.contains("another rrpdem process"), "{err}");
     drop(held);
     // Another test of this process may be spawning a child right now: between its fork and its
     // exec the child holds a copy of every descriptor, this lock's included, for a moment.

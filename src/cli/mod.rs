@@ -238,7 +238,7 @@ impl VtkArg {
 /// Settings that override the scenario file.
 #[derive(clap::Args)]
 struct Overrides {
-    /// rrp-newmark | rrp-exact | campello.
+    /// rrp-newmark | rrp-exact | campello | em | sm (translation only, CPU) | lgvi (rigid clumps, CPU).
     #[arg(long)]
     integrator: Option<Integrator>,
     /// Time step.
