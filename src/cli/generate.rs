@@ -12,7 +12,8 @@ pub(super) fn cmd_generate(path: &Path, out: &Path, overwrite: bool) -> Result<(
     let size = scenario.size_estimate()?;
     if size.particles > EXACT_MAX_PARTICLES {
         eprintln!(
-            "rrpdem: building {:.3e} particles and {}{:.3e} bonds (the model alone ≈ {:.2} GB)",
+            "rrpdem: building {:.3e} particles and {}{:.3e} bonds (about {:.2} GB while it is built: the model and \
+             its bond list)",
             size.particles,
             if size.exact { "" } else { "at most " },
             size.bonds,

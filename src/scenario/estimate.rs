@@ -49,7 +49,8 @@ impl SizeEstimate {
     }
 
     /// Bytes of the `Model` (`generate::memory_estimate` derives the figures) plus the bond pairs
-    /// held while it is made: what building it takes at least.
+    /// held while it is made: what building it takes at least (so above the `model` figure of
+    /// `--dry-run` by 8 B per bond).
     pub fn model_bytes(&self) -> f64 {
         self.particles * 129.0 + self.bonds * (104.0 + 8.0)
     }
