@@ -127,6 +127,28 @@ fn m3_dry_run_estimates_a_large_model_without_building_it() {
 }
 
 #[test]
+fn m3_dry_run_says_when_a_cpu_run_would_not_fit() {
+    // A model that fits the machine while a CPU run (model and engine) may not: the dry run
+    // says so exactly where the estimate exceeds the memory and swap (it checked the model
+    // only). About 2·10⁷ fcc spheres: a 16 GB model, a 30 GB CPU run.
+    let body = r#"{"type": "block_solid", "size": [1, 1, 1], "particle_diameter": 0.004}"#;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("large.json");
+    std::fs::write(&path, with_body(body)).unwrap();
+    let out = rrpdem_limited(4 << 20, &["run", path.to_str().unwrap(), "--dry-run"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let s = Scenario::from_json(&with_body(body), &path).unwrap();
+    let m = rrpdem::generate::estimate(&s, &s.size_estimate().unwrap()).memory;
+    let Some(total) = rrpdem::scenario::memory_total() else { return };
+    if m.model < total {
+        assert_eq!(text.contains("a CPU run needs about"), m.model + m.cpu_engine > total, "{text}");
+    } else {
+        assert!(text.contains("a run would be refused"), "{text}");
+    }
+}
+
+#[test]
 fn m3_estimate_agrees_with_the_built_model() {
     // The particle count is the lattice's exact count; bonds are bounded by N z/2 (interior
     // coordination 12 for every sphere, surface spheres have fewer).

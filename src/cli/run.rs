@@ -57,10 +57,22 @@ pub(super) fn cmd_dry_run(path: &Path, over: &Overrides) -> Result<()> {
         format!("steps           {steps} of {} to t = {}", num(scenario.dt), num(steps as f64 * scenario.dt));
     let size = scenario.size_estimate()?;
     if size.particles > rrpdem::generate::EXACT_MAX_PARTICLES {
-        println!("{}", rrpdem::generate::estimate(&scenario, &size));
+        let estimate = rrpdem::generate::estimate(&scenario, &size);
+        println!("{estimate}");
         println!("{steps_line}");
         if let Err(e) = scenario.check_size(&size) {
             println!("limits          a run would be refused: {e}");
+        } else if let Some(total) = rrpdem::scenario::memory_total() {
+            // The model fits, but a CPU run holds its engine's arrays beside it.
+            let cpu = estimate.memory.model + estimate.memory.cpu_engine;
+            if cpu > total {
+                println!(
+                    "limits          a CPU run needs about {:.1} GB, more than this machine's {:.1} GB of memory and swap \
+                     (a GPU run holds the model and its upload on the host, the engine on the device)",
+                    cpu as f64 / 1e9,
+                    total as f64 / 1e9
+                );
+            }
         }
         println!("dry run         nothing was built, run or written");
         return Ok(());

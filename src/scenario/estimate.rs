@@ -197,7 +197,7 @@ fn csv_rows(path: &Path) -> Result<(f64, bool), ScenarioError> {
 }
 
 /// Physical memory plus swap in bytes (Linux `/proc/meminfo`); `None` elsewhere.
-fn memory_total() -> Option<u64> {
+pub fn memory_total() -> Option<u64> {
     let text = std::fs::read_to_string("/proc/meminfo").ok()?;
     let kb = |key: &str| -> Option<u64> {
         let line = text.lines().find(|l| l.starts_with(key))?;

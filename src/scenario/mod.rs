@@ -8,6 +8,7 @@ mod csv;
 pub mod dissipation;
 mod estimate;
 pub use dissipation::{BinderDampingSpec, DEFAULT_STIFFNESS_RATIO, DampingSpec, FrictionSpec};
+pub use estimate::memory_total;
 pub mod generators;
 pub mod inputs;
 mod parse;
