@@ -621,6 +621,12 @@ fn study_scatter_without_shared_combinations_draws_points() {
     assert!(fig.panels.iter().flat_map(|p| &p.curves).all(|c| c.style.stroke == Stroke::None));
     let legend: Vec<&str> = fig.legend.iter().map(|(l, _)| l.as_str()).collect();
     assert_eq!(legend, ["shear = paper", "shear = objective"]);
+    // A variant that does not set the grouping parameter keeps the base's value: said so, not
+    // an empty "shear = ".
+    table.rows[0][2] = String::new();
+    let fig = plot::scatter_figure(&table, &spec).unwrap();
+    let legend: Vec<&str> = fig.legend.iter().map(|(l, _)| l.as_str()).collect();
+    assert!(legend.contains(&"shear = (base)") && !legend.contains(&"shear = "), "{legend:?}");
 }
 
 /// M4: array-valued overrides reach study.csv quoted (RFC 4180); the scatter reads them as

@@ -57,7 +57,9 @@ pub enum PlotError {
     MissingColumn { path: PathBuf, column: String },
     #[error("{path}: {message}")]
     Json { path: PathBuf, message: String },
-    #[error("{dir}: nothing to plot (no series.csv or converge.csv)")]
+    #[error(
+        "{dir}: nothing to plot (no series.csv of a run, converge.csv of `rrpdem converge`, or study.csv with study.json of a study)"
+    )]
     NothingToPlot { dir: PathBuf },
     #[error("{path}: cannot write: {source}")]
     Write {

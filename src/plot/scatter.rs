@@ -110,7 +110,8 @@ pub fn scatter_figure(table: &Table, spec: &ScatterSpec) -> Result<Figure, PlotE
         && lines.iter().any(Option::is_none)
     {
         let g = names.get(g);
-        group_entries = distinct.iter().enumerate().map(|(k, v)| (format!("{g} = {v}"), point_style(k))).collect();
+        group_entries =
+            distinct.iter().enumerate().map(|(k, v)| (format!("{g} = {}", shown(v)), point_style(k))).collect();
     }
     let joined: Vec<(&String, &Lines)> =
         spec.x.iter().zip(&lines).filter_map(|(x, l)| Some((x, l.as_ref()?))).collect();
@@ -165,7 +166,8 @@ impl Lines {
             return Ok(None);
         }
         let label = |key: &[&str]| {
-            let parts: Vec<String> = others.iter().zip(key).map(|(c, v)| format!("{} = {v}", names.get(c))).collect();
+            let parts: Vec<String> =
+                others.iter().zip(key).map(|(c, v)| format!("{} = {}", names.get(c), shown(v))).collect();
             if parts.is_empty() { "all variants".to_string() } else { parts.join(", ") }
         };
         Ok(Some(Lines { combos: keys.iter().map(|k| label(k)).zip(rows).collect() }))
@@ -282,4 +284,10 @@ mod tests {
             assert_eq!(readable(pointer), name, "{pointer}");
         }
     }
+}
+
+/// A varied value as a legend shows it: an empty cell is a variant that does not set the
+/// parameter, which keeps the base scenario's value.
+fn shown(v: &str) -> &str {
+    if v.trim().is_empty() { "(base)" } else { v }
 }
