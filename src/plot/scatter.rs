@@ -263,6 +263,12 @@ fn singular(list: &str) -> String {
     }
 }
 
+/// A varied value as a legend shows it: an empty cell is a variant that does not set the
+/// parameter, which keeps the base scenario's value.
+fn shown(v: &str) -> &str {
+    if v.trim().is_empty() { "(base)" } else { v }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -284,10 +290,4 @@ mod tests {
             assert_eq!(readable(pointer), name, "{pointer}");
         }
     }
-}
-
-/// A varied value as a legend shows it: an empty cell is a variant that does not set the
-/// parameter, which keeps the base scenario's value.
-fn shown(v: &str) -> &str {
-    if v.trim().is_empty() { "(base)" } else { v }
 }
