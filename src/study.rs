@@ -159,10 +159,10 @@ impl Study {
             // What the engine would refuse at its start (an integrator that cannot move the
             // model) is refused here, before any variant runs.
             crate::engine::cpu::check_integrator(&model, s.integrator)
-                .map_err(|e| invalid(path, format!("variant {k} ({}): {e}", study.describe(k))))?;
+                .map_err(|e| study.variant_detail(k, path, e.to_string()))?;
             let est = crate::stability::estimate(&model);
             if let Err(e) = crate::stability::check_step(s.dt, s.force_dt, &est) {
-                return Err(invalid(path, format!("variant {k} ({}): {e}", study.describe(k))));
+                return Err(study.variant_detail(k, path, e.to_string()));
             }
         }
         Ok(study)
