@@ -13,11 +13,12 @@ use std::path::{Path, PathBuf};
 use thiserror::Error;
 
 mod folder;
+mod resume;
 mod table;
 pub use folder::{
-    Difference, Holder, ResumePlan, VariantState, holder, inspect, list, plan_resume, prepare_folder, resume_variant,
-    study_difference,
+    Difference, Holder, ResumePlan, VariantState, holder, inspect, list, plan_resume, prepare_folder, study_difference,
 };
+pub use resume::resume_variants;
 pub use table::{OUTCOME_COLUMNS, Table, csv_records, table};
 
 /// Convenience pointer: impact speed, applied to every body's `velocity` as

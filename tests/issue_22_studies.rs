@@ -257,6 +257,9 @@ fn resume_equals_the_uninterrupted_study(backend: Backend, precision: Option<&st
     assert!(err.contains("1 completed (checked, kept) [1]"), "{err}");
     assert!(err.contains("2 to continue from their checkpoints [0, 2]"), "{err}");
     assert!(err.contains("2 to run from t = 0 [3, 4]"), "{err}");
+    // The two interrupted at one step continue as one batch, as the study ran them (they ran
+    // variant by variant: on the GPU, a batch of one each).
+    assert!(err.contains("continuing variants [0, 2] from step 700 ") && err.contains(", as one batch"), "{err}");
     for k in 0..5 {
         for f in ["series.csv", "final_state.csv", "breaks.csv"] {
             let (a, b) = (study::variant_dir(&whole, k).join(f), study::variant_dir(&part, k).join(f));

@@ -145,13 +145,22 @@ pub fn study(
     };
     let bars = progress.then(indicatif::MultiProgress::new);
     let (result, pending) = interruptible(py, || -> Result<_, String> {
-        let mut ran = Vec::new();
-        for &k in &plan.resume {
-            if INTERRUPT.load(Ordering::SeqCst) {
-                break;
-            }
-            ran.push((k, lib_study::resume_variant(&st, &path, &out, k, vtk, bars.as_ref())));
-        }
+        let mut ran = lib_study::resume_variants(
+            &st,
+            &path,
+            &out,
+            &plan.resume,
+            gpu_memory,
+            vtk,
+            bars.as_ref(),
+            // Said where progress is shown, as the bars are.
+            &|line| {
+                if progress {
+                    eprintln!("{line}")
+                }
+            },
+            &|_, _| {},
+        );
         let over = overwrite || resume;
         let report =
             lib_study::run_variants(&st, &path, &plan.fresh, &out, &choice, vtk, over, bars.clone(), &|_, _| {})

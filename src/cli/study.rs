@@ -90,15 +90,17 @@ pub(super) fn cmd_study(a: StudyArgs<'_>) -> Result<()> {
         }
         bar.inc(1);
     };
-    let mut ran = Vec::new();
-    for &k in &plan.resume {
-        if run::INTERRUPT.load(std::sync::atomic::Ordering::SeqCst) {
-            break;
-        }
-        let r = study::resume_variant(&study, a.path, &out_dir, k, a.vtk, bars.as_ref());
-        tick(k, &r);
-        ran.push((k, r));
-    }
+    let mut ran = study::resume_variants(
+        &study,
+        a.path,
+        &out_dir,
+        &plan.resume,
+        a.choice.gpu_memory,
+        a.vtk,
+        bars.as_ref(),
+        &|line| say(line),
+        &tick,
+    );
     let over = a.overwrite || a.resume;
     let report =
         study::run_variants(&study, a.path, &plan.fresh, &out_dir, &a.choice, a.vtk, over, bars.clone(), &tick)?;

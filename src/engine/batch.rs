@@ -51,6 +51,10 @@ pub trait BatchEngine {
     fn state_kind(&self) -> String;
     /// Replica `r`'s state, in the format of a one-replica engine of the same kind.
     fn save_state(&mut self, r: usize) -> Result<EngineState, EngineError>;
+    /// Replica `r` takes `states[r]` (a state `save_state` wrote, of a replica built from the
+    /// same model), every one at the same step: the batch then continues as the replicas would
+    /// alone from their states (`Engine::load_state`). Forgets the rollback point.
+    fn load_states(&mut self, states: &[EngineState]) -> Result<(), EngineError>;
     /// Returns replica `r` to the state at the start of the last `advance`.
     fn rollback(&mut self, r: usize) -> Result<(), EngineError>;
     /// Stops stepping replica `r` (its state stays as it is); the others go on.
@@ -162,6 +166,16 @@ impl BatchEngine for Single<'_> {
     }
     fn save_state(&mut self, _r: usize) -> Result<EngineState, EngineError> {
         self.engine.save_state()
+    }
+    fn load_states(&mut self, states: &[EngineState]) -> Result<(), EngineError> {
+        match states {
+            [one] => {
+                self.engine.load_state(one)?;
+                (self.failure, self.frozen) = (None, false);
+                Ok(())
+            }
+            _ => Err(EngineError::Unsupported(format!("{} saved states for one engine", states.len()))),
+        }
     }
     fn rollback(&mut self, _r: usize) -> Result<(), EngineError> {
         self.engine.rollback()
@@ -290,6 +304,32 @@ impl<E: Engine + Send> BatchEngine for Separate<E> {
     }
     fn save_state(&mut self, r: usize) -> Result<EngineState, EngineError> {
         self.engines[r].save_state()
+    }
+    fn load_states(&mut self, states: &[EngineState]) -> Result<(), EngineError> {
+        if states.len() != self.engines.len() {
+            return Err(EngineError::Unsupported(format!(
+                "{} saved states for a batch of {} replicas",
+                states.len(),
+                self.engines.len()
+            )));
+        }
+        let step = states.first().map_or(0, |s| s.step);
+        if let Some((r, s)) = states.iter().enumerate().find(|(_, s)| s.step != step) {
+            return Err(EngineError::Unsupported(format!(
+                "replicas step together: replica {r}'s saved state is at step {}, replica 0's at {step}",
+                s.step
+            )));
+        }
+        for (r, (e, s)) in self.engines.iter_mut().zip(states).enumerate() {
+            e.load_state(s).map_err(|e| match e {
+                EngineError::Unsupported(m) => EngineError::Unsupported(format!("replica {r}: {m}")),
+                other => other,
+            })?;
+        }
+        self.step = step;
+        self.frozen.iter_mut().for_each(|f| *f = false);
+        self.failures.iter_mut().for_each(|f| *f = None);
+        Ok(())
     }
     fn rollback(&mut self, r: usize) -> Result<(), EngineError> {
         self.engines[r].rollback()

@@ -106,6 +106,10 @@ impl BatchEngine for Reordered<'_> {
     fn save_state(&mut self, r: usize) -> Result<EngineState, EngineError> {
         self.inner.save_state(r)
     }
+    /// Saved states are in the engine's order (as `save_state` writes them).
+    fn load_states(&mut self, states: &[EngineState]) -> Result<(), EngineError> {
+        self.inner.load_states(states)
+    }
     fn rollback(&mut self, r: usize) -> Result<(), EngineError> {
         self.inner.rollback(r)
     }

@@ -391,12 +391,111 @@ pub fn run_scenario(
     run_single(job, engine.as_mut(), opts)
 }
 
+/// A run's folder checked and ready to continue from its `checkpoint.bin` (`Resumable::open`):
+/// what `resume` runs alone and a study's `--resume` runs as one replica of a batch.
+pub struct Resumable {
+    pub checkpoint: Checkpoint,
+    /// The checkpoint's scenario, to its end or the `t_end` asked for.
+    pub scenario: crate::scenario::Scenario,
+    /// The engine kind that wrote the checkpoint.
+    pub backend: crate::scenario::Backend,
+    pub precision: Option<crate::engine::Precision>,
+    /// Step of the completed run the folder already holds at the scenario's end, if any (it is
+    /// computed again).
+    pub again: Option<u64>,
+}
+
+impl Resumable {
+    /// Checks the run in `dir` for a resume to the scenario's end time or `t_end`: refuses a
+    /// checkpoint that is not the folder's run, or whose model is not the one its scenario builds
+    /// (`checkpoint`'s documentation); with `check`, also one of another scenario (or whose
+    /// scenario's files have changed); an end before the checkpoint or before the folder's
+    /// completed run. Touches nothing.
+    pub fn open(dir: &OutputDir, t_end: Option<f64>, check: Option<&Scenario>) -> Result<Resumable, RunError> {
+        let cp_path = dir.join(checkpoint::FILE_NAME);
+        let mut cp = Checkpoint::read(&cp_path)?;
+        cp.check_folder(&dir.path, &cp_path)?;
+        if let Some(s) = check {
+            cp.check_scenario(s, &cp_path, &format!("scenario {}", s.source.display()))?;
+        }
+        cp.model.clumps = cp.check_model(&cp_path)?;
+        let mut scenario = cp.scenario.clone();
+        if let Some(t) = t_end {
+            scenario.t_end = t;
+            scenario.validate()?;
+        }
+        if scenario.total_steps() < cp.engine.step {
+            return Err(RunError::EndsBeforeCheckpoint {
+                step: cp.engine.step,
+                t: cp.progress.last.t,
+                t_end: scenario.t_end,
+            });
+        }
+        // A run that completed past the checkpoint (resumed to a later end without checkpoints
+        // there, or finished after an interrupt): resuming it to an earlier end would replace it
+        // with a shorter run; to its own end, compute the same again (said when it starts).
+        let completed = completed_run(dir).filter(|&(step, _)| step > cp.engine.step);
+        if let Some((step, t)) = completed
+            && scenario.total_steps() < step
+        {
+            return Err(RunError::AlreadyCompleted { dir: dir.path.clone(), step, t, t_end: scenario.t_end });
+        }
+        use crate::engine::Precision;
+        use crate::scenario::Backend;
+        let (backend, precision) = match cp.engine.kind.as_str() {
+            "cpu-f64" => (Backend::Cpu, None),
+            "gpu-f32" => (Backend::Gpu, Some(Precision::F32)),
+            "gpu-f64" => (Backend::Gpu, Some(Precision::F64)),
+            other => return Err(RunError::UnknownEngineKind { path: cp_path, kind: other.into() }),
+        };
+        let again = completed.map(|c| c.0).filter(|&step| step == scenario.total_steps());
+        Ok(Resumable { checkpoint: cp, scenario, backend, precision, again })
+    }
+
+    /// The model the engine is built from: the checkpoint's, in the order its engine state was
+    /// written in.
+    pub fn engine_model(&self) -> std::borrow::Cow<'_, Model> {
+        match &self.checkpoint.order {
+            Some(o) => std::borrow::Cow::Owned(o.apply(&self.checkpoint.model)),
+            None => std::borrow::Cow::Borrowed(&self.checkpoint.model),
+        }
+    }
+
+    /// What a resume announces (`device`: the engine's).
+    pub fn announcement(&self, device: &str) -> String {
+        let again = match self.again {
+            Some(step) => {
+                format!(" (the folder's run already completed to step {step}: computing it again from the checkpoint)")
+            }
+            None => String::new(),
+        };
+        format!(
+            "resuming {} at step {} (t = {}) to step {} on {device}{again}",
+            self.scenario.name,
+            self.checkpoint.engine.step,
+            self.checkpoint.progress.last.t,
+            self.scenario.total_steps(),
+        )
+    }
+
+    /// The job of this run into `dir` (its folder), for an engine that has loaded the
+    /// checkpoint's state.
+    pub fn job<'a>(&'a self, dir: &'a OutputDir, vtk: VtkOptions) -> Job<'a> {
+        Job {
+            scenario: &self.scenario,
+            model: &self.checkpoint.model,
+            order: self.checkpoint.order.as_ref(),
+            start: Start::Resume { progress: Box::new(self.checkpoint.progress.clone()) },
+            dir,
+            vtk,
+            warnings: Vec::new(),
+        }
+    }
+}
+
 /// Continues the run in `dir` from its `checkpoint.bin` on an engine of the kind that wrote it,
-/// to the scenario's end time or `t_end`. Refuses a checkpoint that is not the folder's run, or
-/// whose model is not the one its scenario builds (`checkpoint`'s documentation); with `check`,
-/// also one of another scenario (or whose scenario's files have changed). Nothing in the folder
-/// is touched before these checks pass. `announce` is told what is about to run (the CLI
-/// prints it).
+/// to the scenario's end time or `t_end`, once `Resumable::open` has checked it (nothing in the
+/// folder is touched before). `announce` is told what is about to run (the CLI prints it).
 pub fn resume(
     dir: &OutputDir,
     t_end: Option<f64>,
@@ -404,80 +503,17 @@ pub fn resume(
     opts: RunOptions,
     announce: impl FnOnce(&str),
 ) -> Result<Summary, RunError> {
-    let cp_path = dir.join(checkpoint::FILE_NAME);
-    let mut cp = Checkpoint::read(&cp_path)?;
-    cp.check_folder(&dir.path, &cp_path)?;
-    if let Some(s) = check {
-        cp.check_scenario(s, &cp_path, &format!("scenario {}", s.source.display()))?;
-    }
-    cp.model.clumps = cp.check_model(&cp_path)?;
-    let mut scenario = cp.scenario.clone();
-    if let Some(t) = t_end {
-        scenario.t_end = t;
-        scenario.validate()?;
-    }
-    if scenario.total_steps() < cp.engine.step {
-        return Err(RunError::EndsBeforeCheckpoint {
-            step: cp.engine.step,
-            t: cp.progress.last.t,
-            t_end: scenario.t_end,
-        });
-    }
-    // A run that completed past the checkpoint (resumed to a later end without checkpoints
-    // there, or finished after an interrupt): resuming it to an earlier end would replace it
-    // with a shorter run; to its own end, compute the same again (said when it starts).
-    let completed = completed_run(dir).filter(|&(step, _)| step > cp.engine.step);
-    if let Some((step, t)) = completed
-        && scenario.total_steps() < step
-    {
-        return Err(RunError::AlreadyCompleted { dir: dir.path.clone(), step, t, t_end: scenario.t_end });
-    }
-    use crate::engine::Precision;
-    use crate::scenario::Backend;
-    let (backend, precision) = match cp.engine.kind.as_str() {
-        "cpu-f64" => (Backend::Cpu, None),
-        "gpu-f32" => (Backend::Gpu, Some(Precision::F32)),
-        "gpu-f64" => (Backend::Gpu, Some(Precision::F64)),
-        other => return Err(RunError::UnknownEngineKind { path: cp_path, kind: other.into() }),
-    };
-    // The engine runs the model in the order the checkpoint's engine state was written in.
-    let engine_model = cp.order.as_ref().map(|o| o.apply(&cp.model));
-    let mut engine = crate::engine::create(
-        engine_model.as_ref().unwrap_or(&cp.model),
-        scenario.integrator,
-        scenario.dt,
-        backend,
-        precision,
-    )
-    .map_err(|e| RunError::EngineStart(crate::order::error_to_user(cp.order.as_ref(), e)))?;
+    let r = Resumable::open(dir, t_end, check)?;
+    let order = r.checkpoint.order.as_ref();
+    let engine_model = r.engine_model();
+    let mut engine = crate::engine::create(&engine_model, r.scenario.integrator, r.scenario.dt, r.backend, r.precision)
+        .map_err(|e| RunError::EngineStart(crate::order::error_to_user(order, e)))?;
     drop(engine_model);
     engine
-        .load_state(&cp.engine)
-        .map_err(|e| RunError::EngineStart(crate::order::error_to_user(cp.order.as_ref(), e)))?;
-    let again = match completed {
-        Some((step, _)) if step == scenario.total_steps() => {
-            format!(" (the folder's run already completed to step {step}: computing it again from the checkpoint)")
-        }
-        _ => String::new(),
-    };
-    announce(&format!(
-        "resuming {} at step {} (t = {}) to step {} on {}{again}",
-        scenario.name,
-        cp.engine.step,
-        cp.progress.last.t,
-        scenario.total_steps(),
-        engine.info().device
-    ));
-    let job = Job {
-        scenario: &scenario,
-        model: &cp.model,
-        order: cp.order.as_ref(),
-        start: Start::Resume { progress: Box::new(cp.progress.clone()) },
-        dir,
-        vtk: opts.vtk,
-        warnings: Vec::new(),
-    };
-    run_single(job, engine.as_mut(), opts)
+        .load_state(&r.checkpoint.engine)
+        .map_err(|e| RunError::EngineStart(crate::order::error_to_user(order, e)))?;
+    announce(&r.announcement(&engine.info().device));
+    run_single(r.job(dir, opts.vtk), engine.as_mut(), opts)
 }
 
 /// The last step and time of the run in `dir` where its `summary.json` says it completed.

@@ -1,12 +1,11 @@
 //! A study's output folder: which study it holds (`study.json`), what each variant's folder
 //! holds (read from its files and checked against the study, never taken on trust), the checks
 //! made before a study runs into a folder, so that two studies never mix, and what `--resume`
-//! runs and how it continues an interrupted variant.
+//! runs (`resume.rs` continues the interrupted variants).
 
-use super::{STUDY_FILE, Study, StudyError, VariantError, read_resolved, variant_dir, write_resolved};
+use super::{STUDY_FILE, Study, StudyError, read_resolved, variant_dir, write_resolved};
 use crate::checkpoint::{self, Checkpoint};
-use crate::output::{OutputDir, RUN_OUTPUTS};
-use crate::run::{self, RunOptions, Summary, VtkOptions};
+use crate::output::RUN_OUTPUTS;
 use crate::scenario::Scenario;
 use serde_json::Value;
 use std::fmt;
@@ -87,7 +86,7 @@ impl fmt::Display for Difference {
 }
 
 /// The first place (in key order) where `found` and `expected` differ.
-fn first_difference(found: &Value, expected: &Value, at: &str) -> Option<Difference> {
+pub(super) fn first_difference(found: &Value, expected: &Value, at: &str) -> Option<Difference> {
     let show = |v: Option<&Value>| match v {
         None => "nothing".to_string(),
         Some(v) => {
@@ -122,7 +121,7 @@ fn first_difference(found: &Value, expected: &Value, at: &str) -> Option<Differe
 
 /// A scenario as compared with a variant's: its JSON without `output` (which frames a run
 /// writes is not what it computes, and `--vtk-every` changes it); `t_end` included.
-fn scenario_json(s: &Scenario) -> Value {
+pub(super) fn scenario_json(s: &Scenario) -> Value {
     let mut v = serde_json::to_value(s).expect("a scenario serialises");
     if let Some(o) = v.as_object_mut() {
         o.remove("output");
@@ -458,35 +457,4 @@ pub fn plan_resume(study: &Study, path: &Path, out: &Path, which: &[usize]) -> R
         ));
     }
     Ok(plan)
-}
-
-/// Continues variant `k` of `study` in `out` from its `checkpoint.bin`, on an engine of the
-/// kind that wrote it, once the checkpoint is found to be the variant's (its whole scenario,
-/// `t_end` included); its outputs then equal those of the variant run without interruption.
-pub fn resume_variant(
-    study: &Study,
-    path: &Path,
-    out: &Path,
-    k: usize,
-    vtk: VtkOptions,
-    bars: Option<&indicatif::MultiProgress>,
-) -> Result<Summary, VariantError> {
-    let fail = |message: String| VariantError { interrupted: false, message };
-    let expected = study.scenario(k, path).map_err(|e| fail(e.to_string()))?;
-    let dir = variant_dir(out, k);
-    let cp_path = dir.join(checkpoint::FILE_NAME);
-    let cp = Checkpoint::read(&cp_path).map_err(|e| fail(e.to_string()))?;
-    if let Some(d) = first_difference(&scenario_json(&cp.scenario), &scenario_json(&expected), "") {
-        return Err(fail(format!("{}: the checkpoint is of another scenario ({d})", cp_path.display())));
-    }
-    drop(cp);
-    let od = OutputDir::reopen(&dir).map_err(|e| fail(e.to_string()))?;
-    let replica = i32::try_from(k).unwrap_or(i32::MAX);
-    let opts = RunOptions {
-        progress: bars.is_some(),
-        bars: bars.cloned(),
-        vtk: VtkOptions { replica, ..vtk },
-        ..Default::default()
-    };
-    run::resume(&od, None, Some(&expected), opts, |_| {}).map_err(VariantError::from)
 }

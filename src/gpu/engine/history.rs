@@ -163,19 +163,42 @@ impl GpuEngine {
         self.state.layout.n_particles[r] as u64
     }
 
-    /// Loads a one-replica dissipation tail (`save_dissipation`'s bytes): the dissipative loads,
-    /// and the history, which the next evaluation then reads, each pair into both its particles'
-    /// rows.
-    pub(super) fn load_dissipation(&mut self, bytes: &[u8]) -> Result<(), EngineError> {
-        let t = self.tail(0);
+    /// Loads a one-replica dissipation tail (`save_dissipation`'s bytes) into replica r: the
+    /// dissipative loads, and the history, which the next evaluation then reads, each pair into
+    /// both its particles' rows (partners as batch indices, each particle's walls in a row of
+    /// the batch's `wall_slots`).
+    pub(super) fn load_dissipation(&mut self, r: usize, bytes: &[u8]) -> Result<(), EngineError> {
+        let t = self.tail(r);
         let (dload, rest) = bytes.split_at(t.dload);
-        self.state.write_dload_raw(&self.ctx.queue, dload, 0);
+        self.state.write_dload_raw(&self.ctx.queue, dload, r);
         let (count, rest) = rest.split_at(t.count);
         let (keys, rest) = rest.split_at(t.keys);
         let (xi, walls) = rest.split_at(t.xi);
-        let [count, keys, xi] = both_ends(count, keys, xi, self.precision)?;
-        for (name, part) in [("hist_count", &count[..]), ("hist_key", &keys), ("hist_xi", &xi), ("whist", walls)] {
-            self.state.write_range_raw(&self.ctx.queue, name, 0, part);
+        let [count, mut keys, xi] = both_ends(count, keys, xi, self.precision)?;
+        let p0 = self.state.layout.p_start[r];
+        if p0 > 0 {
+            // Partners counted from the replica's first particle in the batch.
+            for a in 0..count.len() / 4 {
+                for s in 0..word(&count, a) as usize {
+                    let at = 4 * (a * HIST_SLOTS + s);
+                    let k = u32::from_le_bytes([keys[at], keys[at + 1], keys[at + 2], keys[at + 3]]) + p0;
+                    keys[at..at + 4].copy_from_slice(&k.to_le_bytes());
+                }
+            }
+        }
+        let own = t.walls / self.np(r).max(1) as usize;
+        let row = self.state.history_row_bytes("whist").unwrap_or(0) as usize;
+        let walls: Vec<u8> = if own == row || walls.is_empty() {
+            walls.to_vec()
+        } else {
+            walls
+                .chunks_exact(own.max(1))
+                .flat_map(|w| w.iter().copied().chain(std::iter::repeat_n(0, row - own)))
+                .collect()
+        };
+        for (name, part) in [("hist_count", &count[..]), ("hist_key", &keys), ("hist_xi", &xi), ("whist", &walls)] {
+            let at = self.state.history_row_bytes(name).unwrap_or(0) * p0 as u64;
+            self.state.write_range_raw(&self.ctx.queue, name, at, part);
         }
         Ok(())
     }

@@ -832,6 +832,10 @@ impl BatchEngine for GpuEngine {
         self.save_state_of(r)
     }
 
+    fn load_states(&mut self, states: &[EngineState]) -> Result<(), EngineError> {
+        self.load_states_of(states)
+    }
+
     fn rollback(&mut self, r: usize) -> Result<(), EngineError> {
         self.ctx.check_lost()?;
         self.check_replica(r)?;

@@ -141,20 +141,54 @@ impl GpuEngine {
     pub(super) fn load_state_of(&mut self, saved: &EngineState) -> Result<(), EngineError> {
         self.ctx.check_lost()?;
         self.single("load_state")?;
+        self.write_replica_state(0, saved)?;
+        self.loaded(saved.step)
+    }
+
+    /// `BatchEngine::load_states`: replica r takes `states[r]` (each as `load_state_of` checks
+    /// it), all at one step, and the batch is evaluated once, as a batch of these replicas
+    /// stepped to there would be: each replica's state, loads and history are those its engine
+    /// alone would load.
+    pub(super) fn load_states_of(&mut self, states: &[EngineState]) -> Result<(), EngineError> {
+        self.ctx.check_lost()?;
+        if states.len() != self.reps.len() {
+            return Err(EngineError::Unsupported(format!(
+                "{} saved states for a batch of {} replicas",
+                states.len(),
+                self.reps.len()
+            )));
+        }
+        let step = states.first().map_or(0, |s| s.step);
+        if let Some((r, s)) = states.iter().enumerate().find(|(_, s)| s.step != step) {
+            return Err(EngineError::Unsupported(format!(
+                "replicas step together: replica {r}'s saved state is at step {}, replica 0's at {step}",
+                s.step
+            )));
+        }
+        for (r, saved) in states.iter().enumerate() {
+            self.write_replica_state(r, saved).map_err(|e| match e {
+                EngineError::Unsupported(m) => EngineError::Unsupported(format!("replica {r}: {m}")),
+                other => other,
+            })?;
+        }
+        self.loaded(step)
+    }
+
+    /// Writes a one-replica saved state into replica r (checked: kind, size, origin), without
+    /// evaluating it (`loaded`).
+    fn write_replica_state(&mut self, r: usize, saved: &EngineState) -> Result<(), EngineError> {
         if saved.kind != self.state_kind_str() {
             return Err(wrong_state_kind(&saved.kind, &self.state_kind_str()));
         }
-        let want = self.state_bytes(0);
-        let rupture = self.state.layout.rupture[0];
+        let want = self.state_bytes(r);
+        let l = &self.state.layout;
+        let (n, n_bonds, rupture) = (l.n_particles[r] as usize, l.n_bonds[r], l.rupture[r]);
         if saved.data.len() != want {
             // f32 states written before positions had blocks lack 16 bytes per particle.
-            let blocks = CELL_BYTES * self.state.n as usize;
-            let older = uses_blocks(self.precision) && saved.data.len() + blocks == want;
+            let older = uses_blocks(self.precision) && saved.data.len() + CELL_BYTES * n == want;
             return Err(EngineError::Unsupported(format!(
-                "the saved state holds {} bytes; {} particles and {} bonds{} need {want}{}",
+                "the saved state holds {} bytes; {n} particles and {n_bonds} bonds{} need {want}{}",
                 saved.data.len(),
-                self.state.n,
-                self.state.n_bonds,
                 if rupture { " with rupture" } else { " without rupture" },
                 if older {
                     " (it was written by an rrpdem whose f32 positions had no blocks: resume it with that \
@@ -164,12 +198,12 @@ impl GpuEngine {
                 },
             )));
         }
-        let len = self.state.array_bytes(0);
+        let len = self.state.array_bytes(r);
         let (head, rest) = saved.data.split_at(ORIGIN_BYTES);
         let (arrays, rest) = rest.split_at(STATE_ARRAYS.len() * len);
-        let blocks = if uses_blocks(self.precision) { self.state.layout.n_particles[0] as usize } else { 0 };
+        let blocks = if uses_blocks(self.precision) { n } else { 0 };
         let (cells, rest) = rest.split_at(CELL_BYTES * blocks);
-        let (rupture_bytes, dissipation) = rest.split_at(rest.len() - self.dissipation_bytes(0));
+        let (rupture_bytes, dissipation) = rest.split_at(rest.len() - self.dissipation_bytes(r));
         let c: Vec<f64> = head.chunks_exact(8).map(|b| f64::from_le_bytes(b.try_into().unwrap_or([0; 8]))).collect();
         let origin = DVec3::new(c[0], c[1], c[2]);
         if !origin.is_finite() {
@@ -179,10 +213,10 @@ impl GpuEngine {
         // state counted from another origin would need them split anew, bit for bit as the
         // saving engine did, which only a model with the same reference positions gives. (A
         // replica without bonds has none: it takes the saved origin, as before.)
-        let frame = &self.reps[0].frame;
+        let frame = &self.reps[r].frame;
         if blocks > 0
-            && !self.reps[0].bond_refs
-            && self.state.layout.n_bonds[0] > 0
+            && !self.reps[r].bond_refs
+            && n_bonds > 0
             && origin.to_array().map(f64::to_bits) != frame.origin.to_array().map(f64::to_bits)
         {
             return Err(EngineError::Unsupported(format!(
@@ -193,32 +227,39 @@ impl GpuEngine {
             )));
         }
         for (name, bytes) in STATE_ARRAYS.iter().zip(arrays.chunks_exact(len.max(1))) {
-            self.state.write_array_raw(&self.ctx.queue, name, bytes, 0);
+            self.state.write_array_raw(&self.ctx.queue, name, bytes, r);
         }
         if blocks > 0 {
-            self.state.write_cells_raw(&self.ctx.queue, cells, 0);
+            self.state.write_cells_raw(&self.ctx.queue, cells, r);
         }
-        // The loads at the saved node, which the evaluation below keeps (`SimParams::keep_dload`),
-        // and the contact history.
-        self.load_dissipation(dissipation)?;
-        let rep = &mut self.reps[0];
+        // The loads at the saved node, which the evaluation after loading keeps
+        // (`SimParams::keep_dload`), and the contact history.
+        self.load_dissipation(r, dissipation)?;
+        let rep = &mut self.reps[r];
         if rupture {
             let (totals, flags) = rupture_bytes.split_at(RUPTURE_TOTALS_BYTES);
             let word = |k: usize| <[u8; 8]>::try_from(&totals[8 * k..8 * k + 8]).unwrap_or([0; 8]);
             rep.e_released = f64::from_le_bytes(word(0));
             rep.n_broken = u64::from_le_bytes(word(1));
-            self.state.write_broken_raw(&self.ctx.queue, flags, 0);
+            self.state.write_broken_raw(&self.ctx.queue, flags, r);
         }
-        self.breaks.retain(|(_, e)| e.step <= saved.step);
-        // The walls are stored in the frame; they are rewritten with its origin so that
-        // nothing of the previous state's set-up survives.
         rep.frame.origin = origin;
         rep.step = saved.step;
         rep.backup_step = None;
         rep.held = false;
         rep.failure = None;
-        self.step = saved.step;
-        let walls = walls_bytes(&rep.params.walls, &rep.frame, self.precision);
+        Ok(())
+    }
+
+    /// After `write_replica_state` of every replica at `step`: the walls (stored in each
+    /// replica's frame, rewritten with its origin so that nothing of the previous state's
+    /// set-up survives) and the replicas' parameters written, the state evaluated. Breaks not
+    /// yet taken that come after `step` never happened.
+    fn loaded(&mut self, step: u64) -> Result<(), EngineError> {
+        self.breaks.retain(|(_, e)| e.step <= step);
+        self.step = step;
+        let walls: Vec<u8> =
+            self.reps.iter().flat_map(|r| walls_bytes(&r.params.walls, &r.frame, self.precision)).collect();
         if !walls.is_empty() {
             self.ctx.queue.write_buffer(self.state.buffer("walls"), 0, &walls);
         }

@@ -1,0 +1,237 @@
+//! `study --resume` of interrupted variants: each continued from its checkpoint as a replica of a
+//! batch, as a fresh study's variants run (those on one engine kind, integrator and time step,
+//! stopped at the same step, step together), so that a study interrupted as one GPU batch
+//! continues as one, not variant by variant.
+
+use super::folder::{first_difference, scenario_json};
+use super::{MAX_BATCH_PARTICLES, Study, VariantError, list, max_replicas_per_batch, variant_dir};
+use crate::checkpoint::{self, Checkpoint};
+use crate::engine::{BatchEngine, CpuEngine, EngineState, Precision, Separate};
+use crate::output::OutputDir;
+use crate::run::{Resumable, RunOptions, Summary, VtkOptions};
+use crate::scenario::Backend;
+use std::path::Path;
+use std::sync::atomic::Ordering;
+
+/// A variant ready to continue: its folder (locked) and its checked checkpoint.
+struct Ready {
+    k: usize,
+    dir: OutputDir,
+    run: Resumable,
+}
+
+/// What variants must share to continue together in one batch engine: a batch steps its
+/// replicas in lockstep from one step.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Key {
+    backend: Backend,
+    precision: Option<Precision>,
+    integrator: crate::integrator::Integrator,
+    dt: u64,
+    step: u64,
+}
+
+impl Key {
+    fn of(r: &Resumable) -> Key {
+        Key {
+            backend: r.backend,
+            precision: r.precision,
+            integrator: r.scenario.integrator,
+            dt: r.scenario.dt.to_bits(),
+            step: r.checkpoint.engine.step,
+        }
+    }
+}
+
+/// One variant's result.
+type Ran = (usize, Result<Summary, VariantError>);
+
+/// Continues the variants `which` of `study` in `out` from their checkpoints, each on an engine
+/// of the kind that wrote it, once its checkpoint is found to be the variant's (its whole
+/// scenario, `t_end` included); their outputs then equal those of the variants run without
+/// interruption. Variants that can step together continue as one batch (`Key`; on the GPU one
+/// state, split where the device needs it, as `run_variants` splits); a batch whose engine
+/// cannot start or load its states is taken variant by variant, so that one bad checkpoint
+/// stops only its variant. `announce` is told each batch as it starts; `tick` each variant as
+/// it finishes. After an interrupt no further batch starts.
+#[allow(clippy::too_many_arguments)]
+pub fn resume_variants(
+    study: &Study,
+    path: &Path,
+    out: &Path,
+    which: &[usize],
+    gpu_memory: Option<u64>,
+    vtk: VtkOptions,
+    bars: Option<&indicatif::MultiProgress>,
+    announce: &dyn Fn(String),
+    tick: &(dyn Fn(usize, &Result<Summary, VariantError>) + Sync),
+) -> Vec<Ran> {
+    let env = Env { gpu_memory, vtk, bars, announce, tick };
+    let mut ran = Vec::new();
+    let mut groups: Vec<(Key, Vec<Ready>, usize)> = Vec::new();
+    for &k in which {
+        if crate::run::INTERRUPT.load(Ordering::SeqCst) {
+            break;
+        }
+        let ready = match open(study, path, out, k) {
+            Ok(r) => r,
+            Err(e) => {
+                tick(k, &Err(e.clone()));
+                ran.push((k, Err(e)));
+                continue;
+            }
+        };
+        let key = Key::of(&ready.run);
+        let particles = ready.run.checkpoint.model.particles.len();
+        let g = match groups.iter().position(|g| g.0 == key) {
+            Some(g) => g,
+            None => {
+                groups.push((key, Vec::new(), 0));
+                groups.len() - 1
+            }
+        };
+        groups[g].1.push(ready);
+        groups[g].2 += particles;
+        // A full batch runs now, so that only batches being filled hold their models.
+        if groups[g].1.len() >= max_replicas_per_batch() || groups[g].2 >= MAX_BATCH_PARTICLES {
+            let (key, batch, _) = groups.remove(g);
+            ran.extend(env.run_split(key, batch));
+        }
+    }
+    for (key, batch, _) in groups {
+        ran.extend(env.run_split(key, batch));
+    }
+    ran.sort_by_key(|r| r.0);
+    ran
+}
+
+/// Variant `k`'s folder, locked, and its checkpoint, checked against the study's scenario.
+fn open(study: &Study, path: &Path, out: &Path, k: usize) -> Result<Ready, VariantError> {
+    let fail = |message: String| VariantError { interrupted: false, message };
+    let expected = study.scenario(k, path).map_err(|e| fail(e.to_string()))?;
+    let dir = variant_dir(out, k);
+    let cp_path = dir.join(checkpoint::FILE_NAME);
+    let cp = Checkpoint::read(&cp_path).map_err(|e| fail(e.to_string()))?;
+    if let Some(d) = first_difference(&scenario_json(&cp.scenario), &scenario_json(&expected), "") {
+        return Err(fail(format!("{}: the checkpoint is of another scenario ({d})", cp_path.display())));
+    }
+    drop(cp);
+    let dir = OutputDir::reopen(&dir).map_err(|e| fail(e.to_string()))?;
+    let run = Resumable::open(&dir, None, Some(&expected)).map_err(VariantError::from)?;
+    Ok(Ready { k, dir, run })
+}
+
+/// What every batch of a resume shares.
+struct Env<'a> {
+    gpu_memory: Option<u64>,
+    vtk: VtkOptions,
+    bars: Option<&'a indicatif::MultiProgress>,
+    announce: &'a dyn Fn(String),
+    tick: &'a (dyn Fn(usize, &Result<Summary, VariantError>) + Sync),
+}
+
+impl Env<'_> {
+    fn gpu_options(&self) -> crate::gpu::GpuOptions {
+        crate::gpu::GpuOptions { memory_budget: self.gpu_memory, ..Default::default() }
+    }
+
+    /// A GPU batch split into parts that each fit the device (as `split_for_device` splits a
+    /// fresh study's), each run; other batches run whole.
+    fn run_split(&self, key: Key, batch: Vec<Ready>) -> Vec<Ran> {
+        use crate::gpu::{AdapterChoice, GpuEngine};
+        let precision = key.precision.unwrap_or(Precision::F32);
+        let limits = GpuEngine::batch_limits(AdapterChoice::Any, precision, self.gpu_options());
+        let ranges = match limits {
+            Ok(limits) if key.backend == Backend::Gpu && batch.len() > 1 => {
+                let owned: Vec<_> = batch.iter().map(|b| b.run.engine_model()).collect();
+                let models: Vec<&crate::model::Model> = owned.iter().map(|m| m.as_ref()).collect();
+                crate::gpu::split_batches(&models, precision, limits)
+            }
+            _ => std::iter::once(0..batch.len()).collect(),
+        };
+        let mut rest = batch.into_iter();
+        let mut ran = Vec::new();
+        for r in ranges {
+            ran.extend(self.run_batch(key, rest.by_ref().take(r.len()).collect()));
+        }
+        ran
+    }
+
+    /// Runs one batch from its checkpoints; a batch of several whose engine cannot start or
+    /// load the states is run variant by variant.
+    fn run_batch(&self, key: Key, batch: Vec<Ready>) -> Vec<Ran> {
+        if batch.is_empty() || crate::run::INTERRUPT.load(Ordering::SeqCst) {
+            return Vec::new();
+        }
+        let mut engine = match self.engine(key, &batch) {
+            Ok(e) => e,
+            Err(_) if batch.len() > 1 => return batch.into_iter().flat_map(|b| self.run_batch(key, vec![b])).collect(),
+            Err(e) => {
+                let k = batch[0].k;
+                let r = Err(VariantError { interrupted: false, message: format!("cannot start the engine: {e}") });
+                (self.tick)(k, &r);
+                return vec![(k, r)];
+            }
+        };
+        let ks: Vec<usize> = batch.iter().map(|b| b.k).collect();
+        let at = &batch[0].run.checkpoint;
+        (self.announce)(format!(
+            "rrpdem study: continuing {} {} from step {} (t = {}) on {}{}",
+            if ks.len() == 1 { "variant" } else { "variants" },
+            list(&ks),
+            at.engine.step,
+            at.progress.last.t,
+            engine.info().device,
+            if ks.len() > 1 { ", as one batch" } else { "" }
+        ));
+        let jobs = batch
+            .iter()
+            .map(|b| b.run.job(&b.dir, VtkOptions { replica: i32::try_from(b.k).unwrap_or(i32::MAX), ..self.vtk }))
+            .collect();
+        let done = |r: usize, res: &Result<Summary, crate::run::RunError>| {
+            let shown = match res {
+                Ok(s) => Ok(s.clone()),
+                Err(e) => Err(VariantError {
+                    interrupted: matches!(e, crate::run::RunError::Interrupted { .. }),
+                    message: e.to_string(),
+                }),
+            };
+            (self.tick)(ks[r], &shown);
+        };
+        let opts = RunOptions { progress: self.bars.is_some(), bars: self.bars.cloned(), ..Default::default() };
+        let results = crate::run::run_batch(jobs, engine.as_mut(), opts, &done);
+        ks.iter().zip(results).map(|(&k, r)| (k, r.map_err(VariantError::from))).collect()
+    }
+
+    /// The batch's engine, built from the checkpoints' models in their engines' order, with
+    /// every replica's saved state loaded.
+    fn engine(&self, key: Key, batch: &[Ready]) -> Result<Box<dyn BatchEngine>, String> {
+        let (integrator, dt) = (key.integrator, f64::from_bits(key.dt));
+        let owned: Vec<_> = batch.iter().map(|b| b.run.engine_model()).collect();
+        let mut engine: Box<dyn BatchEngine> = match key.backend {
+            Backend::Gpu => {
+                let models: Vec<&crate::model::Model> = owned.iter().map(|m| m.as_ref()).collect();
+                let precision = key.precision.unwrap_or(Precision::F32);
+                let made = crate::gpu::GpuEngine::new_batch(
+                    &models,
+                    integrator,
+                    dt,
+                    precision,
+                    crate::gpu::AdapterChoice::Any,
+                    self.gpu_options(),
+                );
+                Box::new(made.map_err(|e| e.to_string())?)
+            }
+            _ => {
+                use rayon::prelude::*;
+                let made: Result<Vec<CpuEngine>, _> =
+                    owned.par_iter().map(|m| CpuEngine::new(m, integrator, dt).map_err(|e| e.to_string())).collect();
+                Box::new(Separate::new(made?, true))
+            }
+        };
+        drop(owned);
+        let states: Vec<EngineState> = batch.iter().map(|b| b.run.checkpoint.engine.clone()).collect();
+        engine.load_states(&states).map_err(|e| e.to_string())?;
+        Ok(engine)
+    }
+}
