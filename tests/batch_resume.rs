@@ -3,7 +3,8 @@
 //! for bit, at any place in the batch: on the GPU (f32 and f64) with rupture, damping and pair
 //! and wall friction (the contact history's partners counted from the replica's first particle,
 //! its walls in rows as wide as the batch's most walls), and on the CPU's separate engines.
-//! States at different steps, or too few, are refused.
+//! States at different steps, or too few, are refused; a study's `--resume` whose batch cannot
+//! load one variant's state continues the others alone, their outputs as uninterrupted.
 
 mod common;
 
@@ -106,7 +107,13 @@ fn a_gpu_batch_loaded_with_saved_states_continues_each_as_alone() {
         });
         // The test must be able to fail: the frictional replica's history is not empty, and its
         // bonds break after the save.
-        assert!(alone[1].0.data.len() > alone[2].0.data.len(), "{p:?}: no dissipation tail saved");
+        // Some pair of the frictional replica has a history at the save (the tail's counts,
+        // one u32 per particle, come after the loads; then the partners, ξ and its one wall's ξ).
+        let (np, v4) = (models[1].particles.len(), if p == Precision::F32 { 16 } else { 32 });
+        let slots = rrpdem::gpu::shader::HIST_SLOTS;
+        let data = &alone[1].0.data;
+        let counts = &data[data.len() - np * (4 + slots * (4 + v4) + v4)..][..4 * np];
+        assert!(counts.iter().any(|&b| b != 0), "{p:?}: no pair history saved");
         assert!(!alone[1].2.is_empty(), "{p:?}: no bond breaks after the save");
         for order in [[0, 1, 2], [1, 2, 0], [2, 0, 1]] {
             let refs: Vec<&Model> = order.iter().map(|&m| &models[m]).collect();
@@ -145,4 +152,68 @@ fn cpu_engines_of_a_batch_loaded_with_saved_states_continue_each_as_alone() {
         order.iter().map(|&m| CpuEngine::new(&models[m], Integrator::RrpNewmark, DT).unwrap()).collect();
     let mut batch = Separate::new(engines, true);
     check_loaded(&mut batch, &order, &alone, "cpu");
+}
+
+/// A study of three variants interrupted at step 300 (each run alone to there, as its batch
+/// would have left it), variant 1's saved state damaged (a particle short): `resume_variants`
+/// cannot load the batch, so it takes the variants one by one; variant 1 fails naming the
+/// state, 0 and 2 continue and end as the study run without interruption, byte for byte.
+#[test]
+fn a_batch_that_cannot_load_one_state_continues_the_others_alone() {
+    use rrpdem::checkpoint::Checkpoint;
+    use rrpdem::run::{self, EngineChoice, RunOptions};
+    use rrpdem::study::{self, Study};
+    let tmp = tempfile::tempdir().unwrap();
+    let base = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/torus_impact.json");
+    std::fs::copy(base, tmp.path().join("torus_impact.json")).unwrap();
+    let path = tmp.path().join("s.json");
+    std::fs::write(
+        &path,
+        r#"{"name": "s", "base": "torus_impact.json", "set": {"/t_end": 0.8, "/record_every": 10},
+            "vary": {"list": [{}, {"/@impact_speed": 2}, {"/@impact_speed": 3}]}}"#,
+    )
+    .unwrap();
+    let st = Study::load(&path).unwrap();
+    let cpu = EngineChoice { backend: Some(rrpdem::scenario::Backend::Cpu), ..Default::default() };
+    let (whole, part) = (tmp.path().join("whole"), tmp.path().join("part"));
+    let all: Vec<usize> = (0..3).collect();
+    study::prepare_folder(&st, &path, &whole, &all, true, false).unwrap();
+    let report =
+        study::run_variants(&st, &path, &all, &whole, &cpu, Default::default(), false, None, &|_, _| {}).unwrap();
+    assert!(report.ran.iter().all(|r| r.1.is_ok()));
+    study::write_resolved(&st, &part).unwrap();
+    for k in 0..3 {
+        let stop = RunOptions { stop_at: Some(300), ..Default::default() };
+        let dir = study::variant_dir(&part, k);
+        assert!(run::run_scenario(&st.scenario(k, &path).unwrap(), &dir, false, &cpu, stop, &|_| {}).is_err());
+    }
+    let cp_path = study::variant_dir(&part, 1).join("checkpoint.bin");
+    let mut cp = Checkpoint::read(&cp_path).unwrap();
+    cp.engine.data.truncate(cp.engine.data.len() - 13 * 8);
+    cp.write(&cp_path).unwrap();
+    let said = std::sync::Mutex::new(Vec::new());
+    let ran = study::resume_variants(
+        &st,
+        &path,
+        &part,
+        &all,
+        None,
+        Default::default(),
+        None,
+        &|line| said.lock().unwrap().push(line),
+        &|_, _| {},
+    );
+    let said = said.into_inner().unwrap();
+    assert_eq!(said.len(), 2, "{said:?}");
+    assert!(said[0].contains("continuing variant [0] from step 300") && said[1].contains("variant [2]"), "{said:?}");
+    assert_eq!(ran.iter().map(|r| r.0).collect::<Vec<_>>(), all);
+    let err = ran[1].1.as_ref().unwrap_err();
+    assert!(err.message.contains("cannot start the engine") && err.message.contains("saved state"), "{}", err.message);
+    for k in [0, 2] {
+        assert!(ran[k].1.as_ref().is_ok_and(|s| s.status == "completed"), "variant {k}");
+        for f in ["series.csv", "final_state.csv"] {
+            let (a, b) = (study::variant_dir(&whole, k).join(f), study::variant_dir(&part, k).join(f));
+            assert!(std::fs::read(a).unwrap() == std::fs::read(b).unwrap(), "variant {k}: {f} differs");
+        }
+    }
 }

@@ -155,7 +155,9 @@ pub fn study(
             bars.as_ref(),
             // Said where progress is shown, as the bars are.
             &|line| {
-                if progress {
+                if let Some(b) = &bars
+                    && b.println(&line).is_err()
+                {
                     eprintln!("{line}")
                 }
             },

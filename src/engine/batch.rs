@@ -102,6 +102,25 @@ pub trait BatchEngine {
     }
 }
 
+/// The step of the saved states a batch of `replicas` loads (`BatchEngine::load_states`): one
+/// per replica, all at one step, since replicas step together.
+pub fn common_step(states: &[EngineState], replicas: usize) -> Result<u64, EngineError> {
+    if states.len() != replicas {
+        return Err(EngineError::Unsupported(format!(
+            "{} saved states for a batch of {replicas} replicas",
+            states.len()
+        )));
+    }
+    let step = states.first().map_or(0, |s| s.step);
+    match states.iter().enumerate().find(|(_, s)| s.step != step) {
+        Some((r, s)) => Err(EngineError::Unsupported(format!(
+            "replicas step together: replica {r}'s saved state is at step {}, replica 0's at {step}",
+            s.step
+        ))),
+        None => Ok(step),
+    }
+}
+
 /// One engine as a one-replica batch: how a single scenario runs through the batch driver.
 pub struct Single<'a> {
     pub engine: &'a mut dyn Engine,
@@ -306,20 +325,7 @@ impl<E: Engine + Send> BatchEngine for Separate<E> {
         self.engines[r].save_state()
     }
     fn load_states(&mut self, states: &[EngineState]) -> Result<(), EngineError> {
-        if states.len() != self.engines.len() {
-            return Err(EngineError::Unsupported(format!(
-                "{} saved states for a batch of {} replicas",
-                states.len(),
-                self.engines.len()
-            )));
-        }
-        let step = states.first().map_or(0, |s| s.step);
-        if let Some((r, s)) = states.iter().enumerate().find(|(_, s)| s.step != step) {
-            return Err(EngineError::Unsupported(format!(
-                "replicas step together: replica {r}'s saved state is at step {}, replica 0's at {step}",
-                s.step
-            )));
-        }
+        let step = common_step(states, self.engines.len())?;
         for (r, (e, s)) in self.engines.iter_mut().zip(states).enumerate() {
             e.load_state(s).map_err(|e| match e {
                 EngineError::Unsupported(m) => EngineError::Unsupported(format!("replica {r}: {m}")),

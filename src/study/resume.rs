@@ -7,6 +7,7 @@ use super::folder::{first_difference, scenario_json};
 use super::{MAX_BATCH_PARTICLES, Study, VariantError, list, max_replicas_per_batch, variant_dir};
 use crate::checkpoint::{self, Checkpoint};
 use crate::engine::{BatchEngine, CpuEngine, EngineState, Precision, Separate};
+use crate::error::EngineError;
 use crate::output::OutputDir;
 use crate::run::{Resumable, RunOptions, Summary, VtkOptions};
 use crate::scenario::Backend;
@@ -50,9 +51,9 @@ type Ran = (usize, Result<Summary, VariantError>);
 /// of the kind that wrote it, once its checkpoint is found to be the variant's (its whole
 /// scenario, `t_end` included); their outputs then equal those of the variants run without
 /// interruption. Variants that can step together continue as one batch (`Key`; on the GPU one
-/// state, split where the device needs it, as `run_variants` splits); a batch whose engine
-/// cannot start or load its states is taken variant by variant, so that one bad checkpoint
-/// stops only its variant. `announce` is told each batch as it starts; `tick` each variant as
+/// state, split where the device needs it, as `run_variants` splits); a batch the device has
+/// no memory for is halved, and one whose engine cannot start otherwise or cannot load its
+/// states is taken variant by variant, so that one bad checkpoint stops only its variant. `announce` is told each batch as it starts; `tick` each variant as
 /// it finishes. After an interrupt no further batch starts.
 #[allow(clippy::too_many_arguments)]
 pub fn resume_variants(
@@ -92,9 +93,14 @@ pub fn resume_variants(
         };
         groups[g].1.push(ready);
         groups[g].2 += particles;
-        // A full batch runs now, so that only batches being filled hold their models.
-        if groups[g].1.len() >= max_replicas_per_batch() || groups[g].2 >= MAX_BATCH_PARTICLES {
-            let (key, batch, _) = groups.remove(g);
+        // Variants wait (their checkpoints in memory, their folders locked) only while their
+        // batches fill: past the limits of one batch, counted over all that wait, the largest
+        // runs now.
+        let held: usize = groups.iter().map(|g| g.1.len()).sum();
+        let held_particles: usize = groups.iter().map(|g| g.2).sum();
+        if held >= max_replicas_per_batch() || held_particles >= MAX_BATCH_PARTICLES {
+            let largest = (0..groups.len()).max_by_key(|&g| (groups[g].2, groups[g].1.len())).unwrap_or(g);
+            let (key, batch, _) = groups.remove(largest);
             ran.extend(env.run_split(key, batch));
         }
     }
@@ -139,15 +145,21 @@ impl Env<'_> {
     /// fresh study's), each run; other batches run whole.
     fn run_split(&self, key: Key, batch: Vec<Ready>) -> Vec<Ran> {
         use crate::gpu::{AdapterChoice, GpuEngine};
+        if crate::run::INTERRUPT.load(Ordering::SeqCst) {
+            return Vec::new();
+        }
         let precision = key.precision.unwrap_or(Precision::F32);
-        let limits = GpuEngine::batch_limits(AdapterChoice::Any, precision, self.gpu_options());
+        // Only a GPU batch of several asks the device (without one, building the engine says why).
+        let limits = (key.backend == Backend::Gpu && batch.len() > 1)
+            .then(|| GpuEngine::batch_limits(AdapterChoice::Any, precision, self.gpu_options()).ok())
+            .flatten();
         let ranges = match limits {
-            Ok(limits) if key.backend == Backend::Gpu && batch.len() > 1 => {
+            Some(limits) => {
                 let owned: Vec<_> = batch.iter().map(|b| b.run.engine_model()).collect();
                 let models: Vec<&crate::model::Model> = owned.iter().map(|m| m.as_ref()).collect();
                 crate::gpu::split_batches(&models, precision, limits)
             }
-            _ => std::iter::once(0..batch.len()).collect(),
+            None => std::iter::once(0..batch.len()).collect(),
         };
         let mut rest = batch.into_iter();
         let mut ran = Vec::new();
@@ -157,17 +169,32 @@ impl Env<'_> {
         ran
     }
 
-    /// Runs one batch from its checkpoints; a batch of several whose engine cannot start or
-    /// load the states is run variant by variant.
+    /// Runs one batch from its checkpoints; a batch of several is halved where the device has
+    /// no memory for it, and run variant by variant where its engine cannot start otherwise or
+    /// cannot load the states.
     fn run_batch(&self, key: Key, batch: Vec<Ready>) -> Vec<Ran> {
         if batch.is_empty() || crate::run::INTERRUPT.load(Ordering::SeqCst) {
             return Vec::new();
         }
-        let mut engine = match self.engine(key, &batch) {
+        let mut batch = batch;
+        let mut engine = match self.engine(key, &mut batch) {
             Ok(e) => e,
+            // A batch the device has no memory for is halved until it fits (as a fresh
+            // study's); any other failure is taken variant by variant, so that it stops only
+            // the variants it belongs to.
+            Err(StartError::Gpu(crate::gpu::GpuError::OutOfMemory { .. })) if batch.len() > 1 => {
+                let second = batch.split_off(batch.len() / 2);
+                let mut ran = self.run_batch(key, batch);
+                ran.extend(self.run_batch(key, second));
+                return ran;
+            }
             Err(_) if batch.len() > 1 => return batch.into_iter().flat_map(|b| self.run_batch(key, vec![b])).collect(),
             Err(e) => {
                 let k = batch[0].k;
+                let e = match e {
+                    StartError::Engine(e) => crate::order::error_to_user(batch[0].run.checkpoint.order.as_ref(), e),
+                    StartError::Gpu(e) => EngineError::Gpu(e),
+                };
                 let r = Err(VariantError { interrupted: false, message: format!("cannot start the engine: {e}") });
                 (self.tick)(k, &r);
                 return vec![(k, r)];
@@ -204,8 +231,9 @@ impl Env<'_> {
     }
 
     /// The batch's engine, built from the checkpoints' models in their engines' order, with
-    /// every replica's saved state loaded.
-    fn engine(&self, key: Key, batch: &[Ready]) -> Result<Box<dyn BatchEngine>, String> {
+    /// every replica's saved state loaded (moved out of the checkpoints, which need them no
+    /// more; back where they cannot be loaded, for the variant-by-variant retry).
+    fn engine(&self, key: Key, batch: &mut [Ready]) -> Result<Box<dyn BatchEngine>, StartError> {
         let (integrator, dt) = (key.integrator, f64::from_bits(key.dt));
         let owned: Vec<_> = batch.iter().map(|b| b.run.engine_model()).collect();
         let mut engine: Box<dyn BatchEngine> = match key.backend {
@@ -220,18 +248,33 @@ impl Env<'_> {
                     crate::gpu::AdapterChoice::Any,
                     self.gpu_options(),
                 );
-                Box::new(made.map_err(|e| e.to_string())?)
+                Box::new(made.map_err(StartError::Gpu)?)
             }
             _ => {
                 use rayon::prelude::*;
                 let made: Result<Vec<CpuEngine>, _> =
-                    owned.par_iter().map(|m| CpuEngine::new(m, integrator, dt).map_err(|e| e.to_string())).collect();
-                Box::new(Separate::new(made?, true))
+                    owned.par_iter().map(|m| CpuEngine::new(m, integrator, dt)).collect();
+                Box::new(Separate::new(made.map_err(StartError::Engine)?, true))
             }
         };
         drop(owned);
-        let states: Vec<EngineState> = batch.iter().map(|b| b.run.checkpoint.engine.clone()).collect();
-        engine.load_states(&states).map_err(|e| e.to_string())?;
+        let take = |b: &mut Ready| {
+            let e = &mut b.run.checkpoint.engine;
+            EngineState { kind: e.kind.clone(), step: e.step, data: std::mem::take(&mut e.data) }
+        };
+        let mut states: Vec<EngineState> = batch.iter_mut().map(take).collect();
+        if let Err(e) = engine.load_states(&states) {
+            for (b, s) in batch.iter_mut().zip(&mut states) {
+                b.run.checkpoint.engine.data = std::mem::take(&mut s.data);
+            }
+            return Err(StartError::Engine(e));
+        }
         Ok(engine)
     }
+}
+
+/// Why a batch's engine did not start.
+enum StartError {
+    Gpu(crate::gpu::GpuError),
+    Engine(EngineError),
 }

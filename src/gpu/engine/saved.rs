@@ -151,20 +151,7 @@ impl GpuEngine {
     /// alone would load.
     pub(super) fn load_states_of(&mut self, states: &[EngineState]) -> Result<(), EngineError> {
         self.ctx.check_lost()?;
-        if states.len() != self.reps.len() {
-            return Err(EngineError::Unsupported(format!(
-                "{} saved states for a batch of {} replicas",
-                states.len(),
-                self.reps.len()
-            )));
-        }
-        let step = states.first().map_or(0, |s| s.step);
-        if let Some((r, s)) = states.iter().enumerate().find(|(_, s)| s.step != step) {
-            return Err(EngineError::Unsupported(format!(
-                "replicas step together: replica {r}'s saved state is at step {}, replica 0's at {step}",
-                s.step
-            )));
-        }
+        let step = crate::engine::batch::common_step(states, self.reps.len())?;
         for (r, saved) in states.iter().enumerate() {
             self.write_replica_state(r, saved).map_err(|e| match e {
                 EngineError::Unsupported(m) => EngineError::Unsupported(format!("replica {r}: {m}")),
