@@ -217,3 +217,85 @@ fn a_batch_that_cannot_load_one_state_continues_the_others_alone() {
         }
     }
 }
+
+/// Before a study's `--resume` runs anything, every interrupted variant's checkpoint is read
+/// through: a damaged one (a flipped byte) or another variant's copied in is refused with the
+/// others, the folder untouched (before, the resume ran the rest, then failed that variant and
+/// advised the same command again). An interrupted variant's summary reports its momenta's drift
+/// and energy error up to where it stopped (they were 0 before the guard's first sample). A
+/// resume that runs variants from t = 0 beside continued ones says which engine options they
+/// take.
+#[test]
+fn a_study_resume_refuses_damaged_checkpoints_before_running_and_reports_interrupted_figures() {
+    use rrpdem::run::{self, EngineChoice, RunOptions};
+    use rrpdem::study::{self, Study};
+    let tmp = tempfile::tempdir().unwrap();
+    let base = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/torus_impact.json");
+    std::fs::copy(base, tmp.path().join("torus_impact.json")).unwrap();
+    let path = tmp.path().join("s.json");
+    std::fs::write(
+        &path,
+        r#"{"name": "s", "base": "torus_impact.json", "set": {"/t_end": 0.8, "/record_every": 10},
+            "vary": {"list": [{}, {"/@impact_speed": 2}, {"/@impact_speed": 3}, {"/@impact_speed": 4}]}}"#,
+    )
+    .unwrap();
+    let st = Study::load(&path).unwrap();
+    let cpu = EngineChoice { backend: Some(rrpdem::scenario::Backend::Cpu), ..Default::default() };
+    let part = tmp.path().join("part");
+    study::write_resolved(&st, &part).unwrap();
+    for k in 0..4 {
+        let stop = RunOptions { stop_at: Some(300), ..Default::default() };
+        let dir = study::variant_dir(&part, k);
+        assert!(run::run_scenario(&st.scenario(k, &path).unwrap(), &dir, false, &cpu, stop, &|_| {}).is_err());
+    }
+    // The interrupted summary's figures reach step 300: at least the change of P_x between the
+    // series' first and last rows (the wall pushes the torus back), and a non-zero energy error.
+    let dir0 = study::variant_dir(&part, 0);
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir0.join("summary.json")).unwrap()).unwrap();
+    let series = std::fs::read_to_string(dir0.join("series.csv")).unwrap();
+    let rows: Vec<Vec<f64>> =
+        series.lines().skip(1).map(|l| l.split(',').map(|v| v.parse().unwrap()).collect()).collect();
+    let px = 11; // step, t, E, E_trans, E_rot, U_bend, U_axial, U_shear, U_contact, U_wall, U_gravity, P_x
+    assert_eq!(series.lines().next().unwrap().split(',').nth(px), Some("P_x"));
+    let (first, last) = (&rows[0], rows.last().unwrap());
+    assert_eq!(last[0], 300.0);
+    let budget = &summary["energy_and_momenta"];
+    let change = (last[px] - first[px]).abs();
+    assert!(change > 1e-3 && budget["drift_p"][0].as_f64().unwrap() >= change, "{budget} vs {change}");
+    assert!(budget["final_rel_energy_deviation"].as_f64().unwrap() > 0.0, "{budget}");
+    // Variant 1's checkpoint damaged, variant 2's replaced by variant 3's: refused up front.
+    let cp = |k: usize| study::variant_dir(&part, k).join("checkpoint.bin");
+    let mut bytes = std::fs::read(cp(1)).unwrap();
+    let at = bytes.len() / 2;
+    bytes[at] ^= 16;
+    std::fs::write(cp(1), bytes).unwrap();
+    std::fs::copy(cp(3), cp(2)).unwrap();
+    let bin = env!("CARGO_BIN_EXE_rrpdem");
+    let resume = || {
+        std::process::Command::new(bin)
+            .args(["study", path.to_str().unwrap(), "--resume", "--out", part.to_str().unwrap(), "--backend", "cpu"])
+            .output()
+            .unwrap()
+    };
+    let before: Vec<Vec<u8>> =
+        (0..4).map(|k| std::fs::read(study::variant_dir(&part, k).join("series.csv")).unwrap()).collect();
+    let o = resume();
+    let err = String::from_utf8_lossy(&o.stderr).to_string();
+    assert!(!o.status.success(), "{err}");
+    assert!(err.contains("variant 1: corrupt") && err.contains("variant 2: outputs of another study"), "{err}");
+    assert!(err.contains("its checkpoint.bin is of another scenario") && err.contains("remove their folders"), "{err}");
+    let after: Vec<Vec<u8>> =
+        (0..4).map(|k| std::fs::read(study::variant_dir(&part, k).join("series.csv")).unwrap()).collect();
+    assert!(before == after, "the refused resume ran something");
+    // With those two folders removed they run from t = 0 beside the two continued, on the
+    // engine options the command gives (said).
+    for k in [1, 2] {
+        std::fs::remove_dir_all(study::variant_dir(&part, k)).unwrap();
+    }
+    let o = resume();
+    let err = String::from_utf8_lossy(&o.stderr).to_string();
+    assert!(o.status.success(), "{err}");
+    assert!(err.contains("the [1, 2] run from t = 0 take the engine options of this command (--backend cpu)"), "{err}");
+    assert!(err.contains("continuing variants [0, 3] from step 300 (t = 0.3) on CPU"), "{err}");
+}

@@ -54,6 +54,20 @@ pub(super) fn cmd_study(a: StudyArgs<'_>) -> Result<()> {
             plan.fresh.len(),
             study::list(&plan.fresh)
         );
+        let others = plan.kept.len() + plan.resume.len();
+        if !plan.fresh.is_empty() && others > 0 {
+            let options = engine_options(&a);
+            eprintln!(
+                "rrpdem study: the {} run from t = 0 take the engine options of this command ({}); give those of \
+                 the study's first run, or the study mixes engines (the others keep the engine that wrote them)",
+                study::list(&plan.fresh),
+                if options.is_empty() {
+                    "none: the scenario's backend, `auto` by default".to_string()
+                } else {
+                    options.trim().to_string()
+                }
+            );
+        }
     }
     // The bar over variants, and below it while a batch runs the batch's bar over its steps;
     // without a terminal (a batch job's log) no bars, and every message goes to stderr as is.
@@ -106,7 +120,31 @@ pub(super) fn cmd_study(a: StudyArgs<'_>) -> Result<()> {
         study::run_variants(&study, a.path, &plan.fresh, &out_dir, &a.choice, a.vtk, over, bars.clone(), &tick)?;
     ran.extend(report.ran);
     bar.finish_and_clear();
-    finish(&a, &study, shard, &which, &out_dir, &ran)
+    finish(&a, &study, shard, &plan, &out_dir, &ran)
+}
+
+/// The command-line options that choose the engine (and frames) as this command got them, for
+/// the hints that repeat the command: study.json does not record them, and a variant run from
+/// t = 0 by `--resume` takes them from the command line.
+fn engine_options(a: &StudyArgs<'_>) -> String {
+    let mut out = String::new();
+    if let Some(b) = a.choice.backend {
+        out.push_str(match b {
+            rrpdem::engine::Backend::Auto => " --backend auto",
+            rrpdem::engine::Backend::Cpu => " --backend cpu",
+            rrpdem::engine::Backend::Gpu => " --backend gpu",
+        });
+    }
+    if let Some(p) = a.choice.precision {
+        out.push_str(&format!(" --precision {}", p.as_str()));
+    }
+    if let Some(m) = a.choice.gpu_memory {
+        out.push_str(&format!(" --gpu-memory {m}"));
+    }
+    if let Some(v) = a.vtk.every {
+        out.push_str(&format!(" --vtk-every {v}"));
+    }
+    out
 }
 
 /// Writes study.csv (a whole study), reports what did not complete and sets the exit code.
@@ -114,31 +152,42 @@ fn finish(
     a: &StudyArgs<'_>,
     study: &Study,
     shard: Option<(usize, usize)>,
-    which: &[usize],
+    plan: &ResumePlan,
     out_dir: &Path,
     ran: &[(usize, Result<Summary, VariantError>)],
 ) -> Result<()> {
+    let mut which: Vec<usize> = plan.kept.iter().chain(&plan.resume).chain(&plan.fresh).copied().collect();
+    which.sort_unstable();
     let table = shard.is_none().then(|| study::table(study, a.path, out_dir));
     if let Some(t) = &table {
         let file = out_dir.join("study.csv");
         std::fs::write(&file, &t.csv).with_context(|| format!("writing {}", file.display()))?;
     }
     let resume_hint = format!(
-        "rrpdem study {} --resume --out {}{}",
+        "rrpdem study {} --resume --out {}{}{}",
         a.path.display(),
         out_dir.display(),
-        shard.map_or(String::new(), |(i, n)| format!(" --shard {i}/{n}"))
+        shard.map_or(String::new(), |(i, n)| format!(" --shard {i}/{n}")),
+        engine_options(a)
     );
     if run::INTERRUPT.load(std::sync::atomic::Ordering::SeqCst) {
-        // The running batch stopped with a checkpoint per variant; later ones never started.
+        // The running batch stopped with a checkpoint per variant; those waiting to continue
+        // from earlier checkpoints still have them; later ones never started.
         let stopped: Vec<usize> =
             ran.iter().filter(|(_, r)| r.as_ref().is_err_and(|e| e.interrupted)).map(|(k, _)| *k).collect();
-        let not_started: Vec<usize> = which.iter().copied().filter(|k| !ran.iter().any(|r| r.0 == *k)).collect();
+        let left =
+            |ks: &[usize]| -> Vec<usize> { ks.iter().copied().filter(|k| !ran.iter().any(|r| r.0 == *k)).collect() };
+        let (waiting, not_started) = (left(&plan.resume), left(&plan.fresh));
         eprintln!(
-            "rrpdem study: interrupted. {} variant(s) stopped with a checkpoint {}; {} not started {}. Continue the \
+            "rrpdem study: interrupted. {} variant(s) stopped with a checkpoint {}; {}{} not started {}. Continue the \
              study with `{resume_hint}`",
             stopped.len(),
             study::list(&stopped),
+            if waiting.is_empty() {
+                String::new()
+            } else {
+                format!("{} still at their earlier checkpoints {}; ", waiting.len(), study::list(&waiting))
+            },
             not_started.len(),
             study::list(&not_started)
         );

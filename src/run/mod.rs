@@ -42,11 +42,18 @@ pub enum RunError {
         step: u64,
         out_dir: PathBuf,
     },
-    #[error("interrupted at step {step} (t = {t}); continue with `rrpdem resume {}`", out_dir.display())]
+    #[error(
+        "interrupted at step {step} (t = {}); continue with `rrpdem resume {}`",
+        crate::error::display_time(*t),
+        out_dir.display()
+    )]
     Interrupted { step: u64, t: f64, out_dir: PathBuf },
     #[error(transparent)]
     Scenario(#[from] crate::error::ScenarioError),
-    #[error("the checkpoint is at step {step} (t = {t}); an end time of {t_end} ends before it")]
+    #[error(
+        "the checkpoint is at step {step} (t = {}); an end time of {t_end} ends before it",
+        crate::error::display_time(*t)
+    )]
     EndsBeforeCheckpoint { step: u64, t: f64, t_end: f64 },
     #[error(
         "{}: the run in this folder already completed to step {step} (t = {t}); resuming it to t = {t_end} would \
@@ -473,7 +480,7 @@ impl Resumable {
             "resuming {} at step {} (t = {}) to step {} on {device}{again}",
             self.scenario.name,
             self.checkpoint.engine.step,
-            self.checkpoint.progress.last.t,
+            crate::error::display_time(self.checkpoint.progress.last.t),
             self.scenario.total_steps(),
         )
     }

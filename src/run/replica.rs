@@ -597,7 +597,16 @@ impl<'scope> Replica<'scope> {
                 self.watch.impact.finish(self.scenario.dt, scale, &self.last, self.model.bonds.len())
             }),
             provenance: crate::provenance::Provenance::now(),
-            energy_and_momenta: self.budget.clone(),
+            energy_and_momenta: {
+                // An interrupted run's figures reach the state it stopped at (between the guard's
+                // samples); its checkpoint keeps the samples alone, so that the run continued
+                // from there samples as the run without interruption does.
+                let mut b = self.budget.clone();
+                if interrupted && self.failure.is_none() {
+                    b.update(&self.last);
+                }
+                b
+            },
             final_diagnostics: self.last,
             final_state,
             warnings: self.warnings.iter().cloned().chain(engine.warnings()).collect(),

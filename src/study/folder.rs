@@ -222,8 +222,19 @@ fn without_summary(dir: &Path, expected: &Scenario) -> VariantState {
         let partial = RUN_OUTPUTS.iter().any(|f| dir.join(f).exists());
         return VariantState::Missing { partial };
     }
-    match Checkpoint::read(&cp_path) {
-        Err(e) => VariantState::Corrupt { message: format!("no summary.json, and {e}") },
+    match checkpoint_state(&cp_path, expected) {
+        VariantState::Corrupt { message } => {
+            VariantState::Corrupt { message: format!("no summary.json, and {message}") }
+        }
+        state => state,
+    }
+}
+
+/// What a variant's `checkpoint.bin` allows: `Interrupted` (to continue from it) if it can be
+/// read and is of the variant's scenario, else `Corrupt` or `OtherStudy`, saying why.
+fn checkpoint_state(cp_path: &Path, expected: &Scenario) -> VariantState {
+    match Checkpoint::read(cp_path) {
+        Err(e) => VariantState::Corrupt { message: e.to_string() },
         Ok(cp) => match first_difference(&scenario_json(&cp.scenario), &scenario_json(expected), "") {
             Some(d) => {
                 VariantState::OtherStudy { difference: format!("its checkpoint.bin is of another scenario ({d})") }
@@ -434,7 +445,19 @@ pub fn plan_resume(study: &Study, path: &Path, out: &Path, which: &[usize]) -> R
     let mut plan = ResumePlan::default();
     let mut bad = Vec::new();
     for &k in which {
-        match inspect(study, path, out, k).0 {
+        let (state, summary) = inspect(study, path, out, k);
+        // An interrupted variant's checkpoint is read through before anything runs (once more
+        // when it is continued), so that one that cannot be continued is refused here, with the
+        // others, rather than failing after the rest have run. (`inspect` read it already where
+        // there is no summary.)
+        let state = match state {
+            VariantState::Interrupted { checkpoint: true } if summary.is_some() => {
+                let expected = study.scenario(k, path).map_err(|e| folder_error(out, e.to_string()))?;
+                checkpoint_state(&variant_dir(out, k).join(checkpoint::FILE_NAME), &expected)
+            }
+            state => state,
+        };
+        match state {
             VariantState::Completed => plan.kept.push(k),
             VariantState::Interrupted { checkpoint: true } => plan.resume.push(k),
             VariantState::Missing { .. } | VariantState::Failed { .. } | VariantState::Interrupted { .. } => {

@@ -70,6 +70,7 @@ pub fn resume_variants(
     let env = Env { gpu_memory, vtk, bars, announce, tick };
     let mut ran = Vec::new();
     let mut groups: Vec<(Key, Vec<Ready>, usize)> = Vec::new();
+    let max_replicas = max_replicas_per_batch();
     for &k in which {
         if crate::run::INTERRUPT.load(Ordering::SeqCst) {
             break;
@@ -98,7 +99,7 @@ pub fn resume_variants(
         // runs now.
         let held: usize = groups.iter().map(|g| g.1.len()).sum();
         let held_particles: usize = groups.iter().map(|g| g.2).sum();
-        if held >= max_replicas_per_batch() || held_particles >= MAX_BATCH_PARTICLES {
+        if held >= max_replicas || held_particles >= MAX_BATCH_PARTICLES {
             let largest = (0..groups.len()).max_by_key(|&g| (groups[g].2, groups[g].1.len())).unwrap_or(g);
             let (key, batch, _) = groups.remove(largest);
             ran.extend(env.run_split(key, batch));
@@ -203,12 +204,14 @@ impl Env<'_> {
         let ks: Vec<usize> = batch.iter().map(|b| b.k).collect();
         let at = &batch[0].run.checkpoint;
         (self.announce)(format!(
-            "rrpdem study: continuing {} {} from step {} (t = {}) on {}{}",
+            "rrpdem study: continuing {} {} from step {} (t = {}) on {} ({}, the engine that wrote their \
+             checkpoints){}",
             if ks.len() == 1 { "variant" } else { "variants" },
             list(&ks),
             at.engine.step,
-            at.progress.last.t,
+            crate::error::display_time(at.progress.last.t),
             engine.info().device,
+            at.engine.kind,
             if ks.len() > 1 { ", as one batch" } else { "" }
         ));
         let jobs = batch
