@@ -86,7 +86,7 @@ impl fmt::Display for Difference {
 }
 
 /// The first place (in key order) where `found` and `expected` differ.
-pub(super) fn first_difference(found: &Value, expected: &Value, at: &str) -> Option<Difference> {
+fn first_difference(found: &Value, expected: &Value, at: &str) -> Option<Difference> {
     let show = |v: Option<&Value>| match v {
         None => "nothing".to_string(),
         Some(v) => {
@@ -121,7 +121,7 @@ pub(super) fn first_difference(found: &Value, expected: &Value, at: &str) -> Opt
 
 /// A scenario as compared with a variant's: its JSON without `output` (which frames a run
 /// writes is not what it computes, and `--vtk-every` changes it); `t_end` included.
-pub(super) fn scenario_json(s: &Scenario) -> Value {
+fn scenario_json(s: &Scenario) -> Value {
     let mut v = serde_json::to_value(s).expect("a scenario serialises");
     if let Some(o) = v.as_object_mut() {
         o.remove("output");

@@ -3,9 +3,7 @@
 //! stopped at the same step, step together), so that a study interrupted as one GPU batch
 //! continues as one, not variant by variant.
 
-use super::folder::{first_difference, scenario_json};
 use super::{MAX_BATCH_PARTICLES, Study, VariantError, list, max_replicas_per_batch, variant_dir};
-use crate::checkpoint::{self, Checkpoint};
 use crate::engine::{BatchEngine, CpuEngine, EngineState, Precision, Separate};
 use crate::error::EngineError;
 use crate::output::OutputDir;
@@ -112,18 +110,13 @@ pub fn resume_variants(
     ran
 }
 
-/// Variant `k`'s folder, locked, and its checkpoint, checked against the study's scenario.
+/// Variant `k`'s folder, locked, and its checkpoint, checked against the study's scenario
+/// (`Resumable::open`: its whole scenario but `t_end` and `output`, and the files it read;
+/// `plan_resume` compared the scenarios field by field already, and named a difference).
 fn open(study: &Study, path: &Path, out: &Path, k: usize) -> Result<Ready, VariantError> {
     let fail = |message: String| VariantError { interrupted: false, message };
     let expected = study.scenario(k, path).map_err(|e| fail(e.to_string()))?;
-    let dir = variant_dir(out, k);
-    let cp_path = dir.join(checkpoint::FILE_NAME);
-    let cp = Checkpoint::read(&cp_path).map_err(|e| fail(e.to_string()))?;
-    if let Some(d) = first_difference(&scenario_json(&cp.scenario), &scenario_json(&expected), "") {
-        return Err(fail(format!("{}: the checkpoint is of another scenario ({d})", cp_path.display())));
-    }
-    drop(cp);
-    let dir = OutputDir::reopen(&dir).map_err(|e| fail(e.to_string()))?;
+    let dir = OutputDir::reopen(&variant_dir(out, k)).map_err(|e| fail(e.to_string()))?;
     let run = Resumable::open(&dir, None, Some(&expected)).map_err(VariantError::from)?;
     Ok(Ready { k, dir, run })
 }
