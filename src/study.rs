@@ -12,6 +12,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use thiserror::Error;
 
+mod engines;
 mod folder;
 mod resume;
 mod table;
@@ -466,9 +467,16 @@ pub struct VariantError {
     pub message: String,
 }
 
+impl VariantError {
+    /// A run's error, as a variant's.
+    pub fn of(e: &crate::run::RunError) -> VariantError {
+        VariantError { interrupted: matches!(e, crate::run::RunError::Interrupted { .. }), message: e.to_string() }
+    }
+}
+
 impl From<crate::run::RunError> for VariantError {
     fn from(e: crate::run::RunError) -> VariantError {
-        VariantError { interrupted: matches!(e, crate::run::RunError::Interrupted { .. }), message: e.to_string() }
+        VariantError::of(&e)
     }
 }
 
@@ -620,10 +628,8 @@ fn run_batch(
     bars: Option<&indicatif::MultiProgress>,
     tick: &(dyn Fn(usize, &Result<crate::run::Summary, VariantError>) + Sync),
 ) -> Vec<(usize, Result<crate::run::Summary, VariantError>)> {
-    use crate::engine::{BatchEngine, CpuEngine, Separate};
     use crate::run::{Job, Start};
-    use crate::scenario::Backend;
-    use rayon::prelude::*;
+    use engines::StartError;
     if batch.is_empty() {
         return Vec::new();
     }
@@ -638,45 +644,23 @@ fn run_batch(
             })
             .collect()
     };
-    let mut engine: Box<dyn BatchEngine + '_> = match key.backend {
-        Backend::Gpu => {
-            // One state holding every replica (the caller has split the batch to fit).
-            let precision = key.precision.unwrap_or(crate::engine::Precision::F32);
-            let owned: Vec<std::borrow::Cow<crate::model::Model>> = batch.iter().map(|b| b.2.engine_model()).collect();
-            let models: Vec<&crate::model::Model> = owned.iter().map(|m| m.as_ref()).collect();
-            let made = crate::gpu::GpuEngine::new_batch(
-                &models,
-                integrator,
-                dt,
-                precision,
-                crate::gpu::AdapterChoice::Any,
-                gpu,
-            );
-            drop(models);
-            drop(owned);
-            match made {
-                Ok(e) => Box::new(e),
-                Err(crate::gpu::GpuError::OutOfMemory { .. }) if batch.len() > 1 => {
-                    let second = batch.split_off(batch.len() / 2);
-                    let mut ran = run_batch(key, batch, vtk, gpu, bars, tick);
-                    ran.extend(run_batch(key, second, vtk, gpu, bars, tick));
-                    return ran;
-                }
-                Err(e) => return fail_all(e.to_string()),
-            }
+    let owned: Vec<std::borrow::Cow<crate::model::Model>> = batch.iter().map(|b| b.2.engine_model()).collect();
+    let models: Vec<&crate::model::Model> = owned.iter().map(|m| m.as_ref()).collect();
+    // On the GPU one state holding every replica (the caller has split the batch to fit).
+    let made = engines::batch_engine(key.backend, key.precision, integrator, dt, &models, gpu);
+    drop(models);
+    drop(owned);
+    let mut engine = match made {
+        Ok(e) => e,
+        Err(StartError::Gpu(crate::gpu::GpuError::OutOfMemory { .. })) if batch.len() > 1 => {
+            let second = batch.split_off(batch.len() / 2);
+            let mut ran = run_batch(key, batch, vtk, gpu, bars, tick);
+            ran.extend(run_batch(key, second, vtk, gpu, bars, tick));
+            return ran;
         }
-        _ => {
-            let made: Result<Vec<CpuEngine>, _> = batch
-                .par_iter()
-                .map(|b| {
-                    CpuEngine::new(&b.2.engine_model(), integrator, dt)
-                        .map_err(|e| crate::order::error_to_user(b.2.order.as_ref(), e))
-                })
-                .collect();
-            match made {
-                Ok(engines) => Box::new(Separate::new(engines, true)),
-                Err(e) => return fail_all(e.to_string()),
-            }
+        Err(StartError::Gpu(e)) => return fail_all(e.to_string()),
+        Err(StartError::Engine(r, e)) => {
+            return fail_all(crate::order::error_to_user(batch[r].2.order.as_ref(), e).to_string());
         }
     };
     let jobs: Vec<Job> = batch
@@ -691,19 +675,7 @@ fn run_batch(
             warnings: p.warnings.clone(),
         })
         .collect();
-    let done = |r: usize, res: &Result<crate::run::Summary, crate::run::RunError>| {
-        let shown = match res {
-            Ok(s) => Ok(s.clone()),
-            Err(e) => Err(VariantError {
-                interrupted: matches!(e, crate::run::RunError::Interrupted { .. }),
-                message: e.to_string(),
-            }),
-        };
-        tick(ks[r], &shown);
-    };
-    let opts = crate::run::RunOptions { progress: bars.is_some(), bars: bars.cloned(), ..Default::default() };
-    let results = crate::run::run_batch(jobs, engine.as_mut(), opts, &done);
-    ks.iter().zip(results).map(|(&k, r)| (k, r.map_err(VariantError::from))).collect()
+    engines::drive(jobs, &ks, engine.as_mut(), bars, tick)
 }
 
 /// Name of the resolved study written into its output folder (what `--merge` reads).

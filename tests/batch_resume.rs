@@ -8,13 +8,15 @@
 
 mod common;
 
-use common::gpu::{bits, scenario_model, state_bits};
+use common::gpu::{bits, scenario_model, small_solid_torus, state_bits};
 use rrpdem::engine::{BatchEngine, CpuEngine, Engine, EngineState, Precision, Separate};
 use rrpdem::gpu::{AdapterChoice, GpuEngine, GpuOptions};
 use rrpdem::integrator::Integrator;
 use rrpdem::interactions::BreakEvent;
 use rrpdem::interactions::damping::{Dissipation, restitution_beta};
 use rrpdem::model::Model;
+use rrpdem::run::{self, EngineChoice, RunOptions};
+use rrpdem::study::{self, Study};
 
 const DT: f64 = 1e-3;
 /// Steps before the states are saved, and after.
@@ -32,13 +34,7 @@ fn models() -> Vec<Model> {
     )
     .unwrap();
     let two_walls = s.build_model().unwrap();
-    let (mut s, _) = scenario_model("solid_torus_impact.json");
-    s.bodies[0] = serde_json::from_str(
-        r#"{"type": "torus_solid", "torus_diameter": 3, "tube_diameter": 1, "particles": 150, "lattice": "fcc",
-            "gap": 0, "velocity": [-1, 0, 0]}"#,
-    )
-    .unwrap();
-    s.rupture = Some(serde_json::from_str(r#"{"tension": 0.004, "shear": 0.04}"#).unwrap());
+    let s = small_solid_torus();
     let mut solid = s.build_model().unwrap();
     solid.params.dissipation = Some(Dissipation {
         beta: restitution_beta(0.5),
@@ -154,6 +150,38 @@ fn cpu_engines_of_a_batch_loaded_with_saved_states_continue_each_as_alone() {
     check_loaded(&mut batch, &order, &alone, "cpu");
 }
 
+/// A study of the paper torus hitting the wall at `variants` impact speeds (the first as the
+/// scenario has it, then 2, 3, …; t_end 0.8, a record every 10 steps), written into `dir`, each
+/// variant run on the CPU into `dir/part` and interrupted at step 300, as its batch would have
+/// left it: (study file, study, the folder).
+fn interrupted_study(dir: &std::path::Path, variants: usize) -> (std::path::PathBuf, Study, std::path::PathBuf) {
+    let base = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/torus_impact.json");
+    std::fs::copy(base, dir.join("torus_impact.json")).unwrap();
+    let path = dir.join("s.json");
+    let list: Vec<String> = (0..variants)
+        .map(|k| if k == 0 { "{}".into() } else { format!(r#"{{"/@impact_speed": {}}}"#, k + 1) })
+        .collect();
+    let text = format!(
+        r#"{{"name": "s", "base": "torus_impact.json", "set": {{"/t_end": 0.8, "/record_every": 10}},
+            "vary": {{"list": [{}]}}}}"#,
+        list.join(", ")
+    );
+    std::fs::write(&path, text).unwrap();
+    let st = Study::load(&path).unwrap();
+    let part = dir.join("part");
+    study::write_resolved(&st, &part).unwrap();
+    for k in 0..variants {
+        let stop = RunOptions { stop_at: Some(300), ..Default::default() };
+        let dir = study::variant_dir(&part, k);
+        assert!(run::run_scenario(&st.scenario(k, &path).unwrap(), &dir, false, &cpu(), stop, &|_| {}).is_err());
+    }
+    (path, st, part)
+}
+
+fn cpu() -> EngineChoice {
+    EngineChoice { backend: Some(rrpdem::scenario::Backend::Cpu), ..Default::default() }
+}
+
 /// A study of three variants interrupted at step 300 (each run alone to there, as its batch
 /// would have left it), variant 1's saved state damaged (a particle short): `resume_variants`
 /// cannot load the batch, so it takes the variants one by one; variant 1 fails naming the
@@ -161,32 +189,14 @@ fn cpu_engines_of_a_batch_loaded_with_saved_states_continue_each_as_alone() {
 #[test]
 fn a_batch_that_cannot_load_one_state_continues_the_others_alone() {
     use rrpdem::checkpoint::Checkpoint;
-    use rrpdem::run::{self, EngineChoice, RunOptions};
-    use rrpdem::study::{self, Study};
     let tmp = tempfile::tempdir().unwrap();
-    let base = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/torus_impact.json");
-    std::fs::copy(base, tmp.path().join("torus_impact.json")).unwrap();
-    let path = tmp.path().join("s.json");
-    std::fs::write(
-        &path,
-        r#"{"name": "s", "base": "torus_impact.json", "set": {"/t_end": 0.8, "/record_every": 10},
-            "vary": {"list": [{}, {"/@impact_speed": 2}, {"/@impact_speed": 3}]}}"#,
-    )
-    .unwrap();
-    let st = Study::load(&path).unwrap();
-    let cpu = EngineChoice { backend: Some(rrpdem::scenario::Backend::Cpu), ..Default::default() };
-    let (whole, part) = (tmp.path().join("whole"), tmp.path().join("part"));
+    let (path, st, part) = interrupted_study(tmp.path(), 3);
+    let whole = tmp.path().join("whole");
     let all: Vec<usize> = (0..3).collect();
     study::prepare_folder(&st, &path, &whole, &all, true, false).unwrap();
     let report =
-        study::run_variants(&st, &path, &all, &whole, &cpu, Default::default(), false, None, &|_, _| {}).unwrap();
+        study::run_variants(&st, &path, &all, &whole, &cpu(), Default::default(), false, None, &|_, _| {}).unwrap();
     assert!(report.ran.iter().all(|r| r.1.is_ok()));
-    study::write_resolved(&st, &part).unwrap();
-    for k in 0..3 {
-        let stop = RunOptions { stop_at: Some(300), ..Default::default() };
-        let dir = study::variant_dir(&part, k);
-        assert!(run::run_scenario(&st.scenario(k, &path).unwrap(), &dir, false, &cpu, stop, &|_| {}).is_err());
-    }
     let cp_path = study::variant_dir(&part, 1).join("checkpoint.bin");
     let mut cp = Checkpoint::read(&cp_path).unwrap();
     cp.engine.data.truncate(cp.engine.data.len() - 13 * 8);
@@ -227,27 +237,8 @@ fn a_batch_that_cannot_load_one_state_continues_the_others_alone() {
 /// take.
 #[test]
 fn a_study_resume_refuses_damaged_checkpoints_before_running_and_reports_interrupted_figures() {
-    use rrpdem::run::{self, EngineChoice, RunOptions};
-    use rrpdem::study::{self, Study};
     let tmp = tempfile::tempdir().unwrap();
-    let base = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/torus_impact.json");
-    std::fs::copy(base, tmp.path().join("torus_impact.json")).unwrap();
-    let path = tmp.path().join("s.json");
-    std::fs::write(
-        &path,
-        r#"{"name": "s", "base": "torus_impact.json", "set": {"/t_end": 0.8, "/record_every": 10},
-            "vary": {"list": [{}, {"/@impact_speed": 2}, {"/@impact_speed": 3}, {"/@impact_speed": 4}]}}"#,
-    )
-    .unwrap();
-    let st = Study::load(&path).unwrap();
-    let cpu = EngineChoice { backend: Some(rrpdem::scenario::Backend::Cpu), ..Default::default() };
-    let part = tmp.path().join("part");
-    study::write_resolved(&st, &part).unwrap();
-    for k in 0..4 {
-        let stop = RunOptions { stop_at: Some(300), ..Default::default() };
-        let dir = study::variant_dir(&part, k);
-        assert!(run::run_scenario(&st.scenario(k, &path).unwrap(), &dir, false, &cpu, stop, &|_| {}).is_err());
-    }
+    let (path, _, part) = interrupted_study(tmp.path(), 4);
     // The interrupted summary's figures reach step 300: at least the change of P_x between the
     // series' first and last rows (the wall pushes the torus back), and a non-zero energy error.
     let dir0 = study::variant_dir(&part, 0);

@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::gpu::{bits, scenario_model, state_bits};
+use common::gpu::{bits, scenario_model, small_solid_torus, state_bits};
 use rrpdem::engine::{BatchEngine, Engine, Precision};
 use rrpdem::error::EngineError;
 use rrpdem::gpu::batch::{BatchTotals, binding_sizes, chunked_sizes};
@@ -50,13 +50,7 @@ fn variants() -> Vec<Model> {
     let mut s = torus();
     s.rupture = Some(serde_json::from_str(r#"{"tension": 0.002}"#).unwrap());
     out.push(build(&s));
-    let (mut s, _) = scenario_model("solid_torus_impact.json");
-    s.bodies[0] = serde_json::from_str(
-        r#"{"type": "torus_solid", "torus_diameter": 3, "tube_diameter": 1, "particles": 150, "lattice": "fcc",
-            "gap": 0, "velocity": [-1, 0, 0]}"#,
-    )
-    .unwrap();
-    s.rupture = Some(serde_json::from_str(r#"{"tension": 0.004, "shear": 0.04}"#).unwrap());
+    let s = small_solid_torus();
     out.push(build(&s));
     out
 }

@@ -3,11 +3,12 @@
 //! stopped at the same step, step together), so that a study interrupted as one GPU batch
 //! continues as one, not variant by variant.
 
+use super::engines::{StartError, batch_engine};
 use super::{MAX_BATCH_PARTICLES, Study, VariantError, list, max_replicas_per_batch, variant_dir};
-use crate::engine::{BatchEngine, CpuEngine, EngineState, Precision, Separate};
+use crate::engine::{BatchEngine, EngineState, Precision};
 use crate::error::EngineError;
 use crate::output::OutputDir;
-use crate::run::{Resumable, RunOptions, Summary, VtkOptions};
+use crate::run::{Resumable, Summary, VtkOptions};
 use crate::scenario::Backend;
 use std::path::Path;
 use std::sync::atomic::Ordering;
@@ -186,7 +187,7 @@ impl Env<'_> {
             Err(e) => {
                 let k = batch[0].k;
                 let e = match e {
-                    StartError::Engine(e) => crate::order::error_to_user(batch[0].run.checkpoint.order.as_ref(), e),
+                    StartError::Engine(r, e) => crate::order::error_to_user(batch[r].run.checkpoint.order.as_ref(), e),
                     StartError::Gpu(e) => EngineError::Gpu(e),
                 };
                 let r = Err(VariantError { interrupted: false, message: format!("cannot start the engine: {e}") });
@@ -211,49 +212,20 @@ impl Env<'_> {
             .iter()
             .map(|b| b.run.job(&b.dir, VtkOptions { replica: i32::try_from(b.k).unwrap_or(i32::MAX), ..self.vtk }))
             .collect();
-        let done = |r: usize, res: &Result<Summary, crate::run::RunError>| {
-            let shown = match res {
-                Ok(s) => Ok(s.clone()),
-                Err(e) => Err(VariantError {
-                    interrupted: matches!(e, crate::run::RunError::Interrupted { .. }),
-                    message: e.to_string(),
-                }),
-            };
-            (self.tick)(ks[r], &shown);
-        };
-        let opts = RunOptions { progress: self.bars.is_some(), bars: self.bars.cloned(), ..Default::default() };
-        let results = crate::run::run_batch(jobs, engine.as_mut(), opts, &done);
-        ks.iter().zip(results).map(|(&k, r)| (k, r.map_err(VariantError::from))).collect()
+        super::engines::drive(jobs, &ks, engine.as_mut(), self.bars, self.tick)
     }
 
     /// The batch's engine, built from the checkpoints' models in their engines' order, with
     /// every replica's saved state loaded (moved out of the checkpoints, which need them no
     /// more; back where they cannot be loaded, for the variant-by-variant retry).
     fn engine(&self, key: Key, batch: &mut [Ready]) -> Result<Box<dyn BatchEngine>, StartError> {
-        let (integrator, dt) = (key.integrator, f64::from_bits(key.dt));
         let owned: Vec<_> = batch.iter().map(|b| b.run.engine_model()).collect();
-        let mut engine: Box<dyn BatchEngine> = match key.backend {
-            Backend::Gpu => {
-                let models: Vec<&crate::model::Model> = owned.iter().map(|m| m.as_ref()).collect();
-                let precision = key.precision.unwrap_or(Precision::F32);
-                let made = crate::gpu::GpuEngine::new_batch(
-                    &models,
-                    integrator,
-                    dt,
-                    precision,
-                    crate::gpu::AdapterChoice::Any,
-                    self.gpu_options(),
-                );
-                Box::new(made.map_err(StartError::Gpu)?)
-            }
-            _ => {
-                use rayon::prelude::*;
-                let made: Result<Vec<CpuEngine>, _> =
-                    owned.par_iter().map(|m| CpuEngine::new(m, integrator, dt)).collect();
-                Box::new(Separate::new(made.map_err(StartError::Engine)?, true))
-            }
-        };
+        let models: Vec<&crate::model::Model> = owned.iter().map(|m| m.as_ref()).collect();
+        let (integrator, dt) = (key.integrator, f64::from_bits(key.dt));
+        let made = batch_engine(key.backend, key.precision, integrator, dt, &models, self.gpu_options());
+        drop(models);
         drop(owned);
+        let mut engine = made?;
         let take = |b: &mut Ready| {
             let e = &mut b.run.checkpoint.engine;
             EngineState { kind: e.kind.clone(), step: e.step, data: std::mem::take(&mut e.data) }
@@ -263,14 +235,9 @@ impl Env<'_> {
             for (b, s) in batch.iter_mut().zip(&mut states) {
                 b.run.checkpoint.engine.data = std::mem::take(&mut s.data);
             }
-            return Err(StartError::Engine(e));
+            // (Which replica is in the message; only a batch of one reports it, as its own.)
+            return Err(StartError::Engine(0, e));
         }
         Ok(engine)
     }
-}
-
-/// Why a batch's engine did not start.
-enum StartError {
-    Gpu(crate::gpu::GpuError),
-    Engine(EngineError),
 }

@@ -14,6 +14,20 @@ pub fn scenario_model(name: &str) -> (Scenario, Model) {
     (s, m)
 }
 
+/// `scenarios/solid_torus_impact.json` with a torus of about 150 spheres at the wall and a
+/// binder that breaks during its impact (tension 0.004, shear 0.04): a small solid with rupture
+/// whose size differs from the paper torus's 80.
+pub fn small_solid_torus() -> Scenario {
+    let (mut s, _) = scenario_model("solid_torus_impact.json");
+    s.bodies[0] = serde_json::from_str(
+        r#"{"type": "torus_solid", "torus_diameter": 3, "tube_diameter": 1, "particles": 150, "lattice": "fcc",
+            "gap": 0, "velocity": [-1, 0, 0]}"#,
+    )
+    .unwrap();
+    s.rupture = Some(serde_json::from_str(r#"{"tension": 0.004, "shear": 0.04}"#).unwrap());
+    s
+}
+
 /// Builds a scenario from JSON text.
 pub fn model_from_json(text: &str) -> (Scenario, Model) {
     let s = super::scenario_from(text);
