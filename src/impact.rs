@@ -70,7 +70,9 @@ pub struct Impact {
     pub in_contact_at_end: bool,
     pub peak_wall_force: f64,
     pub peak_wall_force_t: Option<f64>,
-    /// `−v_cm(0)·n`.
+    /// `−(v_cm(0) + g t_first)·n`: the centre of mass's speed towards the wall at the first
+    /// contact step in free flight (`−v_cm(0)·n` without gravity; exact before any wall force,
+    /// uniform gravity being the only load that moves the centre of mass in flight).
     pub impact_speed: Option<f64>,
     /// Whether the body left the wall after its last contact, moving away from it; only then
     /// are the rebound speed and the restitution given.
@@ -90,6 +92,10 @@ pub struct Impact {
     /// Why there is no rebound speed, when there is none.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub no_rebound: Option<String>,
+    /// Why there is a rebound speed but no restitution: the body did not move towards the wall
+    /// when it first touched it (`impact_speed ≤ 0`: it started on the wall, or was pushed).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub no_restitution: Option<String>,
     /// Steps the measures were taken at (every step, or the run driver's stops).
     pub steps_observed: u64,
     /// Broken bonds over all bonds (0 without bonds).
@@ -173,12 +179,22 @@ impl ImpactWatch {
     }
 
     /// The measures at the end of the run (`last`: its final diagnostics; `scale`: the energy
-    /// guard's scale; `dt`: the time step).
-    pub fn finish(&self, dt: f64, scale: f64, last: &Diagnostics, n_bonds: usize) -> Impact {
+    /// guard's scale; `dt`: the time step; `gravity`: the model's uniform field, which the
+    /// impact speed adds over the flight to the first contact).
+    pub fn finish(&self, dt: f64, scale: f64, last: &Diagnostics, n_bonds: usize, gravity: DVec3) -> Impact {
         let t = |s: Option<u64>| s.map(|s| s as f64 * dt);
         let n = self.normal;
-        let impact = n.zip(self.v_cm0).map(|(n, v)| -v.dot(n));
+        // The flight's velocity at the first contact step: v_cm(0) + g t (the integrators give
+        // the nodes' velocities exactly so under a constant force, up to round-off).
+        let flight = t(self.first_contact_step).map_or(DVec3::ZERO, |t1| gravity * t1);
+        let impact = n.zip(self.v_cm0).map(|(n, v)| -(v + flight).dot(n));
         let rebound = self.separated.map(|s| s.1);
+        let no_restitution = match (impact, rebound) {
+            (Some(i), Some(_)) if i <= 0.0 => Some(format!(
+                "the body was not moving towards the wall when it first touched it (impact speed {i:.4e} ≤ 0)"
+            )),
+            _ => None,
+        };
         let no_rebound = match (self.first_contact_step, self.separated) {
             (_, Some(_)) => None,
             (None, None) => Some("the body never touched a wall".to_string()),
@@ -203,8 +219,9 @@ impl ImpactWatch {
             rebound_speed: rebound,
             free_flight_t: self.separated.map(|s| (last.step.saturating_sub(s.0)) as f64 * dt),
             contact_episodes: self.episodes,
-            restitution: impact.zip(rebound).filter(|(i, _)| *i != 0.0).map(|(i, r)| r / i),
+            restitution: impact.zip(rebound).filter(|(i, _)| *i > 0.0).map(|(i, r)| r / i),
             no_rebound,
+            no_restitution,
             steps_observed: self.observed,
             broken_fraction: if n_bonds > 0 { last.n_broken as f64 / n_bonds as f64 } else { 0.0 },
             energy_partition: EnergyPartition {
@@ -243,7 +260,7 @@ mod tests {
             w.observe(&at(s, f, v), &wall());
         }
         // Contact paused at step 4 while moving towards the wall: no separation.
-        let i = w.finish(0.1, 1.0, &Diagnostics::default(), 0);
+        let i = w.finish(0.1, 1.0, &Diagnostics::default(), 0, DVec3::ZERO);
         assert!(!i.separated && i.restitution.is_none() && i.in_contact_at_end);
         assert_eq!(
             (i.first_contact_t, i.peak_wall_force, i.peak_wall_force_t),
@@ -252,7 +269,7 @@ mod tests {
         // Leaves the wall at step 6, moving away at 1.5: a rebound, restitution 0.75.
         w.observe(&at(6, 0.0, 1.5), &wall());
         w.observe(&at(7, 0.0, 1.4), &wall());
-        let i = w.finish(0.1, 1.0, &Diagnostics::default(), 0);
+        let i = w.finish(0.1, 1.0, &Diagnostics::default(), 0, DVec3::ZERO);
         assert!(i.separated);
         assert_eq!((i.rebound_speed, i.restitution, i.last_contact_t), (Some(1.5), Some(0.75), Some(0.5)));
         assert_eq!(i.contact_episodes, 2);
@@ -272,7 +289,7 @@ mod tests {
             e_dissipated: 10.0,
             ..Default::default()
         };
-        let p = w.finish(0.1, 2.0, &last, 0).energy_partition;
+        let p = w.finish(0.1, 2.0, &last, 0, DVec3::ZERO).energy_partition;
         let terms = [
             p.e_trans,
             p.e_rot,

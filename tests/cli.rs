@@ -27,7 +27,7 @@ fn run_writes_the_three_files() {
     ]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let stdout = String::from_utf8_lossy(&o.stdout);
-    assert!(stdout.contains("max |E-E0|/E_scale") && stdout.contains("particle-steps/s"), "{stdout}");
+    assert!(stdout.contains("max |E - E0|/E_scale") && stdout.contains("particle-steps/s"), "{stdout}");
 
     let series = std::fs::read_to_string(out.join("series.csv")).unwrap();
     let mut lines = series.lines();

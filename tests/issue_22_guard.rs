@@ -187,3 +187,56 @@ fn no_restitution_before_the_body_has_left_the_wall() {
     assert!((free - (1.5 - seen[0].0)).abs() < 1e-12, "{free}");
     assert!(summary["impact"]["contact_episodes"].as_u64().unwrap() > 20);
 }
+
+#[test]
+fn the_impact_speed_is_the_approach_at_first_contact_under_gravity() {
+    let dir = tempfile::tempdir().unwrap();
+    // A sphere (m = 1, D = 1) starting 0.45 above a dashpot floor (wall restitution 0.5) under
+    // g = 10 meets it at about 3, not at its starting speed: before, the impact speed was
+    // −v_cm(0)·n, so from rest there was no restitution at all and from v0 = −0.1 one of 8.
+    let (g, e_wall, dt) = (10.0, 0.5, 1e-5);
+    for v0 in [0.0, -0.1] {
+        let json = format!(
+            r#"{{"name": "drop", "dt": {dt}, "t_end": 0.32, "record_every": 1,
+            "particle": {{"mass": 1, "inertia": 0.1, "diameter": 1}},
+            "stiffness": {{"contact": 1e8, "wall": 1e8}}, "gravity": [0, 0, -{g}],
+            "damping": {{"wall_restitution": {e_wall}}},
+            "walls": [{{"point": [0, 0, 0], "normal": [0, 0, 1]}}],
+            "bodies": [{{"type": "particles", "particles": [{{"x": [0, 0, 0.95], "v": [0, 0, {v0}]}}]}}]}}"#
+        );
+        let s = Scenario::from_json(&json, Path::new("drop.json")).unwrap();
+        let out = dir.path().join(format!("{v0}"));
+        let i = run_cpu(&s, &out).expect("runs").impact.unwrap();
+        assert!(i.separated && i.no_restitution.is_none(), "{i:?}");
+        // Independently: the series' v_cm_z at the row before the first contact (free flight,
+        // no wall force yet) plus one step of gravity, as the summary's flight velocity.
+        let text = std::fs::read_to_string(out.join("series.csv")).unwrap();
+        let rows: Vec<Vec<f64>> =
+            text.lines().skip(1).map(|l| l.split(',').map(|v| v.parse().unwrap()).collect()).collect();
+        let first = rows.iter().position(|r| r[1] == i.first_contact_t.unwrap()).expect("a row at first contact");
+        assert_eq!((rows[first - 1][24], rows[first][24] > 0.0), (0.0, true), "F_wall_z around the first contact");
+        let v_in = -(rows[first - 1][30] - g * dt);
+        let speed = i.impact_speed.unwrap();
+        // v_cm(0) + g t against the integrator's own velocity: one rounding per step at most
+        // (~3·10⁴ steps of |v| ≤ 3), far below the 0.1 a missing flight would leave.
+        assert!((speed - v_in).abs() < 1e-9, "impact speed {speed} vs the flight's {v_in}");
+        assert!((speed - (v0 * v0 + 2.0 * g * 0.45).sqrt()).abs() < 1e-2, "{speed}");
+        // The restitution law gives e for the contact itself; gravity's impulse over the contact
+        // (g t_c against v_in) and the discrete contact (0.3 h/t_c, docs/PHYSICS.md) move it.
+        let t_c = i.contact_duration.unwrap();
+        let bound = 2.0 * g * t_c / v_in + 0.3 * dt / t_c;
+        let e = i.restitution.unwrap();
+        assert!((e - e_wall).abs() < bound && bound < 0.02, "restitution {e} (bound {bound}, t_c {t_c})");
+    }
+    // A body that starts on the floor and is pushed off by it has a rebound but no restitution,
+    // and says why.
+    let json = r#"{"name": "pushed", "dt": 1e-5, "t_end": 0.01, "record_every": 100,
+        "particle": {"mass": 1, "inertia": 0.1, "diameter": 1},
+        "stiffness": {"contact": 1e8, "wall": 1e8},
+        "walls": [{"point": [0, 0, 0], "normal": [0, 0, 1]}],
+        "bodies": [{"type": "particles", "particles": [{"x": [0, 0, 0.499]}]}]}"#;
+    let s = Scenario::from_json(json, Path::new("pushed.json")).unwrap();
+    let i = run_cpu(&s, &dir.path().join("pushed")).expect("runs").impact.unwrap();
+    assert!(i.separated && i.rebound_speed.unwrap() > 0.0 && i.restitution.is_none(), "{i:?}");
+    assert!(i.no_restitution.as_deref().is_some_and(|w| w.contains("not moving towards the wall")), "{i:?}");
+}

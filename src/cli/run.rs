@@ -107,8 +107,16 @@ pub(super) fn print_summary(s: &Summary, out: &Path) {
     println!("stability       h_max ≈ {:.3e} ({})", s.stability.h_max, s.stability.limiting);
     println!("wall time       {:.2} s  ({:.3e} particle-steps/s)", s.wall_time_s, s.particle_steps_per_s);
     let observed = if b.every_step { "every step".to_string() } else { format!("{} steps checked", b.steps_observed) };
+    // The guard's ledger: what its error is of (MODEL §6, §10), named once here.
+    let mut ledger = "E".to_string();
+    if s.scenario.rupture.is_some() {
+        ledger.push_str(" + E_released");
+    }
+    if s.scenario.dissipation().is_some() {
+        ledger.push_str(" + E_dissipated");
+    }
     println!(
-        "energy          E0 = {:.10}  E_scale = {:.6e}  max |E-E0|/E_scale = {:.3e} ({observed}, step {})  final = {:.3e}",
+        "energy          E0 = {:.10}  E_scale = {:.6e}  max |{ledger} - E0|/E_scale = {:.3e} ({observed}, step {})  final = {:.3e}",
         b.e0, b.energy_scale, b.max_rel_energy_deviation, b.max_rel_energy_deviation_step, b.final_rel_energy_deviation
     );
     println!(
@@ -145,23 +153,17 @@ pub(super) fn print_summary(s: &Summary, out: &Path) {
         exact(&b.conserved.l, b.conserved_drift_l)
     );
     if s.scenario.rupture.is_some() {
-        println!(
-            "rupture         {} of {} bonds broken, E_released = {:.6e} (the energy error above is of E + E_released)",
-            d.n_broken, s.bonds, d.e_released
-        );
+        println!("rupture         {} of {} bonds broken, E_released = {:.6e}", d.n_broken, s.bonds, d.e_released);
     }
     if s.scenario.dissipation().is_some() {
-        println!(
-            "dissipation     E_dissipated = {:.6e} taken by damping and friction (MODEL §10; the energy error \
-             above is of E + E_released + E_dissipated)",
-            d.e_dissipated
-        );
+        println!("dissipation     E_dissipated = {:.6e} taken by damping and friction (MODEL §10)", d.e_dissipated);
     }
     if let Some(i) = &s.impact {
         let o = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.4}"));
-        let rebound = match (&i.no_rebound, i.rebound_speed, i.restitution) {
+        let rebound = match (&i.no_rebound, i.rebound_speed, &i.no_restitution) {
             (Some(why), _, _) => format!("no rebound: {why}"),
-            (None, v, e) => format!("out {}  restitution {}", o(v), o(e)),
+            (None, v, Some(why)) => format!("out {}  no restitution: {why}", o(v)),
+            (None, v, None) => format!("out {}  restitution {}", o(v), o(i.restitution)),
         };
         println!(
             "impact          contact t = {} … {}  peak |F_wall| = {:.4e} (t = {})  speed in {}  {rebound}",

@@ -437,7 +437,9 @@ impl<'scope> Replica<'scope> {
             // maxima move at the guard's multiples and the end only, so that they depend neither
             // on the record cadence nor on the other replicas of a batch.
             let at = EnergyAt::of(&d);
-            let sample = next.is_multiple_of(self.guard) || next == self.total;
+            // The run's end is taken into its summary only (`finish`), not into the samples a
+            // checkpoint keeps: a run extended from there samples as one run straight on does.
+            let sample = next.is_multiple_of(self.guard);
             let checked =
                 if sample { self.watch.energy.observe(&at) } else { self.watch.energy.check(&at).map(|_| ()) };
             if let Err(error) = checked {
@@ -457,10 +459,11 @@ impl<'scope> Replica<'scope> {
             }
         }
         self.budget.take_watch(&self.watch.energy, self.engine_watches);
-        if next.is_multiple_of(self.guard) || next == self.total {
+        if next.is_multiple_of(self.guard) {
             // The momenta's drift is sampled at the replica's own guard interval: where a model
             // conserves them they drift by round-off only, and neither the record cadence nor
-            // the batch moves the samples.
+            // the batch moves the samples. The end, when off that interval, is the summary's
+            // alone (`finish`).
             self.budget.update(&d);
         }
         if next.is_multiple_of(self.record_every) || next == self.total {
@@ -594,15 +597,28 @@ impl<'scope> Replica<'scope> {
             stability: self.stability.clone(),
             impact: (!walls.is_empty()).then(|| {
                 let scale = self.budget.energy_scale;
-                self.watch.impact.finish(self.scenario.dt, scale, &self.last, self.model.bonds.len())
+                // Where the driver watches, the end off its sampling interval is the summary's
+                // alone, as the budget's below.
+                let mut w = self.watch.impact.clone();
+                if !self.engine_watches && self.failure.is_none() && !self.last.step.is_multiple_of(self.guard) {
+                    w.observe(&WallAt::of(&self.last), walls);
+                }
+                let g = self.model.params.gravity;
+                w.finish(self.scenario.dt, scale, &self.last, self.model.bonds.len(), g)
             }),
             provenance: crate::provenance::Provenance::now(),
             energy_and_momenta: {
-                // An interrupted run's figures reach the state it stopped at (between the guard's
-                // samples); its checkpoint keeps the samples alone, so that the run continued
-                // from there samples as the run without interruption does.
+                // The figures reach the state the run ended or stopped at, also between the
+                // guard's samples; its checkpoint keeps the samples alone, so that the run
+                // continued or extended from there samples as one run straight on does.
                 let mut b = self.budget.clone();
-                if interrupted && self.failure.is_none() {
+                if self.failure.is_none() && !self.last.step.is_multiple_of(self.guard) {
+                    if !self.engine_watches {
+                        let mut w = self.watch.energy;
+                        // Checked at this stop already (`take_stop`): within the limit.
+                        let _ = w.observe(&EnergyAt::of(&self.last));
+                        b.take_watch(&w, false);
+                    }
                     b.update(&self.last);
                 }
                 b
