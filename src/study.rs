@@ -183,26 +183,38 @@ impl Study {
         let detail = match e {
             ScenarioError::Parse { path, message } if path == fake => {
                 // serde's position is in the variant's generated one-line JSON: no help.
-                match message.rfind(" at line ") {
+                let message = match message.rfind(" at line ") {
                     Some(i) => message[..i].to_string(),
+                    None => message,
+                };
+                let field = message.strip_prefix("field `").and_then(|m| m.split_once('`')).map(|(f, _)| f);
+                match field.and_then(|f| self.set_note(k, f)) {
+                    Some(note) => format!("{message} ({note})"),
                     None => message,
                 }
             }
-            ScenarioError::Invalid { path, field, message } if path == fake => {
-                // A value the variant does not override came from `set`: say so.
-                let from_set = self.set.iter().find(|(p, _)| {
-                    under_pointer(&field, p) && !self.variants[k].keys().any(|q| under_pointer(&field, q))
-                });
-                match from_set {
-                    Some((p, v)) => {
-                        format!("field `{field}`: {message} (its value comes from the study's `set`: {p} = {v})")
-                    }
-                    None => format!("field `{field}`: {message}"),
-                }
-            }
+            ScenarioError::Invalid { path, field, message } if path == fake => match self.set_note(k, &field) {
+                Some(note) => format!("field `{field}`: {message} ({note})"),
+                None => format!("field `{field}`: {message}"),
+            },
             other => other.to_string(),
         };
         self.variant_detail(k, path, detail)
+    }
+
+    /// Where the study's `set`, not variant `k`'s own overrides, put the value of `field` that
+    /// a scenario error names: its value comes from `set`, or `set` wrote into it (a misspelt
+    /// name it made up, a member of an object).
+    fn set_note(&self, k: usize, field: &str) -> Option<String> {
+        let own = |f: fn(&str, &str) -> bool| self.variants[k].keys().any(|q| f(field, q));
+        let from = |f: fn(&str, &str) -> bool| {
+            if own(f) { None } else { self.set.iter().find(|(p, _)| f(field, p)) }
+        };
+        match (from(under_pointer), from(reaches_into)) {
+            (Some((p, v)), _) => Some(format!("its value comes from the study's `set`: {p} = {v}")),
+            (None, Some((p, v))) => Some(format!("the study's `set` writes into it: {p} = {v}")),
+            (None, None) => None,
+        }
     }
 
     fn variant_detail(&self, k: usize, path: &Path, detail: String) -> StudyError {
@@ -788,6 +800,21 @@ pub fn plot_fragments(study: &Study, out: &Path) -> Result<Option<PathBuf>, crat
 /// Whether the scenario field `field` (as errors name it: `damping.restitution`,
 /// `bodies[0].velocity`) lies at or under the JSON Pointer `pointer` (`/damping`, `/bodies/0`).
 fn under_pointer(field: &str, pointer: &str) -> bool {
+    let name = pointer_field(pointer);
+    !name.is_empty()
+        && field.strip_prefix(name.as_str()).is_some_and(|rest| rest.is_empty() || rest.starts_with(['.', '[']))
+}
+
+/// Whether the JSON Pointer `pointer` reaches into `field` or below it (as `/dampng/restitution`
+/// into an unknown field `dampng`): the field is named by a leading part of the pointer.
+fn reaches_into(field: &str, pointer: &str) -> bool {
+    let name = pointer_field(pointer);
+    !field.is_empty() && name.strip_prefix(field).is_some_and(|rest| rest.is_empty() || rest.starts_with(['.', '[']))
+}
+
+/// A JSON Pointer as the field name scenario errors use (`/bodies/0/velocity` →
+/// `bodies[0].velocity`).
+fn pointer_field(pointer: &str) -> String {
     let mut name = String::new();
     for seg in pointer.split('/').skip(1) {
         if !seg.is_empty() && seg.bytes().all(|b| b.is_ascii_digit()) {
@@ -799,8 +826,7 @@ fn under_pointer(field: &str, pointer: &str) -> bool {
             name.push_str(&seg.replace("~1", "/").replace("~0", "~"));
         }
     }
-    !name.is_empty()
-        && field.strip_prefix(name.as_str()).is_some_and(|rest| rest.is_empty() || rest.starts_with(['.', '[']))
+    name
 }
 
 #[cfg(test)]
@@ -834,5 +860,8 @@ mod tests {
         assert!(!under_pointer("damping.restitution_wall", "/damping/restitution"));
         assert!(!under_pointer("bodies[1].velocity", "/bodies/0"));
         assert!(!under_pointer("damping", "/damping/restitution"));
+        assert!(reaches_into("dampng", "/dampng/restitution") && reaches_into("damping", "/damping"));
+        assert!(reaches_into("bodies[0]", "/bodies/0/velocity"));
+        assert!(!reaches_into("damp", "/damping/restitution") && !reaches_into("bodies[1]", "/bodies/10"));
     }
 }

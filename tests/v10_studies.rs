@@ -155,6 +155,17 @@ fn an_invalid_variant_is_refused_before_anything_runs() {
             vec!["variant 0 (no overrides)", "rupture.tension", r#"`set`: /rupture = {"tension":-1}"#],
             None,
         ),
+        // A misspelt field that only `set` names (before: blamed on the variant alone).
+        (
+            r#"{"/dampng/restitution": 0.3}"#,
+            r#"{"list": [{"/friction/coefficient": 0.1}]}"#,
+            vec![
+                "variant 0 (/friction/coefficient = 0.1)",
+                "unknown field `dampng`",
+                "the study's `set` writes into it: /dampng/restitution = 0.3",
+            ],
+            None,
+        ),
         (
             r#"{"/stiffness/contact": 5}"#,
             r#"{"list": [{"/stiffness/contact": -5}]}"#,
@@ -436,4 +447,36 @@ fn a_resumed_run_does_not_log_earlier_breaks_again() {
             assert!(a == b, "{name}: {f} of the resumed run differs from the run without interruption");
         }
     }
+}
+
+#[test]
+fn a_drift_along_no_conserved_direction_is_an_empty_cell() {
+    // The paper torus against its wall conserves P along the wall (y, z); with wall friction
+    // it conserves none, and study.csv said 0.0 there (perfect conservation) where it has no
+    // figure (a new user's check, 2026-11-27).
+    let tmp = tempfile::tempdir().unwrap();
+    let base = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/torus_impact.json");
+    std::fs::copy(base, tmp.path().join("torus_impact.json")).unwrap();
+    let p = tmp.path().join("fr.json");
+    std::fs::write(
+        &p,
+        r#"{"name": "fr", "base": "torus_impact.json", "set": {"/t_end": 0.6, "/friction": {"coefficient": 0}},
+            "vary": {"list": [{"/friction/wall_coefficient": 0}, {"/friction/wall_coefficient": 0.5}]}}"#,
+    )
+    .unwrap();
+    let out = tmp.path().join("out");
+    let o = rrpdem(&["study", p.to_str().unwrap(), "--out", out.to_str().unwrap(), "--backend", "cpu"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let table = std::fs::read_to_string(out.join("study.csv")).unwrap();
+    let rows: Vec<Vec<&str>> = table.lines().map(|l| l.split(',').collect()).collect();
+    let col = |name: &str| rows[0].iter().position(|c| *c == name).unwrap();
+    let c = col("conserved_drift_p");
+    let conserved: f64 = rows[1][c].parse().unwrap_or_else(|_| panic!("variant 0: `{}` in {table}", rows[1][c]));
+    assert!(conserved < 1e-10, "variant 0: drift along its conserved P {conserved}");
+    assert_eq!(rows[2][c], "", "variant 1 conserves no P: {table}");
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(study::variant_dir(&out, 1).join("summary.json")).unwrap())
+            .unwrap();
+    assert_eq!(summary["energy_and_momenta"]["conserved"]["p"], serde_json::json!([]));
+    assert!(summary["impact"]["first_contact_t"].is_number(), "the variant reached the wall");
 }

@@ -58,15 +58,20 @@ pub fn table(study: &Study, path: &Path, out: &Path) -> Table {
             None => row.extend(std::iter::repeat_n(String::new(), OUTCOME_COLUMNS.len() - 1)),
             Some(s) => {
                 let b = &s["energy_and_momenta"];
+                // A drift along no conserved direction is no figure (empty), not a perfect 0.
+                let along = |k: &str| {
+                    let none = b["conserved"][k].as_array().is_some_and(|a| a.is_empty());
+                    if none { &Value::Null } else { &b[format!("conserved_drift_{k}").as_str()] }
+                };
                 let i = &s["impact"];
                 let f = &s["fragments"];
                 let values = [
                     &s["steps"],
                     &s["t_final"],
                     &b["max_rel_energy_deviation"],
-                    &b["conserved_drift_p"],
-                    &b["conserved_drift_s"],
-                    &b["conserved_drift_l"],
+                    along("p"),
+                    along("s"),
+                    along("l"),
                     &s["final_diagnostics"]["n_broken"],
                     &i["broken_fraction"],
                     &f["count"],
