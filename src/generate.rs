@@ -131,12 +131,17 @@ pub fn report(scenario: &Scenario, geometry: &Geometry) -> Report {
         })
         .collect();
     let x = &p.x;
-    let stability = stability::estimate_parts(
-        p,
-        &geometry.params,
-        geometry.pairs.iter().map(|&(i, j)| (i, j, (x[i as usize] - x[j as usize]).length())),
-        &geometry.clumps,
-    );
+    // Each bond's rest length: the one it was given (`[i, j, L0]`, in bond order), else its
+    // initial distance, as the model takes them (the run's estimate then reads the same).
+    let mut given = geometry.rest_lengths.iter().peekable();
+    let bonds = geometry.pairs.iter().enumerate().map(|(k, &(i, j))| {
+        let l0 = match given.next_if(|g| g.0 as usize == k) {
+            Some(&(_, l0)) => l0,
+            None => (x[i as usize] - x[j as usize]).length(),
+        };
+        (i, j, l0)
+    });
+    let stability = stability::estimate_parts(p, &geometry.params, bonds, &geometry.clumps);
     Report {
         name: scenario.name.clone(),
         particles: n,
@@ -637,11 +642,13 @@ pub fn write_files(
     };
     if !geometry.clumps.is_empty() {
         // A CSV row is a free sphere: the clumps would come back as loose spheres.
+        let n = geometry.clumps.len();
         return Err(err(dir)(std::io::Error::other(format!(
-            "{} has {} rigid clumps (MODEL §12), which particles.csv cannot hold (their spheres would come back as \
-             free particles): the scenario itself is the geometry; nothing was written",
+            "{} has {n} rigid {} (MODEL §12: `clump` bodies, or a `pendulum` with an inertia tensor), which \
+             particles.csv cannot hold (its rows are free spheres): the scenario itself is the geometry; nothing was \
+             written",
             scenario.source.display(),
-            geometry.clumps.len()
+            if n == 1 { "body" } else { "bodies" },
         ))));
     }
     let files = check_targets(dir, overwrite)?;
@@ -649,11 +656,22 @@ pub fn write_files(
     let p = &geometry.particles;
     write_rows(&files.particles, PARTICLES_HEADER, p.len(), |i, out, cache| particle_row(p, i, out, cache))?;
     let pairs = &geometry.pairs;
-    write_rows(&files.bonds, "i,j", pairs.len(), |k, out, _| {
+    // Bonds given a rest length keep it (the others rest at their initial distance: an empty
+    // cell), so that the file builds the same model.
+    let rest = &geometry.rest_lengths;
+    let header = if rest.is_empty() { "i,j" } else { "i,j,rest_length" };
+    write_rows(&files.bonds, header, pairs.len(), |k, out, _| {
         let mut b = itoa::Buffer::new();
         out.extend_from_slice(b.format(pairs[k].0).as_bytes());
         out.push(b',');
         out.extend_from_slice(b.format(pairs[k].1).as_bytes());
+        if !rest.is_empty() {
+            out.push(b',');
+            if let Ok(at) = rest.binary_search_by_key(&(k as u32), |r| r.0) {
+                // 17 significant digits, as the particles' columns: the same f64 read back.
+                let _ = write!(out, "{:.16e}", rest[at].1);
+            }
+        }
         out.push(b'\n');
     })?;
     let mut s = scenario.clone();

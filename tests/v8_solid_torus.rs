@@ -344,6 +344,43 @@ fn generated_geometry_read_back_gives_the_identical_model() {
 }
 
 #[test]
+fn generated_bonds_keep_their_given_rest_lengths() {
+    // Bonds with a rest length of their own (`[i, j, L0]`, distinct values) beside bonds resting
+    // at their initial distance: `generate` wrote `i,j` alone, so the scenario it wrote built
+    // another model (four_mass.json: E0 0.0948 read back as 0.0060; a new user's check).
+    // Axial springs alone (as four_mass.json), so that the stable step depends on the rest
+    // lengths (the springs' tension), not on a bending or contact mode.
+    let json = r#"{"name": "rest", "dt": 1e-3, "t_end": 1, "particle": {"mass": 1, "inertia": 1},
+        "stiffness": {"axial": 200},
+        "bodies": [{"type": "particles", "particles": [{"x": [0, 0, 0], "diameter": 1}, {"x": [1.1, 0, 0], "diameter": 1},
+           {"x": [2.05, 0.3, 0], "diameter": 1}, {"x": [3, 0.2, 0.4], "diameter": 1.1}],
+           "bonds": [[0, 1, 0.6], [1, 2], [2, 3, 0.97], [1, 3]]}]}"#;
+    let s = Scenario::from_json(json, Path::new("rest.json")).unwrap();
+    let g = s.build_geometry().unwrap();
+    assert_eq!(g.rest_lengths, vec![(0, 0.6), (2, 0.97)]);
+    // The report (`generate`, `run --dry-run`) estimates the stable step from the same rest
+    // lengths as the run (it took the initial distances: 7.3e-1 against the run's 8.2e-1 on
+    // four_mass.json).
+    let estimate = rrpdem::stability::estimate(&g.clone().into_model());
+    assert_eq!(generate::report(&s, &g).stability.h_max, estimate.h_max);
+    let dir = tempfile::tempdir().unwrap();
+    let files = generate::write(&s, &g, dir.path()).unwrap();
+    let text = std::fs::read_to_string(&files.bonds).unwrap();
+    assert!(text.starts_with("i,j,rest_length\n0,1,5.9999999999999998e-1\n") && text.contains("\n1,2,\n"), "{text}");
+    let original = g.into_model();
+    let read = Scenario::load(&files.scenario).unwrap().build_model().unwrap();
+    assert!(bits(&read) == bits(&original), "the model read back differs in some bit");
+    assert_eq!(read.bonds[2].l0, 0.97);
+    // A model without given rest lengths keeps the two-column file.
+    let s = scenario(
+        r#""type": "particles", "particles": [{"x": [0, 0, 0], "diameter": 1}, {"x": [1.1, 0, 0], "diameter": 1}],
+           "bonds": [[0, 1]]"#,
+    );
+    let files = generate::write(&s, &s.build_geometry().unwrap(), &dir.path().join("plain")).unwrap();
+    assert_eq!(std::fs::read_to_string(&files.bonds).unwrap(), "i,j\n0,1\n");
+}
+
+#[test]
 fn same_geometry_on_one_and_two_threads() {
     let s = scenario(
         r#""type": "torus_solid", "torus_diameter": 3, "tube_diameter": 1, "particles": 30000, "jitter": 0.02,

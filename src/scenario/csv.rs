@@ -165,8 +165,9 @@ pub(crate) fn read_particles(path: &Path, d: &ParticleDefaults) -> Result<(Vec<R
 }
 
 /// Reads bonds: header `i,j` or `i,j,rest_length`, one bond per row (particle indices from 0;
-/// with the third column, every bond's rest length, a finite number > 0). Returns the pairs,
-/// the rest lengths by bond index, and the digest of the file's bytes.
+/// with the third column, the bond's rest length, a finite number > 0, or empty: its initial
+/// distance, as `[i, j]`). Returns the pairs, the rest lengths given by bond index, and the
+/// digest of the file's bytes.
 #[allow(clippy::type_complexity)]
 pub(crate) fn read_bonds(path: &Path) -> Result<(Vec<(u32, u32)>, Vec<(u32, f64)>, Digest), ScenarioError> {
     let table = Table::read(path)?;
@@ -198,11 +199,13 @@ pub(crate) fn read_bonds(path: &Path) -> Result<(Vec<(u32, u32)>, Vec<(u32, f64)
             let Some(cell) = cells.next() else {
                 return Err(err(format!("expected `i,j,rest_length`, got `{text}`")));
             };
-            let l0 = number(path, line, "rest_length", cell)?;
-            if let Some(m) = super::bonds::rest_length_fault(l0) {
-                return Err(err(format!("column `rest_length`: {m}")));
+            if !cell.is_empty() {
+                let l0 = number(path, line, "rest_length", cell)?;
+                if let Some(m) = super::bonds::rest_length_fault(l0) {
+                    return Err(err(format!("column `rest_length`: {m}")));
+                }
+                rest.push((bonds.len() as u32, l0));
             }
-            rest.push((bonds.len() as u32, l0));
         }
         if cells.next().is_some() {
             return Err(err(format!("expected {} values, got `{text}`", 2 + with_rest as usize)));
