@@ -437,9 +437,22 @@ fn errors_name_each_cause_once() {
     let o = rrpdem(&["generate", "scenarios/full_body.json", "--out", out.to_str().unwrap()]);
     assert!(!o.status.success());
     let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(err.matches("rigid clumps").count(), 1, "{err}");
+    assert_eq!(err.matches("2 rigid bodies").count(), 1, "{err}");
     assert!(!out.join("particles.csv").exists(), "nothing written");
     let o = rrpdem(&["run", "scenarios/no_such_scenario.json"]);
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(err.matches("No such file").count(), 1, "{err}");
+}
+
+#[test]
+fn compare_of_a_cpu_only_scenario_points_to_against() {
+    // The GPU engine's refusal said "use backend `cpu`", an option `compare` does not have.
+    let o = rrpdem(&["compare", "scenarios/free_rigid_body.json", "--steps", "10"]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("integrator `lgvi` (CPU engine only)") && err.contains("--against"), "{err}");
+    assert!(!err.contains("backend"), "{err}");
+    let o = rrpdem(&["compare", "scenarios/free_rigid_body.json", "--steps", "10", "--against", "rrp-exact"]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(!String::from_utf8_lossy(&o.stderr).contains("CPU engine only"), "{out}");
 }

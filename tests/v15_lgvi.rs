@@ -13,6 +13,7 @@ use rrpdem::gpu::{AdapterChoice, GpuEngine};
 use rrpdem::integrator::Integrator;
 use rrpdem::model::Model;
 use rrpdem::scenario::Scenario;
+use std::path::Path;
 
 fn scenario_with(name: &str, edit: impl FnOnce(&mut serde_json::Value)) -> Scenario {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios").join(name);
@@ -465,4 +466,27 @@ fn clump_runs_resume_bit_for_bit_and_converge_and_compare_take_lgvi() {
     let o = rrpdem(&["compare", "scenarios/pendulum.json", "--integrator", "lgvi", "--against", "rrp-exact"]);
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(out.contains("lgvi") && out.contains("rrp-exact"), "{out}");
+}
+
+#[test]
+fn a_clumps_spheres_may_share_a_place_and_are_named_as_spheres() {
+    // A clump's own spheres never touch, so two at one place are a valid clump (before: refused
+    // as coincident particles, and named `bodies[0].particles[0]`, a field a clump has not).
+    let text =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/clump_impact.json")).unwrap();
+    let with = |second: &str| {
+        let t = text.replacen("[1.5, -0.3, -0.3]", second, 1);
+        assert_ne!(t, text);
+        Scenario::from_json(&t, Path::new("clump.json")).unwrap()
+    };
+    let model = with("[1.5, 0.3, 0.3]").build_model().expect("a clump with two spheres at one place");
+    assert_eq!(model.particles.x[0], model.particles.x[1]);
+    // A clump sphere behind the wall is named in the clump's own terms.
+    let e = with("[-0.9, 0.3, 0.3]").build_model().unwrap_err().to_string();
+    assert!(e.contains("field `bodies[0].spheres[1]`") && e.contains("overlaps walls[0]"), "{e}");
+    // Free particles at one place are still refused.
+    let json = r#"{"name": "two", "dt": 1e-3, "t_end": 1, "particle": {"mass": 1, "inertia": 1, "diameter": 1},
+        "bodies": [{"type": "particles", "particles": [{"x": [0, 0, 0]}, {"x": [0, 0, 0]}]}]}"#;
+    let e = Scenario::from_json(json, Path::new("two.json")).unwrap().build_model().unwrap_err().to_string();
+    assert!(e.contains("bodies[0].particles[0]") && e.contains("same position"), "{e}");
 }

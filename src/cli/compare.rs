@@ -32,6 +32,19 @@ pub(super) fn cmd_compare(
     }
     let model = scenario.build_model()?;
     check_step(&scenario, &stability::estimate(&model))?;
+    // The GPU engine's refusal says "use backend `cpu`", which `compare` has no option for.
+    let cpu_only = if scenario.integrator.cpu_only() {
+        Some(format!("integrator `{}`", scenario.integrator))
+    } else {
+        model.cpu_only_feature().map(|w| w.to_string())
+    };
+    if let Some(what) = cpu_only {
+        bail!(
+            "{}: {what} (CPU engine only): there is no GPU engine to compare with; compare two integrators \
+             on the CPU engine with --against (e.g. --against rrp-exact)",
+            path.display()
+        );
+    }
     let mut cpu = CpuEngine::new(&model, scenario.integrator, scenario.dt)?;
     let mut gpu = engine::create(&model, scenario.integrator, scenario.dt, Backend::Gpu, Some(precision))?;
     let info = gpu.info();

@@ -231,8 +231,10 @@ fn order_checks(
         warnings.push(format!(
             "order_check_every = {every} was not applied: {}",
             match engine.order_check_interval(r) {
-                None => "this engine cannot renumber a replica alone (GPU study batches keep each replica's \
-                         order)"
+                None if !model.clumps.is_empty() => {
+                    "rigid clumps keep the scenario's order (each clump is a range of particles)".to_string()
+                }
+                None => "this engine does not re-sort during a run (GPU study batches keep each replica's order)"
                     .to_string(),
                 Some(_) => match scenario.particle_order {
                     crate::order::OrderChoice::Input => "particle_order \"input\" never re-sorts".to_string(),
@@ -520,6 +522,43 @@ impl<'scope> Replica<'scope> {
         write_checkpoint(&self.scenario, self.model, engine, r, self.progress(elapsed), &path)
     }
 
+    /// Whether the state the run ended or stopped at is off the guard's sampling interval: its
+    /// figures are then the summary's alone (`end_budget`, `end_impact`), not samples a
+    /// checkpoint keeps, so that a run continued or extended from there samples as one run
+    /// straight on does.
+    fn end_unsampled(&self) -> bool {
+        self.failure.is_none() && !self.last.step.is_multiple_of(self.guard)
+    }
+
+    /// The summary's energy error and momenta drift: the samples, and the end's state.
+    fn end_budget(&self) -> Budget {
+        let mut b = self.budget.clone();
+        if self.end_unsampled() {
+            if !self.engine_watches {
+                let mut w = self.watch.energy;
+                // Checked at this stop already (`take_stop`): within the limit.
+                let _ = w.observe(&EnergyAt::of(&self.last));
+                b.take_watch(&w, false);
+            }
+            b.update(&self.last);
+        }
+        b
+    }
+
+    /// The summary's impact measures (with walls): where the driver watches, the end's state too.
+    fn end_impact(&self) -> Option<crate::impact::Impact> {
+        let walls = &self.model.params.walls;
+        if walls.is_empty() {
+            return None;
+        }
+        let mut w = self.watch.impact.clone();
+        if !self.engine_watches && self.end_unsampled() {
+            w.observe(&WallAt::of(&self.last), walls);
+        }
+        let (scale, g) = (self.budget.energy_scale, self.model.params.gravity);
+        Some(w.finish(self.scenario.dt, scale, &self.last, self.model.bonds.len(), g))
+    }
+
     /// Writes everything the replica owes (frames, logs, final state, summary.json) for the
     /// state of `self.last`, which is where the engine holds it, and says how it ended.
     pub(super) fn finish(
@@ -575,7 +614,6 @@ impl<'scope> Replica<'scope> {
             Some(state) => Some(self.write_fragments(&labels, state)?),
             None => None,
         };
-        let walls = &self.model.params.walls;
         let summary = Summary {
             status: match (&self.failure, interrupted) {
                 (Some(Failure::Engine(e)), _) => format!("error: {e}"),
@@ -595,34 +633,9 @@ impl<'scope> Replica<'scope> {
             wall_time_s: wall,
             particle_steps_per_s: if wall > 0.0 { steps_now as f64 * n as f64 / wall } else { 0.0 },
             stability: self.stability.clone(),
-            impact: (!walls.is_empty()).then(|| {
-                let scale = self.budget.energy_scale;
-                // Where the driver watches, the end off its sampling interval is the summary's
-                // alone, as the budget's below.
-                let mut w = self.watch.impact.clone();
-                if !self.engine_watches && self.failure.is_none() && !self.last.step.is_multiple_of(self.guard) {
-                    w.observe(&WallAt::of(&self.last), walls);
-                }
-                let g = self.model.params.gravity;
-                w.finish(self.scenario.dt, scale, &self.last, self.model.bonds.len(), g)
-            }),
+            impact: self.end_impact(),
             provenance: crate::provenance::Provenance::now(),
-            energy_and_momenta: {
-                // The figures reach the state the run ended or stopped at, also between the
-                // guard's samples; its checkpoint keeps the samples alone, so that the run
-                // continued or extended from there samples as one run straight on does.
-                let mut b = self.budget.clone();
-                if self.failure.is_none() && !self.last.step.is_multiple_of(self.guard) {
-                    if !self.engine_watches {
-                        let mut w = self.watch.energy;
-                        // Checked at this stop already (`take_stop`): within the limit.
-                        let _ = w.observe(&EnergyAt::of(&self.last));
-                        b.take_watch(&w, false);
-                    }
-                    b.update(&self.last);
-                }
-                b
-            },
+            energy_and_momenta: self.end_budget(),
             final_diagnostics: self.last,
             final_state,
             warnings: self.warnings.iter().cloned().chain(engine.warnings()).collect(),

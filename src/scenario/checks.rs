@@ -39,11 +39,20 @@ impl Scenario {
         if grid.build(|i| p.x[i]).is_err() {
             return Ok(());
         }
+        // A clump's own spheres never touch (MODEL §12), so they may share a place.
+        let same_clump = |i: usize, j: usize| {
+            let (b, _) = body_of(body_starts, i);
+            b == body_of(body_starts, j).0 && self.is_clump(b)
+        };
         let coincident = |i: usize| {
             let mut hit = None;
             grid.for_each_neighbour(i, |j| {
                 // Within 1e-9 of the radii: a contact direction from such a difference is noise.
-                if j > i && hit.is_none() && (p.x[i] - p.x[j]).length() <= 1e-9 * (p.radius[i] + p.radius[j]) {
+                if j > i
+                    && hit.is_none()
+                    && (p.x[i] - p.x[j]).length() <= 1e-9 * (p.radius[i] + p.radius[j])
+                    && !same_clump(i, j)
+                {
                     hit = Some(j);
                 }
             });
@@ -51,7 +60,7 @@ impl Scenario {
         };
         let found = (0..n).into_par_iter().with_min_len(4096).filter_map(coincident).min();
         if let Some((i, j)) = found {
-            let name = |k: usize| particle_name(body_starts, k);
+            let name = |k: usize| self.particle_name(body_starts, k);
             return Err(self.invalid(
                 name(i),
                 format!(
@@ -88,7 +97,7 @@ impl Scenario {
         };
         let Some((i, (w, overlap))) = first else { return Ok(()) };
         Err(self.invalid(
-            particle_name(body_starts, i),
+            self.particle_name(body_starts, i),
             format!(
                 "particle {i} overlaps walls[{w}] by {:.1} % of its radius at t = 0: its centre is {:.2} radii behind \
                  the wall's plane (at most {:.0} %, the centre on the plane, is accepted); is the body on the wrong \
@@ -215,8 +224,23 @@ pub const MAX_BOND_REACH: f64 = 2.0;
 /// body pressed against the wall), and the stability estimate accounts for it.
 pub const MAX_WALL_OVERLAP: f64 = 1.0;
 
-/// `bodies[b].particles[k]` for the model's particle `i`, given each body's first particle.
-pub(super) fn particle_name(body_starts: &[usize], i: usize) -> String {
+/// The body of the model's particle `i`, and its index in that body, given each body's first
+/// particle.
+fn body_of(body_starts: &[usize], i: usize) -> (usize, usize) {
     let b = body_starts.partition_point(|&s| s <= i).saturating_sub(1);
-    format!("bodies[{b}].particles[{}]", i - body_starts.get(b).copied().unwrap_or(0))
+    (b, i - body_starts.get(b).copied().unwrap_or(0))
+}
+
+impl Scenario {
+    /// `bodies[b].particles[k]` for the model's particle `i` (`bodies[b].spheres[k]` in a
+    /// clump), given each body's first particle.
+    pub(super) fn particle_name(&self, body_starts: &[usize], i: usize) -> String {
+        let (b, k) = body_of(body_starts, i);
+        let list = if self.is_clump(b) { "spheres" } else { "particles" };
+        format!("bodies[{b}].{list}[{k}]")
+    }
+
+    fn is_clump(&self, b: usize) -> bool {
+        matches!(self.bodies.get(b), Some(super::Body::Clump(_)))
+    }
 }

@@ -149,7 +149,9 @@ impl Rigid {
     fn name(&self, b: usize) -> String {
         let c = &self.bodies[b];
         match c.clump {
-            Some(k) => format!("clump {k} (particles {}..{})", c.first, c.first + c.len),
+            // Inclusive, as a reader counts them (a one-sphere clump: "particle 0").
+            Some(k) if c.len == 1 => format!("clump {k} (particle {})", c.first),
+            Some(k) => format!("clump {k} (particles {} to {})", c.first, c.first + c.len - 1),
             None => format!("particle {}", c.first),
         }
     }
