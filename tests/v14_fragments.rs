@@ -486,6 +486,20 @@ fn fragments_png_draws_the_cumulative_mass_distribution_of_summary_json() {
 }
 
 #[test]
+fn bodies_that_stay_whole_draw_no_fragments_figure() {
+    // Two dumbbells in orbit (scenarios/full_body.json) are two fragments from t = 0 and stay
+    // so: nothing broke apart, so no fragments.png (before: drawn whenever the count was above 1).
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("run");
+    let mut s = common::scenario("full_body.json");
+    s.t_end = 1.0;
+    let summary = run_into(&s, &dir, choice(Backend::Cpu, None), RunOptions::default());
+    let f = summary.fragments.expect("fragments");
+    assert_eq!((f.count, f.initial_count), (2, 2));
+    assert!(rrpdem::plot::fragments_figure(&dir).unwrap().is_none());
+}
+
+#[test]
 fn a_gpu_study_batch_labels_each_variant_as_scipy_and_tables_its_fragments() {
     let tmp = tempfile::tempdir().unwrap();
     let d = tmp.path();

@@ -9,8 +9,9 @@ use serde_json::Value;
 use std::path::Path;
 
 /// `fragments.png` of the run in `dir`, or `None` when its `summary.json` reports no more than
-/// one fragment (nothing broke apart) or has no `fragments` (a run of an earlier version, or a
-/// state that could not be read).
+/// one fragment or no more than at t = 0 (nothing broke apart: two clumps in orbit are two
+/// fragments from the start), or has no `fragments` (a run of an earlier version, or a state
+/// that could not be read).
 pub fn fragments_figure(dir: &Path) -> Result<Option<Figure>, PlotError> {
     let path = dir.join("summary.json");
     let text = match std::fs::read_to_string(&path) {
@@ -21,7 +22,8 @@ pub fn fragments_figure(dir: &Path) -> Result<Option<Figure>, PlotError> {
     let v: Value =
         serde_json::from_str(&text).map_err(|e| PlotError::Json { path: path.clone(), message: e.to_string() })?;
     let f = &v["fragments"];
-    if f["count"].as_u64().is_none_or(|c| c <= 1) {
+    let at_start = f["initial_count"].as_u64().unwrap_or(1).max(1);
+    if f["count"].as_u64().is_none_or(|c| c <= at_start) {
         return Ok(None);
     }
     let numbers = |key: &str| -> Result<Vec<f64>, PlotError> {
