@@ -78,7 +78,7 @@ def test_generate_keeps_clumps_whole_or_refuses(path, tmp_path):
     # The CLI refuses to write a clump's spheres as free CSV particles; generate() still shows
     # the spheres where the scenario puts them at t = 0.
     r = cli("generate", path, "--out", tmp_path / "g", check=False)
-    assert r.returncode != 0 and "rigid clumps" in r.stderr and not (tmp_path / "g" / "particles.csv").exists()
+    assert r.returncode != 0 and "rigid bod" in r.stderr and not (tmp_path / "g" / "particles.csv").exists()
     g = rrpdem.Scenario(path).generate()
     assert g["positions"].shape[0] >= 1 and np.isfinite(g["positions"]).all()
 
