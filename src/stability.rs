@@ -17,6 +17,7 @@
 //! add their rates, bounded per particle by Gershgorin as the springs are.
 
 use crate::model::{Model, Params, Particles};
+use rayon::prelude::*;
 use serde::Serialize;
 
 /// Largest stable step and the mode that limits it.
@@ -145,6 +146,25 @@ pub fn estimate_parts(
                 c => smallest_moment[c as usize],
             };
             consider((p.mass[i] * pd.g * pd.rho0.length() / j).abs(), &|| "pendulum".into());
+        }
+    }
+    if let Some(g) = prm.gravitation.filter(|_| n > 1) {
+        // Mutual gravitation (MODEL §12): the Gershgorin row of M^{-1/2} H M^{-1/2} for the pair
+        // potentials −G m_p m_q / r, whose Hessian's largest eigenvalue is 2 G m_p m_q / r³, at
+        // the starting distances (a closer pass later is the energy guard's to catch). Sphere
+        // masses, not clump masses: an upper bound. All pairs, as the force pass (≤ 10⁴ spheres).
+        let row = |i: usize| -> f64 {
+            let mut s = 0.0;
+            for j in (0..n).filter(|&j| j != i && (clump(i) == u32::MAX || clump(i) != clump(j))) {
+                let r = (p.x[i] - p.x[j]).length();
+                s += 2.0 * g * (p.mass[j] + (p.mass[i] * p.mass[j]).sqrt()) / (r * r * r);
+            }
+            s
+        };
+        let rows: Vec<f64> = (0..n).into_par_iter().with_min_len(64).map(row).collect();
+        for i in (0..n).filter(|&i| !p.fixed[i]) {
+            // A row that overflows (G near f64's largest) is a mode no step resolves, not none.
+            consider(rows[i].min(f64::MAX), &|| format!("mutual gravitation at particle {i} (G = {g:e})"));
         }
     }
     let omega = best.0.sqrt();
@@ -294,7 +314,6 @@ fn overlaps_at_start(
         });
         best.map(|(o, j, d0)| (o, i, j, d0))
     };
-    use rayon::prelude::*;
     // Largest ω², lowest i on ties: the same answer for any thread count.
     let top = (0..n)
         .into_par_iter()

@@ -490,3 +490,26 @@ fn a_clumps_spheres_may_share_a_place_and_are_named_as_spheres() {
     let e = Scenario::from_json(json, Path::new("two.json")).unwrap().build_model().unwrap_err().to_string();
     assert!(e.contains("bodies[0].particles[0]") && e.contains("same position"), "{e}");
 }
+
+#[test]
+fn mutual_gravitation_bounds_the_stable_step() {
+    // Two free spheres (m 1 and 3, 2 apart) under G = 0.5, nothing else stiff: the estimate's
+    // gravitational row at the lighter one, 2 G (m_q + sqrt(m_p m_q)) / r³, is the limit. Before,
+    // gravitation had no mode: G = 1e308 started a run that failed at its first step with "spin
+    // too fast"; now it is refused before it starts, naming the mode.
+    let json = |g: &str| {
+        format!(
+            r#"{{"name": "g", "integrator": "rrp-newmark", "dt": 1e-3, "t_end": 1, "particle": {{"mass": 1, "inertia": 1, "diameter": 0.5}},
+            "gravitation": {{"G": {g}}},
+            "bodies": [{{"type": "particles", "particles": [{{"x": [0, 0, 0]}}, {{"x": [2, 0, 0], "mass": 3}}]}}]}}"#
+        )
+    };
+    let model = Scenario::from_json(&json("0.5"), Path::new("g.json")).unwrap().build_model().unwrap();
+    let e = rrpdem::stability::estimate(&model);
+    let omega2 = 2.0 * 0.5 * (3.0 + 3f64.sqrt()) / 8.0;
+    assert!((e.h_max - 2.0 / omega2.sqrt()).abs() <= 1e-12 * e.h_max, "{} vs {}", e.h_max, 2.0 / omega2.sqrt());
+    assert!(e.limiting.contains("mutual gravitation at particle 0"), "{}", e.limiting);
+    let model = Scenario::from_json(&json("1e308"), Path::new("g.json")).unwrap().build_model().unwrap();
+    let e = rrpdem::stability::estimate(&model);
+    assert!(e.h_max < 1e-100 && e.limiting.contains("gravitation"), "{e:?}");
+}
