@@ -30,7 +30,7 @@ os.environ.setdefault("NODEVICE_SELECT", "1")
 
 from . import _native  # noqa: E402
 from ._native import Error, RunError, RunInterrupted, ScenarioError, StudyError  # noqa: E402
-from ._results import RunResult, StudyResult, Variants, columns_of_row, read_columns  # noqa: E402
+from ._results import RunResult, StudyResult, TempFolder, Variants, columns_of_row, read_columns  # noqa: E402
 from ._scenario import Scenario, as_scenario, dumps  # noqa: E402
 
 __version__: str = _native.__version__
@@ -149,8 +149,8 @@ def study(
     and ``resume`` as ``--overwrite`` and ``--resume``; ``backend``, ``precision``,
     ``gpu_memory`` as the CLI's options. Variants that fail do not raise: ``result.failed`` and
     the table's ``status`` column say which. Ctrl-C stops the running batch (each variant with a
-    checkpoint), writes ``study.csv`` and raises ``KeyboardInterrupt``; ``resume=True``
-    continues.
+    checkpoint), writes ``study.csv`` and raises ``KeyboardInterrupt`` whose ``.out`` names the
+    study's folder (kept even when temporary); ``study(…, out=e.out, resume=True)`` continues.
     """
     if isinstance(study, Mapping):
         text, source, name = dumps(dict(study)), None, study.get("name")
@@ -158,16 +158,31 @@ def study(
         text, source = None, os.fspath(study)
         name = None
         if out is None:
-            with open(source, encoding="utf-8-sig") as f:
-                name = json.load(f).get("name")
+            # Only to name the temporary folder: a file that cannot be read is the study's
+            # reader's to refuse (a StudyError naming it), as with ``out``.
+            try:
+                with open(source, encoding="utf-8-sig") as f:
+                    doc = json.load(f)
+                name = doc.get("name") if isinstance(doc, dict) else None
+            except (OSError, ValueError):
+                pass
     tmp = None
     if out is None:
-        tmp = tempfile.TemporaryDirectory(prefix="rrpdem-study-")
-        folder = Path(tmp.name) / str(name or "study")
+        tmp = TempFolder("rrpdem-study-")
+        folder = tmp.path / str(name or "study")
     else:
         folder = Path(out)
-    ran = _native.study(text if text is not None else source, os.fspath(folder), text is not None, overwrite,
-                        resume, backend, precision, gpu_memory, _progress(progress), vtk_every)
+    try:
+        ran = _native.study(text if text is not None else source, os.fspath(folder), text is not None, overwrite,
+                            resume, backend, precision, gpu_memory, _progress(progress), vtk_every)
+    except KeyboardInterrupt as e:
+        # The interrupted study's checkpoints and study.csv are what resume=True continues from:
+        # its folder stays, even a temporary one, and the exception names it.
+        if tmp is not None and folder.exists():
+            tmp.keep()
+        if getattr(e, "out", None) is None and folder.exists():
+            e.out = folder
+        raise
     failed = {k: why for k, why in ran if why is not None}
     return StudyResult(folder, failed, tmp)
 

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import tempfile
+import weakref
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Union
 
@@ -97,18 +99,34 @@ class RunResult:
         return f"<rrpdem.RunResult {self.summary.get('scenario', {}).get('name')!r} {self.status}, {rows} records, out={self.out}>"
 
 
+class TempFolder:
+    """A temporary folder removed once nothing refers to this object any more (a study's
+    ``StudyResult`` and its ``Variants`` both hold it, so either keeps the variants readable)."""
+
+    def __init__(self, prefix: str) -> None:
+        self.path = Path(tempfile.mkdtemp(prefix=prefix))
+        self._remove = weakref.finalize(self, shutil.rmtree, self.path, True)
+
+    def keep(self) -> None:
+        """Leaves the folder on disk (an interrupted study's, for ``resume=True``)."""
+        self._remove.detach()
+
+
 class Variants(Sequence[RunResult]):
     """A study's variants' results, each read from its folder on first access."""
 
-    def __init__(self, out: Path, count: int) -> None:
+    def __init__(self, out: Path, count: int, tmp: Optional[TempFolder] = None) -> None:
         self._out = out
         self._cache: Dict[int, RunResult] = {}
         self._count = count
+        self._tmp = tmp
 
     def __len__(self) -> int:
         return self._count
 
-    def __getitem__(self, k: int) -> RunResult:  # type: ignore[override]
+    def __getitem__(self, k: Union[int, slice]) -> Any:  # type: ignore[override]
+        if isinstance(k, slice):
+            return [self[i] for i in range(*k.indices(self._count))]
         if not -self._count <= k < self._count:
             raise IndexError(f"variant {k}: the study has {self._count}")
         k %= self._count
@@ -130,11 +148,11 @@ class StudyResult:
     asked for; ``failed`` ``{k: why}`` for the variants of this call that did not complete;
     ``out`` the folder (a temporary one, removed with this object, when none was given)."""
 
-    def __init__(self, out: Path, failed: Dict[int, str], tmp: Optional[tempfile.TemporaryDirectory] = None) -> None:
+    def __init__(self, out: Path, failed: Dict[int, str], tmp: Optional[TempFolder] = None) -> None:
         self.out = out
         self.table = read_columns(out / "study.csv")
         self.failed = failed
-        self.variants = Variants(out, len(self.table["variant"]))
+        self.variants = Variants(out, len(self.table["variant"]), tmp)
         self._tmp = tmp
 
     def table_frame(self) -> Any:
@@ -153,4 +171,4 @@ def columns_of_row(header: str, row: str) -> Dict[str, Union[int, float]]:
     return out
 
 
-__all__: List[str] = ["RunResult", "StudyResult", "Variants", "read_columns"]
+__all__: List[str] = ["RunResult", "StudyResult", "TempFolder", "Variants", "read_columns"]

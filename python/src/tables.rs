@@ -12,7 +12,9 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 use std::path::{Path, PathBuf};
 
-/// One column: integers where every cell is one, else numbers (an empty cell is NaN), else text.
+/// One column: integers where every cell is one, else numbers (an empty cell is NaN, a column of
+/// empty cells only too: a study's outcome no variant has, as `restitution` where nothing
+/// rebounds), else text.
 enum Column {
     Int(Vec<i64>),
     Float(Vec<f64>),
@@ -28,8 +30,7 @@ fn column(cells: &[&str]) -> Column {
     }
     let float = |c: &&str| if c.is_empty() { Ok(f64::NAN) } else { c.parse::<f64>() };
     match cells.iter().map(float).collect::<Result<Vec<_>, _>>() {
-        // A column of empty cells only is text (e.g. a study's outcome no variant has).
-        Ok(v) if cells.iter().any(|c| !c.is_empty()) => Column::Float(v),
+        Ok(v) => Column::Float(v),
         _ => Column::Text(cells.iter().map(|c| c.to_string()).collect()),
     }
 }

@@ -46,11 +46,6 @@ def csv_exact(path):
     out = {}
     for c, name in enumerate(header):
         cells = [r[c] for r in body]
-        if cells and all(t == "" for t in cells):
-            # A column of empty cells only is text, as the package's reader keeps it (an outcome
-            # no variant has, e.g. a drift along no conserved direction).
-            out[name] = cells
-            continue
 
         def value(text):
             try:

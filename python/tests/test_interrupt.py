@@ -21,6 +21,9 @@ print("ready", flush=True)
 try:
     if what == "run":
         rrpdem.run(scenario, out=out, progress=False)
+    elif what == "study":
+        # No `out`: a temporary folder, which an interrupt must not take away.
+        rrpdem.study({"name": "s", "base": scenario, "vary": {"list": [{}, {"/record_every": 7}]}}, progress=False)
     else:
         e = rrpdem.Engine(scenario)
         try:
@@ -31,8 +34,10 @@ try:
 except KeyboardInterrupt as e:
     from pathlib import Path
     print(json.dumps({"raised": type(e).__name__, "run_interrupted": isinstance(e, rrpdem.RunInterrupted),
-                      "out": getattr(e, "out", None), "step": getattr(e, "step", None),
-                      "summary_there": Path(out, "summary.json").is_file()}), flush=True)
+                      "out": str(getattr(e, "out", None)), "step": getattr(e, "step", None),
+                      "summary_there": Path(out, "summary.json").is_file(),
+                      "study_csv": getattr(e, "out", None) is not None and Path(e.out, "study.csv").is_file()}),
+          flush=True)
 """
 
 
@@ -82,3 +87,21 @@ def test_ctrl_c_stops_an_engine_at_a_whole_step(tmp_path):
     assert raised["raised"] == "KeyboardInterrupt" and not raised["run_interrupted"]
     assert 0 < steps["engine_steps"] < 10**8 and steps["diag_step"] == steps["engine_steps"]
     assert not Path(tmp_path / "unused").exists()
+
+
+def test_ctrl_c_keeps_a_temporary_studys_folder_for_resume(tmp_path):
+    # Before, a study run without `out` lost its checkpoints and study.csv with its temporary
+    # folder when Ctrl-C unwound (a new user's check, 2026-11-27).
+    scenario = rupture_torus(tmp_path, t_end=3000.0)
+    started_at = time.monotonic()
+    (result,) = interrupt_child(tmp_path, "study", scenario, tmp_path / "unused",
+                                lambda: time.monotonic() - started_at > 2.0)
+    assert result["raised"] == "KeyboardInterrupt" and result["study_csv"], result
+    out = Path(result["out"])
+    try:
+        status = csv_exact(out / "study.csv")["status"]
+        assert set(status) <= {"interrupted", "missing"} and "interrupted" in status, status
+        assert any((out / "variants" / str(k) / "checkpoint.bin").is_file() for k in range(2))
+    finally:
+        import shutil
+        shutil.rmtree(out.parent, ignore_errors=True)

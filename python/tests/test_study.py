@@ -59,3 +59,38 @@ def test_study_from_dict_in_a_temporary_folder(tmp_path, monkeypatch):
 
     gc.collect()
     assert not out.exists()
+
+
+def test_a_temporary_studys_variants_outlive_its_result_and_empty_outcomes_are_nan(tmp_path, monkeypatch):
+    # Before: the variants of a study without `out` were lost with its result ("it did not run"),
+    # slicing them failed, and an outcome no variant has came back as strings ('' cells).
+    scenario = rupture_torus(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    d = {"name": "short", "base": str(scenario.name), "set": {"/t_end": 0.2},
+         "vary": {"list": [{}, {"/record_every": 7}]}}
+    r = rrpdem.study(d, progress=False)
+    folder = r.out
+    table = r.table
+    variants = r.variants
+    del r
+    import gc
+    gc.collect()
+    assert folder.is_dir(), "the variants still refer to the folder"
+    assert variants[1].summary["scenario"]["name"] == "short_1"
+    assert [v.summary["scenario"]["name"] for v in variants[0:2]] == ["short_0", "short_1"]
+    # t_end 0.2: nothing has rebounded, so the rebound columns are empty everywhere: NaN floats.
+    for c in ("rebound_speed", "restitution"):
+        assert table[c].dtype == np.float64 and np.isnan(table[c]).all(), (c, table[c])
+    del variants
+    gc.collect()
+    assert not folder.exists(), "removed once nothing refers to it"
+
+
+def test_a_study_file_that_cannot_be_read_is_a_study_error_without_out(tmp_path):
+    # Before, without `out`, the file was opened to name the temporary folder: a missing file
+    # raised FileNotFoundError, bad JSON JSONDecodeError, a list AttributeError.
+    (tmp_path / "list.json").write_text("[1, 2]")
+    (tmp_path / "bad.json").write_text("{not json")
+    for name in ("missing.json", "list.json", "bad.json"):
+        with pytest.raises(rrpdem.StudyError):
+            rrpdem.study(tmp_path / name, progress=False)
