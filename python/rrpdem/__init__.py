@@ -81,7 +81,8 @@ def run(
     The engine runs with the interpreter lock released. Ctrl-C stops it after the current chunk
     of steps; every output is written, with a checkpoint, before :class:`RunInterrupted` (a
     ``KeyboardInterrupt``; ``.out`` names the folder, kept even when temporary) is raised.
-    A failed run raises :class:`RunError` (``.out``: its outputs up to the last good step);
+    A failed run raises :class:`RunError` (``.out``: its outputs up to the last good step;
+    ``.messages``: what the run announced, whose warnings are issued first);
     a bad scenario :class:`ScenarioError`.
     """
     s = as_scenario(scenario)
@@ -96,9 +97,11 @@ def run(
                            checkpoint_every, vtk_every)
     except BaseException as e:
         # A failed or interrupted run keeps its folder (temporary or not) where the exception
-        # names it; a temporary folder nothing was written into goes.
+        # names it; a temporary folder nothing was written into goes. What the run announced
+        # before (a time step near its limit) is issued too: it often explains the failure.
         if tmp is not None and getattr(e, "out", None) is None:
             shutil.rmtree(tmp, ignore_errors=True)
+        _announce(getattr(e, "messages", ()))
         raise
     _announce(said)
     if plots:
@@ -123,7 +126,11 @@ def resume(
     for bit, to its end or to ``t_end``; with ``scenario``, refused unless the checkpoint is that
     scenario's. Returns the folder's results; Ctrl-C as in :func:`run`."""
     check = None if scenario is None else as_scenario(scenario)._inner
-    said = _native.resume(os.fspath(dir), t_end, check, _progress(progress), checkpoint_every, vtk_every)
+    try:
+        said = _native.resume(os.fspath(dir), t_end, check, _progress(progress), checkpoint_every, vtk_every)
+    except BaseException as e:
+        _announce(getattr(e, "messages", ()))
+        raise
     _announce(said)
     return RunResult.read(dir, said)
 
@@ -153,7 +160,7 @@ def study(
     study's folder (kept even when temporary); ``study(…, out=e.out, resume=True)`` continues.
     """
     if isinstance(study, Mapping):
-        text, source, name = dumps(dict(study)), None, study.get("name")
+        text, source, name = dumps(dict(study), study=True), None, study.get("name")
     else:
         text, source = None, os.fspath(study)
         name = None

@@ -4,9 +4,10 @@ parser (errors are :class:`rrpdem.ScenarioError` naming the file and field, as o
 from __future__ import annotations
 
 import json
+import math
 import os
 from pathlib import Path
-from typing import Any, Dict, Mapping, Optional, Union
+from typing import Any, Dict, List, Mapping, Optional, Union
 
 from . import _native
 
@@ -26,9 +27,73 @@ def _plain(value: Any) -> Any:
     raise TypeError(f"{type(value).__name__} {value!r} cannot be written into a scenario (JSON)")
 
 
-def dumps(obj: Any) -> str:
-    """JSON text of a scenario or study dict (numpy values allowed; NaN and infinity refused)."""
-    return json.dumps(obj, default=_plain, allow_nan=False)
+def _non_finite(obj: Any, at: str = "") -> Optional[str]:
+    """The field (`a.b[2]`) of the first NaN or infinite number in `obj`, if any."""
+    if isinstance(obj, float) or (hasattr(obj, "dtype") and getattr(obj, "ndim", 1) == 0):
+        try:
+            return None if math.isfinite(float(obj)) else (at or "(the value)")
+        except (TypeError, ValueError):
+            return None
+    if isinstance(obj, Mapping):
+        for k, v in obj.items():
+            found = _non_finite(v, f"{at}.{k}" if at else str(k))
+            if found:
+                return found
+    elif isinstance(obj, (list, tuple)) or hasattr(obj, "tolist"):
+        items = obj.tolist() if hasattr(obj, "tolist") else obj
+        if not isinstance(items, list):
+            return _non_finite(items, at)
+        for i, v in enumerate(items):
+            found = _non_finite(v, f"{at}[{i}]")
+            if found:
+                return found
+    return None
+
+
+def dumps(obj: Any, named: str = DICT_NAME, study: bool = False) -> str:
+    """JSON text of a scenario or study dict (numpy values allowed; NaN and infinity refused:
+    a :class:`rrpdem.ScenarioError`, or :class:`rrpdem.StudyError` for a study, naming the
+    field, as the CLI's reader refuses them)."""
+    try:
+        return json.dumps(obj, default=_plain, allow_nan=False)
+    except ValueError:
+        field = _non_finite(obj)
+        if field is None:
+            raise
+        message = f"{named}: field `{field}`: expected a finite number (JSON has no NaN or infinity)"
+        err = (_native.StudyError if study else _native.ScenarioError)(message)
+        err.path = Path(named)
+        if study:
+            err.variant = None
+        else:
+            err.field, err.line = field, None
+        raise err from None
+
+
+class _NotPlain(Exception):
+    """A scenario file that Python's JSON reader would read more loosely than the library's."""
+
+
+def _read_strict(path: PathLike) -> Optional[Dict[str, Any]]:
+    """The JSON object in `path` as the library reads it, or None where that reader would
+    refuse it or read it otherwise (a field given twice, NaN or Infinity, bad JSON, no object):
+    the caller then lets the library say why, as ``Scenario(path)`` does."""
+
+    def pairs(items: List[Any]) -> Dict[str, Any]:
+        keys = [k for k, _ in items]
+        if len(set(keys)) != len(keys):
+            raise _NotPlain()
+        return dict(items)
+
+    def constant(_: str) -> Any:
+        raise _NotPlain()
+
+    try:
+        with open(path, encoding="utf-8-sig") as f:
+            data = json.load(f, object_pairs_hook=pairs, parse_constant=constant)
+    except (_NotPlain, ValueError, OSError):
+        return None
+    return data if isinstance(data, dict) else None
 
 
 class Scenario:
@@ -71,17 +136,17 @@ class Scenario:
             if not fields:
                 self._inner = _native._Scenario.load(os.fspath(source))
                 return
-            with open(source, encoding="utf-8-sig") as f:
-                data = json.load(f)
-            if not isinstance(data, dict):
-                # The library's parser gives the CLI's message for a file that is no object.
+            data = _read_strict(source)
+            if data is None:
+                # The library's parser gives the CLI's message (a file that is no object, a
+                # field given twice, NaN, bad JSON), naming the file, field and line.
                 self._inner = _native._Scenario.load(os.fspath(source))
-                return
+                data = self.to_dict()
             named = source
         else:
             raise TypeError(f"a scenario is a file name, a dict or a Scenario, not {type(source).__name__}")
         data.update(fields)
-        self._inner = _native._Scenario.from_json(dumps(data), os.fspath(named))
+        self._inner = _native._Scenario.from_json(dumps(data, os.fspath(named)), os.fspath(named))
 
     @classmethod
     def _wrap(cls, inner: "_native._Scenario") -> "Scenario":

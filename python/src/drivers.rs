@@ -69,8 +69,17 @@ pub fn run(
     let say = |what: &str| said.lock().map(|mut v| v.push(what.to_string())).unwrap_or_default();
     let (result, pending) =
         interruptible(py, || lib_run::run_scenario(&s, &out, overwrite, &EngineChoice::default(), opts, &say));
-    finish(py, result, pending)?;
-    Ok(said.into_inner().unwrap_or_default())
+    let said = said.into_inner().unwrap_or_default();
+    finish(py, result, pending).map_err(|e| with_messages(py, e, &said))?;
+    Ok(said)
+}
+
+/// A failed or interrupted run's error with what the run announced before (`messages`): its
+/// warnings (a time step near the stability limit) are often what explains the failure.
+fn with_messages(py: Python<'_>, err: PyErr, said: &[String]) -> PyErr {
+    // An exception instance always takes attributes; a failure here would only lose detail.
+    let _ = err.value(py).setattr("messages", said.to_vec());
+    err
 }
 
 /// Continues the run in `dir` from its checkpoint as `rrpdem resume` does (to `t_end`, or the
@@ -96,8 +105,9 @@ pub fn resume(
         })
     });
     drop(od);
-    finish(py, result, pending)?;
-    Ok(said.into_inner().unwrap_or_default())
+    let said = said.into_inner().unwrap_or_default();
+    finish(py, result, pending).map_err(|e| with_messages(py, e, &said))?;
+    Ok(said)
 }
 
 /// Runs a study into `out` as `rrpdem study` does (a whole study, no shards): the folder's

@@ -66,13 +66,14 @@ def test_failed_run_raises_with_its_folder(tmp_path):
     # A time step far past the stability limit, forced: the energy guard stops the run; the
     # outputs up to the last good step are in the folder the error names.
     f = rupture_torus(tmp_path, name="blowup", t_end=2.0, dt=0.05, force_dt=True)
-    with pytest.raises(rrpdem.RunError) as e:
+    # The step's warning comes with the failure it explains.
+    with pytest.raises(rrpdem.RunError) as e, pytest.warns(rrpdem.RrpdemWarning, match="stability estimate"):
         rrpdem.run(f, out=tmp_path / "o")
     assert e.value.out == str(tmp_path / "o") and e.value.step >= 0
     summary = json.loads((tmp_path / "o" / "summary.json").read_text())
     assert summary["status"] != "completed" and summary["steps"] == e.value.step
     # Without a folder, the temporary one is kept and named.
-    with pytest.raises(rrpdem.RunError) as e:
+    with pytest.raises(rrpdem.RunError) as e, pytest.warns(rrpdem.RrpdemWarning):
         rrpdem.run(f)
     assert e.value.out is not None and (Path(e.value.out) / "summary.json").is_file()
     shutil.rmtree(Path(e.value.out).parent)

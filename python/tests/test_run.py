@@ -71,3 +71,13 @@ def test_bench_measures_a_case():
     assert m["particle_steps_per_s"] > 0 and m["steps"] >= 20
     with pytest.raises(ValueError, match="unknown engine"):
         rrpdem.bench("torus", engines="tpu")
+
+
+def test_a_failed_run_still_issues_its_warnings(tmp_path):
+    # Before, RunError was raised without the warning that explains it ("dt is …% of the
+    # stability estimate"): the run's messages were returned only on success.
+    s = rrpdem.Scenario(rupture_torus(tmp_path), dt=2e-2, force_dt=True, t_end=20)
+    with pytest.warns(rrpdem.RrpdemWarning, match="stability estimate"):
+        with pytest.raises(rrpdem.RunError) as e:
+            rrpdem.run(s, out=tmp_path / "out", progress=False)
+    assert any("stability estimate" in m for m in e.value.messages), e.value.messages

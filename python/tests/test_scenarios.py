@@ -98,3 +98,30 @@ def test_keyword_scenario_and_overrides():
     # numpy values are written as JSON numbers.
     u = rrpdem.Scenario(t, gravity=np.array([0.0, -9.81, 0.0]), dt=np.float64(2e-3))
     assert u.to_dict()["gravity"] == [0.0, -9.81, 0.0] and u.dt == 2e-3
+
+
+def test_fields_over_a_file_read_it_as_strictly_as_the_file_alone(tmp_path):
+    # Before, Scenario(file, **fields) read the file with Python's json (a field given twice
+    # silently took its last value; NaN gave a bare ValueError) while Scenario(file) refused it.
+    dup = tmp_path / "dup.json"
+    dup.write_text('{"name": "d", "dt": 1e-3, "dt": 2e-3, "t_end": 1, "particle": {"mass": 1, "inertia": 1, '
+                   '"diameter": 1}, "bodies": [{"type": "particles", "particles": [{"x": [0, 0, 0]}]}]}')
+    for make in (lambda: rrpdem.Scenario(dup), lambda: rrpdem.Scenario(dup, t_end=2)):
+        with pytest.raises(rrpdem.ScenarioError, match="duplicate field `dt`"):
+            make()
+    with pytest.raises(rrpdem.ScenarioError) as e:
+        rrpdem.Scenario(tmp_path / "missing.json", t_end=1)
+    assert "missing.json" in str(e.value)
+
+
+def test_a_non_finite_number_is_refused_naming_its_field():
+    # Before: ValueError("Out of range float values are not JSON compliant"), no field.
+    base = SCENARIOS / "torus_impact.json"
+    with pytest.raises(rrpdem.ScenarioError) as e:
+        rrpdem.Scenario(base, dt=float("nan"))
+    assert e.value.field == "dt" and "finite" in str(e.value)
+    with pytest.raises(rrpdem.ScenarioError) as e:
+        rrpdem.Scenario(base, gravity=np.array([0.0, 0.0, np.inf]))
+    assert e.value.field == "gravity[2]"
+    with pytest.raises(rrpdem.StudyError, match=r"vary\.list\[0\]\./dt"):
+        rrpdem.study({"name": "s", "base": str(base), "vary": {"list": [{"/dt": float("nan")}]}}, progress=False)
