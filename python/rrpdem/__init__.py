@@ -76,7 +76,8 @@ def run(
     ``overwrite``; None: a temporary folder, removed once the results are read (then
     ``result.out`` is None). ``progress``: a progress bar on stderr (default: when stderr is a
     terminal). ``checkpoint_every``, ``vtk_every``, ``plots``: as ``--checkpoint-every``,
-    ``--vtk-every``, ``--plots``.
+    ``--vtk-every``, ``--plots`` (``plots`` needs ``out``: a temporary folder takes its figures
+    with it).
 
     The engine runs with the interpreter lock released. Ctrl-C stops it after the current chunk
     of steps; every output is written, with a checkpoint, before :class:`RunInterrupted` (a
@@ -86,6 +87,10 @@ def run(
     a bad scenario :class:`ScenarioError`.
     """
     s = as_scenario(scenario)
+    if plots and out is None:
+        # The figures would be drawn into the temporary folder and removed with it.
+        raise ValueError("plots=True draws the figures into the run's folder: give out=… (without it the "
+                         "folder is temporary and removed once the results are read)")
     tmp = None
     if out is None:
         tmp = tempfile.mkdtemp(prefix="rrpdem-")
@@ -220,9 +225,9 @@ class Engine:
     ``Engine(scenario, backend=…, precision=…)`` builds the model (checks and particle order as
     a run's); :meth:`advance` takes steps with the interpreter lock released; :meth:`state`,
     :meth:`diagnostics` and :meth:`take_breaks` read it back as numpy arrays (copies) in the
-    scenario's numbering. Stepped to the same steps, it gives a run's ``series.csv`` rows and
-    ``final_state.csv`` bit for bit. It keeps no energy guard and writes nothing: a loop of the
-    user's decides what to check and keep.
+    scenario's numbering. Stepped to the same steps, it gives a run's ``series.csv`` rows (but
+    ``E_scale`` and the fragment columns) and ``final_state.csv`` bit for bit. It keeps no
+    energy guard and writes nothing: a loop of the user's decides what to check and keep.
     """
 
     def __init__(self, scenario: ScenarioLike, *, backend: Optional[str] = None,
@@ -249,10 +254,12 @@ class Engine:
 
     @property
     def n_particles(self) -> int:
+        """Particles of the model (as a run's, clump spheres included)."""
         return self._e.n_particles
 
     @property
     def n_bonds(self) -> int:
+        """Bonds of the model, intact or broken."""
         return self._e.n_bonds
 
     @property
@@ -267,6 +274,8 @@ class Engine:
         return self._e.resorts()
 
     def warnings(self) -> List[str]:
+        """What the engine warns of so far (a precision fallback, a re-sort not made), as a run's
+        ``summary.json`` lists them."""
         return self._e.warnings()
 
     def state(self) -> Dict[str, np.ndarray]:
@@ -283,7 +292,8 @@ class Engine:
     def diagnostics(self) -> Dict[str, Union[int, float]]:
         """Energies, momenta and wall force at the current step, under ``series.csv``'s column
         names (``step``, ``t``, ``E``, ``E_trans``, … ``v_cm_z``, ``E_dissipated``), as the run
-        writes them."""
+        writes them; not ``E_scale`` (the run's energy guard's) nor the fragment columns (the
+        run's labelling of its pieces)."""
         header, row = self._e.diagnostics_row()
         return columns_of_row(header, row)
 

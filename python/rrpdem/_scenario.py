@@ -166,10 +166,12 @@ class Scenario:
 
     @property
     def dt(self) -> float:
+        """The time step."""
         return self._inner.dt
 
     @property
     def t_end(self) -> float:
+        """The end time (the run takes ``total_steps`` steps of ``dt``)."""
         return self._inner.t_end
 
     @property

@@ -81,3 +81,9 @@ def test_a_failed_run_still_issues_its_warnings(tmp_path):
         with pytest.raises(rrpdem.RunError) as e:
             rrpdem.run(s, out=tmp_path / "out", progress=False)
     assert any("stability estimate" in m for m in e.value.messages), e.value.messages
+
+
+def test_plots_without_a_folder_are_refused_before_the_run(tmp_path):
+    # Before, the figures were drawn into the temporary folder and removed with it, silently.
+    with pytest.raises(ValueError, match="give out="):
+        rrpdem.run(rupture_torus(tmp_path), plots=True, progress=False)
