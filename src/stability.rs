@@ -149,19 +149,7 @@ pub fn estimate_parts(
         }
     }
     if let Some(g) = prm.gravitation.filter(|_| n > 1) {
-        // Mutual gravitation (MODEL §12): the Gershgorin row of M^{-1/2} H M^{-1/2} for the pair
-        // potentials −G m_p m_q / r, whose Hessian's largest eigenvalue is 2 G m_p m_q / r³, at
-        // the starting distances (a closer pass later is the energy guard's to catch). Sphere
-        // masses, not clump masses: an upper bound. All pairs, as the force pass (≤ 10⁴ spheres).
-        let row = |i: usize| -> f64 {
-            let mut s = 0.0;
-            for j in (0..n).filter(|&j| j != i && (clump(i) == u32::MAX || clump(i) != clump(j))) {
-                let r = (p.x[i] - p.x[j]).length();
-                s += 2.0 * g * (p.mass[j] + (p.mass[i] * p.mass[j]).sqrt()) / (r * r * r);
-            }
-            s
-        };
-        let rows: Vec<f64> = (0..n).into_par_iter().with_min_len(64).map(row).collect();
+        let rows = gravitation_rows(p, g, &clump);
         for i in (0..n).filter(|&i| !p.fixed[i]) {
             // A row that overflows (G near f64's largest) is a mode no step resolves, not none.
             consider(rows[i].min(f64::MAX), &|| format!("mutual gravitation at particle {i} (G = {g:e})"));
@@ -174,6 +162,24 @@ pub fn estimate_parts(
         limiting: best.1,
         warnings: size_spread(p).into_iter().collect(),
     }
+}
+
+/// Mutual gravitation (MODEL §12): each particle's Gershgorin row of M^{-1/2} H M^{-1/2} for the
+/// pair potentials −G m_p m_q / r, whose Hessian's largest eigenvalue is 2 G m_p m_q / r³, at the
+/// starting distances (a closer pass later is the energy guard's to catch). Sphere masses, not
+/// clump masses (`clump`: each particle's clump, `u32::MAX` for none): an upper bound. All pairs,
+/// as the force pass (≤ 10⁴ spheres).
+fn gravitation_rows(p: &Particles, g: f64, clump: &(dyn Fn(usize) -> u32 + Sync)) -> Vec<f64> {
+    let n = p.len();
+    let row = |i: usize| -> f64 {
+        let mut s = 0.0;
+        for j in (0..n).filter(|&j| j != i && (clump(i) == u32::MAX || clump(i) != clump(j))) {
+            let r = (p.x[i] - p.x[j]).length();
+            s += 2.0 * g * (p.mass[j] + (p.mass[i] * p.mass[j]).sqrt()) / (r * r * r);
+        }
+        s
+    };
+    (0..n).into_par_iter().with_min_len(64).map(row).collect()
 }
 
 /// ω² of the undamped mode whose stable step equals that of a mode of frequency² `omega2` with a
