@@ -133,13 +133,8 @@ pub fn report(scenario: &Scenario, geometry: &Geometry) -> Report {
     let x = &p.x;
     // Each bond's rest length: the one it was given (`[i, j, L0]`, in bond order), else its
     // initial distance, as the model takes them (the run's estimate then reads the same).
-    let mut given = geometry.rest_lengths.iter().peekable();
     let bonds = geometry.pairs.iter().enumerate().map(|(k, &(i, j))| {
-        let l0 = match given.next_if(|g| g.0 as usize == k) {
-            Some(&(_, l0)) => l0,
-            None => (x[i as usize] - x[j as usize]).length(),
-        };
-        (i, j, l0)
+        (i, j, geometry.rest_length(k).unwrap_or_else(|| (x[i as usize] - x[j as usize]).length()))
     });
     let stability = stability::estimate_parts(p, &geometry.params, bonds, &geometry.clumps);
     Report {
@@ -667,9 +662,9 @@ pub fn write_files(
         out.extend_from_slice(b.format(pairs[k].1).as_bytes());
         if !rest.is_empty() {
             out.push(b',');
-            if let Ok(at) = rest.binary_search_by_key(&(k as u32), |r| r.0) {
+            if let Some(l0) = geometry.rest_length(k) {
                 // 17 significant digits, as the particles' columns: the same f64 read back.
-                let _ = write!(out, "{:.16e}", rest[at].1);
+                let _ = write!(out, "{l0:.16e}");
             }
         }
         out.push(b'\n');

@@ -71,8 +71,9 @@ pub struct Impact {
     pub peak_wall_force: f64,
     pub peak_wall_force_t: Option<f64>,
     /// `−(v_cm(0) + g t_first)·n`: the centre of mass's speed towards the wall at the first
-    /// contact step in free flight (`−v_cm(0)·n` without gravity; exact before any wall force,
-    /// uniform gravity being the only load that moves the centre of mass in flight).
+    /// contact step in free flight (`−v_cm(0)·n` without gravity; exact before any wall force
+    /// where uniform gravity is the only load that moves the centre of mass in flight: no bond
+    /// or contact to a fixed particle).
     pub impact_speed: Option<f64>,
     /// Whether the body left the wall after its last contact, moving away from it; only then
     /// are the rebound speed and the restitution given.
@@ -179,8 +180,9 @@ impl ImpactWatch {
     }
 
     /// The measures at the end of the run (`last`: its final diagnostics; `scale`: the energy
-    /// guard's scale; `dt`: the time step; `gravity`: the model's uniform field, which the
-    /// impact speed adds over the flight to the first contact).
+    /// guard's scale; `dt`: the time step; `gravity`: the centre of mass's acceleration by the
+    /// model's uniform field (g times the free particles' share of the mass), which the impact
+    /// speed adds over the flight to the first contact).
     pub fn finish(&self, dt: f64, scale: f64, last: &Diagnostics, n_bonds: usize, gravity: DVec3) -> Impact {
         let t = |s: Option<u64>| s.map(|s| s as f64 * dt);
         let n = self.normal;

@@ -167,8 +167,8 @@ pub fn estimate_parts(
 /// Mutual gravitation (MODEL §12): each particle's Gershgorin row of M^{-1/2} H M^{-1/2} for the
 /// pair potentials −G m_p m_q / r, whose Hessian's largest eigenvalue is 2 G m_p m_q / r³, at the
 /// starting distances (a closer pass later is the energy guard's to catch). Sphere masses, not
-/// clump masses (`clump`: each particle's clump, `u32::MAX` for none): an upper bound. All pairs,
-/// as the force pass (≤ 10⁴ spheres).
+/// clump masses (`clump`: each particle's clump, `u32::MAX` for none; a clump's larger mass only
+/// lowers its translational frequency). All pairs, as the force pass (≤ 10⁴ spheres).
 fn gravitation_rows(p: &Particles, g: f64, clump: &(dyn Fn(usize) -> u32 + Sync)) -> Vec<f64> {
     let n = p.len();
     let row = |i: usize| -> f64 {

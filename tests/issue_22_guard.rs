@@ -240,3 +240,30 @@ fn the_impact_speed_is_the_approach_at_first_contact_under_gravity() {
     assert!(i.separated && i.rebound_speed.unwrap() > 0.0 && i.restitution.is_none(), "{i:?}");
     assert!(i.no_restitution.as_deref().is_some_and(|w| w.contains("not moving towards the wall")), "{i:?}");
 }
+
+#[test]
+fn a_fixed_particle_takes_its_share_of_the_flight() {
+    // A fixed sphere far from the floor, of the falling one's mass: the centre of mass falls at
+    // g/2, so the impact speed is the series' v_cm one step before contact plus g/2 of a step
+    // (scaled by nothing, it read 3.0: twice the centre of mass's 1.5).
+    let (g, dt) = (10.0, 1e-5);
+    let json = format!(
+        r#"{{"name": "drop", "dt": {dt}, "t_end": 0.31, "record_every": 1,
+        "particle": {{"mass": 1, "inertia": 0.1, "diameter": 1}},
+        "stiffness": {{"contact": 1e8, "wall": 1e8}}, "gravity": [0, 0, -{g}],
+        "damping": {{"wall_restitution": 0.5}},
+        "walls": [{{"point": [0, 0, 0], "normal": [0, 0, 1]}}],
+        "bodies": [{{"type": "particles", "particles": [{{"x": [0, 0, 0.95]}}, {{"x": [5, 0, 3], "fixed": true}}]}}]}}"#
+    );
+    let s = Scenario::from_json(&json, Path::new("drop.json")).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let i = run_cpu(&s, dir.path()).expect("runs").impact.unwrap();
+    let text = std::fs::read_to_string(dir.path().join("series.csv")).unwrap();
+    let rows: Vec<Vec<f64>> =
+        text.lines().skip(1).map(|l| l.split(',').map(|v| v.parse().unwrap()).collect()).collect();
+    let first = rows.iter().position(|r| r[1] == i.first_contact_t.unwrap()).expect("a row at first contact");
+    let v_in = -(rows[first - 1][30] - 0.5 * g * dt);
+    let speed = i.impact_speed.unwrap();
+    assert!((speed - v_in).abs() < 1e-9, "impact speed {speed} vs the centre of mass's {v_in}");
+    assert!((speed - 0.5 * (2.0 * g * 0.45f64).sqrt()).abs() < 1e-2, "{speed}");
+}

@@ -555,7 +555,14 @@ impl<'scope> Replica<'scope> {
         if !self.engine_watches && self.end_unsampled() {
             w.observe(&WallAt::of(&self.last), walls);
         }
-        let (scale, g) = (self.budget.energy_scale, self.model.params.gravity);
+        // Gravity accelerates the centre of mass by g times the free particles' share of the
+        // mass (fixed ones stay where they are).
+        let p = &self.model.particles;
+        let (free, all) = (0..p.len())
+            .map(|i| (if p.fixed[i] { 0.0 } else { p.mass[i] }, p.mass[i]))
+            .fold((0.0, 0.0), |(f, a), (m_f, m)| (f + m_f, a + m));
+        let g = if all > 0.0 { self.model.params.gravity * (free / all) } else { self.model.params.gravity };
+        let scale = self.budget.energy_scale;
         Some(w.finish(self.scenario.dt, scale, &self.last, self.model.bonds.len(), g))
     }
 
