@@ -17,11 +17,11 @@
 #
 # The groups, and what each answers:
 #   impact       issue 24: the users' job at 10⁶ in f32 (aim ≥ 10⁹ particle-steps/s), its stages
-#                and rebuilds at skins 0.6 / 1.0 / 1.4 r_max (which skin to keep)
+#                and kernels, and rebuilds at skins 0.6 / 1.0 / 1.4 r_max (which skin to keep)
 #   quiet        issue 24: batches that leave the grid stage out of quiet steps against the
 #                grid stage in every step (`+every-step`), small and batched cases in f32
 #   dissipation  issue 25: MODEL §10 on the GPU (aim: at most 40 % slower than conservative),
-#                f32 and f64, rings / fcc / solid torus at 10⁵
+#                f32 and f64, rings / fcc / solid torus at 10⁵, with stages and kernels
 #   standard     the standard cases, the users' job at 10⁵ and a study of 10⁴ tori (a new row
 #                for docs/BENCHMARKS.md)
 #   impact7      the users' job at 10⁷ in f32, with stages
@@ -60,7 +60,7 @@ args_of() {
     quiet) echo "--cases torus,torus+every-step,rings-1e5,rings-1e5+every-step,fcc-1e5,fcc-1e5+every-step,\
 tori-1e4,tori-1e4+every-step --engines gpu-f32 --steps 1000 --min-seconds 1" ;;
     dissipation) echo "--cases rings-1e5,rings-1e5+damped,rings-1e5+friction,fcc-1e5,fcc-1e5+damped,fcc-1e5+friction,\
-solid-torus-1e5,solid-torus-1e5+damped,solid-torus-1e5+friction --engines gpu-f32,gpu-f64 --steps 100 --min-seconds 1" ;;
+solid-torus-1e5,solid-torus-1e5+damped,solid-torus-1e5+friction --engines gpu-f32,gpu-f64 --stages --steps 100 --min-seconds 1" ;;
     standard) echo "--cases standard,solid-torus-impact-1e5,tori-1e4 --engines gpu-f32,gpu-f64 --steps 100 --min-seconds 1" ;;
     impact7) echo "--cases solid-torus-impact-1e7 --engines gpu-f32 --stages --steps 20 --min-seconds 1" ;;
     *) return 1 ;;

@@ -440,6 +440,9 @@ pub struct Measurement {
     /// timestamp queries; each stage is its own compute pass while timed); empty where the
     /// adapter has no timestamp queries; `None` when not asked for or not a one-model GPU case.
     pub stage_seconds: Option<Vec<(String, f64)>>,
+    /// `--stages` too: the same per kernel (`GpuEngine::time_kernels`: each dispatch its own
+    /// timed pass, a kernel's chunks and levels summed), as (stage, kernel, seconds).
+    pub kernel_seconds: Option<Vec<(String, String, f64)>>,
     /// Contact-list rebuilds per 1000 timed steps, and list entries per particle at the end
     /// (`Engine::list_figures`; one-model cases): what the contact search costs, the same on
     /// any device.
@@ -587,6 +590,7 @@ pub fn measure(
         let (n, nb) = (model.particles.len(), model.bonds.len());
         let engine_parts: Vec<(String, u64)>;
         let mut stage_seconds = None;
+        let mut kernel_seconds = None;
         let mut step_costs = None;
         let (mut e, engine_bytes, bytes_per_step): (Box<dyn Engine>, _, _) = match engine {
             EngineKind::Cpu => {
@@ -613,6 +617,10 @@ pub fn measure(
                     let t = e.time_stages(steps.min(u32::MAX as u64) as u32).map_err(|e| e.to_string())?;
                     stage_seconds =
                         Some(t.map_or_else(Vec::new, |t| t.into_iter().map(|(k, v)| (k.to_string(), v)).collect()));
+                    let t = e.time_kernels(steps.min(u32::MAX as u64) as u32).map_err(|e| e.to_string())?;
+                    kernel_seconds = Some(t.map_or_else(Vec::new, |t| {
+                        t.into_iter().map(|(s, k, v)| (s.to_string(), k.to_string(), v)).collect()
+                    }));
                 }
                 // The GPU's own list lengths (the same contacts as the CPU's lists).
                 let listed = e.neighbour_entries_in_use().map_err(|e| e.to_string())? as usize;
@@ -668,6 +676,7 @@ pub fn measure(
             .map(|((now, from), ((all, _), _))| quiet_step_figures(now.since(from), all, rebuild_fraction));
         Ok(Measurement {
             stage_seconds,
+            kernel_seconds,
             rebuilds_per_1000_steps,
             list_entries_per_particle,
             recorded_dispatches_per_step: step_costs.map(|c| c.0),
@@ -745,6 +754,7 @@ fn timed(
         engine_parts,
         peak_rss: peak_rss(),
         stage_seconds: None,
+        kernel_seconds: None,
         rebuilds_per_1000_steps: None,
         list_entries_per_particle: None,
         replica_rebuilds_per_1000_steps: None,

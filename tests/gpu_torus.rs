@@ -110,6 +110,28 @@ fn timing_the_stages_of_a_step_changes_no_result() {
         // Every stage dispatches work each step: some device time, and not absurdly much
         // (a tick period misread by 10⁶ would give seconds per step for 80 particles).
         assert!(t.iter().all(|x| x.1 > 0.0 && x.1 < 0.1), "{p:?}: {t:?}");
+        // Each dispatch its own timed pass (`--stages`' kernel figures): the same bits again.
+        let mut c = gpu(&m, Integrator::RrpNewmark, s.dt, p);
+        c.advance(250).unwrap();
+        let k = c.time_kernels(50).unwrap().expect("timestamp queries, as above");
+        assert_eq!(c.steps_done(), 300);
+        assert!(bits(&mut a) == bits(&mut c), "{p:?}: steps timed by kernel differ from untimed ones");
+        // Every kernel once, in its stage, in the step's order; those that work in every step
+        // took some time.
+        let names: Vec<&str> = k.iter().map(|x| x.1).collect();
+        for (stage, kernel) in
+            [("integrate", "integrate"), ("grid", "nbr_build"), ("bonds", "bonds"), ("particle", "particle")]
+        {
+            let at = k.iter().find(|x| x.1 == kernel).unwrap_or_else(|| panic!("{p:?}: no {kernel} in {names:?}"));
+            assert_eq!(at.0, stage, "{p:?}: {kernel}");
+        }
+        let mut unique = names.clone();
+        unique.dedup();
+        assert_eq!(unique.len(), names.len(), "{p:?}: a kernel twice in {names:?}");
+        for kernel in ["integrate", "bonds", "particle"] {
+            let t = k.iter().find(|x| x.1 == kernel).expect("found above").2;
+            assert!(t > 0.0 && t < 0.1, "{p:?}: {kernel} {t}");
+        }
     }
 }
 

@@ -194,4 +194,9 @@ fn print_measurement(m: &rrpdem::bench::Measurement) {
         }
         None => {}
     }
+    if let Some(k) = m.kernel_seconds.as_ref().filter(|k| !k.is_empty()) {
+        let total: f64 = k.iter().map(|x| x.2).sum();
+        let parts: Vec<String> = k.iter().map(|(_, name, v)| format!("{name} {:.3}", v * 1e3)).collect();
+        eprintln!("  by kernel (each its own pass, {:.3} ms in all): {}", total * 1e3, parts.join(", "));
+    }
 }

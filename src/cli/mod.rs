@@ -173,8 +173,10 @@ enum Command {
         /// estimated bytes per step imply.
         #[arg(long)]
         bandwidth: Option<f64>,
-        /// Also time each stage of a GPU step (integrate, grid, bonds, particle) on the device,
-        /// with timestamp queries where the adapter offers them (one-model GPU cases).
+        /// Also time each stage of a GPU step (integrate, grid, bonds, particle, watch) on the
+        /// device, with timestamp queries where the adapter offers them (one-model GPU cases),
+        /// then each kernel of a step (every dispatch its own timed pass, a kernel's chunks
+        /// summed: `kernel_seconds` in the JSON).
         #[arg(long)]
         stages: bool,
     },

@@ -204,8 +204,9 @@ pub struct GpuEngine {
     /// given room for it (for the fallback warning).
     longest_list: u32,
     lists_stuck: bool,
-    /// While `time_stages` runs: its timestamp queries (8 per step).
-    stage_queries: Option<wgpu::QuerySet>,
+    /// While `time_stages` or `time_kernels` runs: its timestamp queries (two per stage or,
+    /// with the flag, per dispatch of a step).
+    stage_queries: Option<(wgpu::QuerySet, bool)>,
     /// The next batch starts with a rebuild (after the neighbour lists were reallocated, or a
     /// failure or a rollback left them stale).
     rebuild_next: bool,

@@ -23,6 +23,9 @@ use glam::DVec3;
 /// Steps recorded per command buffer (bounds encoder memory; submits are not waited on).
 const STEPS_PER_SUBMIT: u64 = 256;
 
+/// A kernel's mean device seconds per step (`GpuEngine::time_kernels`): (stage, kernel, seconds).
+pub type KernelTime = (&'static str, &'static str, f64);
+
 /// Most steps `time_stages` times at once (wgpu's 4096 queries per set, two per stage).
 pub const MAX_TIMED_STEPS: u32 = 4096 / (2 * Stage::ALL.len() as u32);
 /// Room a list of `c` entries is given beyond them when the lists are laid out after an
@@ -98,24 +101,51 @@ impl GpuEngine {
     /// (`Stage::ALL` order) in seconds; `None` where the adapter has no timestamp queries. The
     /// steps are real steps of the run; each stage is its own compute pass while timed.
     pub fn time_stages(&mut self, steps: u32) -> Result<Option<Vec<(&'static str, f64)>>, EngineError> {
+        let steps = steps.clamp(1, MAX_TIMED_STEPS);
+        let Some(per_slot) = self.time_passes(steps, false)? else { return Ok(None) };
+        Ok(Some(Stage::ALL.iter().map(|s| s.name()).zip(per_slot).collect()))
+    }
+
+    /// As `time_stages`, each dispatch of a step in its own timed pass (at most
+    /// `4096 / (2 · dispatches)` steps: wgpu's queries per set): the mean device time per step
+    /// of each kernel, summed over its dispatches (chunks, scan levels), as (stage, kernel,
+    /// seconds) in the order the step first dispatches it. Where a pass boundary costs the
+    /// device something, the kernels' sum exceeds the stages'.
+    pub fn time_kernels(&mut self, steps: u32) -> Result<Option<Vec<KernelTime>>, EngineError> {
+        let kernels = self.state.timed_kernels();
+        let steps = steps.clamp(1, (4096 / (2 * kernels.len() as u32)).max(1));
+        let Some(per_slot) = self.time_passes(steps, true)? else { return Ok(None) };
+        let mut out: Vec<KernelTime> = Vec::new();
+        for ((stage, kernel), t) in kernels.into_iter().zip(per_slot) {
+            match out.iter_mut().find(|x| x.1 == kernel) {
+                Some(x) => x.2 += t,
+                None => out.push((stage.name(), kernel, t)),
+            }
+        }
+        Ok(Some(out))
+    }
+
+    /// Runs `steps` timed steps, a timestamp pair per stage (per dispatch with `kernels`), and
+    /// returns the mean seconds per step of each pair; `None` without timestamp queries.
+    fn time_passes(&mut self, steps: u32, kernels: bool) -> Result<Option<Vec<f64>>, EngineError> {
         self.single("time_stages")?;
         if !self.ctx.timestamps {
             return Ok(None);
         }
-        let steps = steps.clamp(1, MAX_TIMED_STEPS);
-        let count = 2 * Stage::ALL.len() as u32 * steps;
+        let slots = if kernels { self.state.timed_kernels().len() } else { Stage::ALL.len() } as u32;
+        let count = 2 * slots * steps;
         let set = self.ctx.device.create_query_set(&wgpu::QuerySetDescriptor {
             label: Some("stages"),
             ty: wgpu::QueryType::Timestamp,
             count,
         });
-        self.stage_queries = Some(set);
+        self.stage_queries = Some((set, kernels));
         let ran = self.run(steps as u64);
         let set = self.stage_queries.take();
         if let Some((_, err)) = ran?.into_iter().next() {
             return Err(err);
         }
-        let set = set.ok_or_else(|| EngineError::Unsupported("the stage queries vanished".into()))?;
+        let (set, _) = set.ok_or_else(|| EngineError::Unsupported("the stage queries vanished".into()))?;
         let bytes = 8 * count as u64;
         let resolve = self.ctx.device.create_buffer(&wgpu::BufferDescriptor {
             label: Some("stages resolve"),
@@ -137,18 +167,17 @@ impl GpuEngine {
         self.ctx.take_error()?;
         // Nanoseconds per tick; a timestamp pair that went backwards (a reset counter) counts 0.
         let period = self.ctx.queue.get_timestamp_period() as f64 * 1e-9;
+        let slots = slots as usize;
         Ok(Some(
-            Stage::ALL
-                .iter()
-                .enumerate()
-                .map(|(k, s)| {
+            (0..slots)
+                .map(|k| {
                     let total: u64 = (0..steps as usize)
                         .map(|t| {
-                            let at = 2 * (t * Stage::ALL.len() + k);
+                            let at = 2 * (t * slots + k);
                             ticks[at + 1].saturating_sub(ticks[at])
                         })
                         .sum();
-                    (s.name(), total as f64 * period / steps as f64)
+                    total as f64 * period / steps as f64
                 })
                 .collect(),
         ))
@@ -423,10 +452,10 @@ impl GpuEngine {
                 self.state.record_backup(&mut encoder);
             }
             for k in done..done + chunk {
-                let queries = self
-                    .stage_queries
-                    .as_ref()
-                    .map(|set| StageQueries { set, base: (2 * Stage::ALL.len() as u64 * k) as u32 });
+                let queries = self.stage_queries.as_ref().map(|(set, kernels)| {
+                    let slots = if *kernels { self.state.timed_kernels().len() } else { Stage::ALL.len() };
+                    StageQueries { set, base: (2 * slots as u64 * k) as u32, kernels: *kernels }
+                });
                 let with_grid = grid.recorded(k);
                 self.recorded.steps += 1;
                 self.recorded.grid_steps += with_grid as u64;

@@ -57,11 +57,13 @@ impl Stage {
 }
 
 /// Timestamp queries for one step of `record_step`: stage k writes its start and end at
-/// `base + 2k` and `base + 2k + 1` of `set`.
+/// `base + 2k` and `base + 2k + 1` of `set`; with `kernels`, dispatch k of `step_dispatches`
+/// (each in its own pass, `DemState::timed_kernels` names them) does.
 #[derive(Clone, Copy)]
 pub struct StageQueries<'a> {
     pub set: &'a wgpu::QuerySet,
     pub base: u32,
+    pub kernels: bool,
 }
 
 /// Which bind groups a dispatch uses.
@@ -265,37 +267,41 @@ impl DemState {
         stage: Stage,
         integrator: Integrator,
     ) -> usize {
-        let mut recorded = 0;
-        for s in self.steps.iter().filter(|s| s.stage == stage) {
-            let groups = match s.groups {
-                Groups::Main => &self.bind[s.kernel],
-                Groups::Chunk(c) => &self.chunk_bind[s.kernel][c],
-                Groups::ScanBlocks(l) => &self.scan[l].blocks,
-                Groups::ScanAdd(l) => match &self.scan[l].add {
-                    Some(add) => add,
-                    None => continue,
-                },
-                Groups::WatchLevel(0) => &self.watch.state,
-                Groups::WatchLevel(l) => &self.watch.partials[l - 1],
-                Groups::WatchUpdate => &self.watch.update,
-            };
-            let direct = match s.launch {
-                Launch::Always => true,
-                Launch::RrpExact => integrator == Integrator::RrpExact,
-                Launch::Watching => self.watching,
-                Launch::Indirect(k) => {
-                    if let Some((_, grid_args)) = &self.grid_args {
-                        pipe.dispatch_indirect(pass, s.kernel, groups, grid_args, 12 * k as u64);
-                        recorded += 1;
-                    }
-                    false
-                }
-            };
-            if direct && pipe.dispatch(pass, s.kernel, groups, s.items, s.per_group) {
-                recorded += 1;
+        self.steps.iter().filter(|s| s.stage == stage).map(|s| self.record_dispatch(pipe, pass, s, integrator)).sum()
+    }
+
+    /// Records one dispatch of `step_dispatches` (none where it does not apply to this step);
+    /// returns how many it recorded (0 or 1).
+    fn record_dispatch(
+        &self,
+        pipe: &DemPipeline,
+        pass: &mut wgpu::ComputePass<'_>,
+        s: &Dispatch,
+        integrator: Integrator,
+    ) -> usize {
+        let groups = match s.groups {
+            Groups::Main => &self.bind[s.kernel],
+            Groups::Chunk(c) => &self.chunk_bind[s.kernel][c],
+            Groups::ScanBlocks(l) => &self.scan[l].blocks,
+            Groups::ScanAdd(l) => match &self.scan[l].add {
+                Some(add) => add,
+                None => return 0,
+            },
+            Groups::WatchLevel(0) => &self.watch.state,
+            Groups::WatchLevel(l) => &self.watch.partials[l - 1],
+            Groups::WatchUpdate => &self.watch.update,
+        };
+        let direct = match s.launch {
+            Launch::Always => true,
+            Launch::RrpExact => integrator == Integrator::RrpExact,
+            Launch::Watching => self.watching,
+            Launch::Indirect(k) => {
+                let Some((_, grid_args)) = &self.grid_args else { return 0 };
+                pipe.dispatch_indirect(pass, s.kernel, groups, grid_args, 12 * k as u64);
+                return 1;
             }
-        }
-        recorded
+        };
+        usize::from(direct && pipe.dispatch(pass, s.kernel, groups, s.items, s.per_group))
     }
 
     /// The initial force evaluation (params.batch_len = 0: no kicks): the stages after
@@ -357,6 +363,12 @@ impl DemState {
         word(STATUS_MISS_STEP, STATUS_NONE);
     }
 
+    /// The kernel of each dispatch of a step, in `step_dispatches` order: what the timestamp
+    /// pairs of a step timed with `StageQueries::kernels` measure (two per dispatch).
+    pub fn timed_kernels(&self) -> Vec<(Stage, &'static str)> {
+        self.steps.iter().map(|s| (s.stage, s.kernel)).collect()
+    }
+
     /// `stages` of a step (in `Stage::ALL` order), the grid's only with `grid`; with `queries`,
     /// one timed pass per stage. Returns the dispatches recorded.
     fn record_stages(
@@ -377,6 +389,24 @@ impl DemState {
             }
             return recorded;
         };
+        if q.kernels {
+            for (k, s) in self.steps.iter().enumerate().filter(|(_, s)| stages.contains(&s.stage)) {
+                let at = q.base + 2 * k as u32;
+                let writes = wgpu::ComputePassTimestampWrites {
+                    query_set: q.set,
+                    beginning_of_pass_write_index: Some(at),
+                    end_of_pass_write_index: Some(at + 1),
+                };
+                let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                    label: Some(s.kernel),
+                    timestamp_writes: Some(writes),
+                });
+                if grid || s.stage != Stage::Grid {
+                    recorded += self.record_dispatch(pipe, &mut pass, s, integrator);
+                }
+            }
+            return recorded;
+        }
         for (k, stage) in Stage::ALL.into_iter().enumerate().filter(|(_, s)| stages.contains(s)) {
             let at = q.base + 2 * k as u32;
             let writes = wgpu::ComputePassTimestampWrites {
