@@ -93,9 +93,12 @@ pub fn expand_cases(cases: &[String]) -> Vec<String> {
 }
 
 /// Checks a bench's counts and bandwidth (the message names the option's meaning).
-pub fn check_options(steps: u64, threads: &[usize], bandwidth: Option<f64>) -> Result<(), String> {
+pub fn check_options(steps: u64, threads: &[usize], min_seconds: f64, bandwidth: Option<f64>) -> Result<(), String> {
     if steps == 0 || threads.contains(&0) {
         return Err("steps and threads must be at least 1".into());
+    }
+    if !(min_seconds.is_finite() && min_seconds >= 0.0) {
+        return Err(format!("the minimum time per measurement must be 0 or more seconds, not {min_seconds}"));
     }
     if bandwidth.is_some_and(|b| b.is_nan() || b <= 0.0) {
         return Err("the bandwidth must be positive (GB/s)".into());

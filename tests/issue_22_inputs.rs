@@ -341,3 +341,13 @@ fn l8_bench_json_naming_a_folder_is_refused_before_measuring() {
     assert_mentions(&err, &["--json", "is a folder"]);
     assert!(!err.contains("building torus"), "nothing is measured first: {err}");
 }
+
+#[test]
+fn bench_minimum_time_must_be_a_number_of_seconds() {
+    // Before: `--min-seconds -1` or `nan` measured one round as if 0 had been given.
+    for bad in ["-1", "nan", "inf"] {
+        let out = rrpdem(&["bench", "--cases", "torus", "--steps", "1", &format!("--min-seconds={bad}")]);
+        assert_eq!(out.status.code(), Some(1), "{bad}: {}", stderr(&out));
+        assert_mentions(&stderr(&out), &["--min-seconds", "minimum time"]);
+    }
+}

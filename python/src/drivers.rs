@@ -4,7 +4,7 @@
 //! as the CLI's do; the Python layer reads them back.
 
 use crate::scenario::{PyScenario, parse_enum, with_engine};
-use crate::{Error, interruptible, run_error, run_error_text, study_error};
+use crate::{Error, interruptible, python_words, run_error, run_error_text, study_error};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use rrpdem::output::OutputDir;
@@ -66,7 +66,7 @@ pub fn run(
     let s = with_engine(py, &scenario.inner, backend, precision)?;
     let opts = options(progress, checkpoint_every, vtk_every)?;
     let said = Mutex::new(Vec::new());
-    let say = |what: &str| said.lock().map(|mut v| v.push(what.to_string())).unwrap_or_default();
+    let say = |what: &str| said.lock().map(|mut v| v.push(python_words(what))).unwrap_or_default();
     let (result, pending) =
         interruptible(py, || lib_run::run_scenario(&s, &out, overwrite, &EngineChoice::default(), opts, &say));
     let said = said.into_inner().unwrap_or_default();
@@ -101,7 +101,7 @@ pub fn resume(
     let said = Mutex::new(Vec::new());
     let (result, pending) = interruptible(py, || {
         lib_run::resume(&od, t_end, check, opts, |what| {
-            said.lock().map(|mut v| v.push(what.to_string())).unwrap_or_default()
+            said.lock().map(|mut v| v.push(python_words(what))).unwrap_or_default()
         })
     });
     drop(od);
@@ -183,7 +183,7 @@ pub fn study(
         std::fs::write(&file, &table.csv).map_err(|e| format!("writing {}: {e}", file.display()))?;
         Ok(ran)
     });
-    let ran = result.map_err(Error::new_err)?;
+    let ran = result.map_err(|e| Error::new_err(python_words(&e)))?;
     if let Some(interrupt) = pending {
         return Err(interrupt);
     }
@@ -216,7 +216,7 @@ pub fn bench(
     stages: bool,
 ) -> PyResult<String> {
     use rrpdem::bench as b;
-    b::check_options(steps, &threads, bandwidth).map_err(PyValueError::new_err)?;
+    b::check_options(steps, &threads, min_seconds, bandwidth).map_err(PyValueError::new_err)?;
     let engines: Vec<b::EngineKind> =
         engines.iter().map(|e| b::EngineKind::parse(e)).collect::<Result<_, _>>().map_err(PyValueError::new_err)?;
     let cases = b::expand_cases(&cases);

@@ -51,6 +51,30 @@ create_exception!(
      checkpoint: `out`, `step` and `t` say where (continue with rrpdem.resume(out))."
 );
 
+/// The command line's options that library messages name, as the Python arguments and
+/// scenario fields that do the same (longest first, so that `--out` is not taken from
+/// `--overwrite`).
+const PYTHON_WORDS: [(&str, &str); 8] = [
+    ("--max-energy-error", "the scenario's max_energy_error"),
+    ("--overwrite", "overwrite=True"),
+    ("--resume", "resume=True"),
+    ("--t-end", "t_end="),
+    ("pass --force", "set the scenario's force_dt=True"),
+    ("--force", "force_dt=True"),
+    ("(--out)", "(out=)"),
+    ("--out", "out="),
+];
+
+/// A library message in Python's words: the options it names as `PYTHON_WORDS` says (a Python
+/// caller has no `--overwrite` to pass).
+pub(crate) fn python_words(message: &str) -> String {
+    let mut s = message.to_string();
+    for (cli, py) in PYTHON_WORDS {
+        s = s.replace(cli, py);
+    }
+    s
+}
+
 /// Sets `name` on the exception `err` (attributes the Python side reads: `field`, `out`, …).
 fn with_attrs<'py>(py: Python<'py>, err: PyErr, attrs: &[(&str, Option<Bound<'py, PyAny>>)]) -> PyErr {
     let value = err.value(py);
@@ -91,7 +115,7 @@ pub(crate) fn scenario_error(py: Python<'_>, e: &LibScenarioError) -> PyErr {
     let line = line.and_then(|l| l.into_pyobject(py).ok()).map(|l| l.into_any());
     with_attrs(
         py,
-        ScenarioError::new_err(e.to_string()),
+        ScenarioError::new_err(python_words(&e.to_string())),
         &[("path", path_obj(py, path)), ("field", field), ("line", line)],
     )
 }
@@ -104,14 +128,18 @@ pub(crate) fn study_error(py: Python<'_>, e: &rrpdem::study::StudyError) -> PyEr
         E::Variant { path, variant, .. } => (path, Some(*variant)),
     };
     let variant = variant.and_then(|v| v.into_pyobject(py).ok()).map(|v| v.into_any());
-    with_attrs(py, StudyError::new_err(e.to_string()), &[("path", path_obj(py, path)), ("variant", variant)])
+    with_attrs(
+        py,
+        StudyError::new_err(python_words(&e.to_string())),
+        &[("path", path_obj(py, path)), ("variant", variant)],
+    )
 }
 
 /// A plain `rrpdem.RunError` (no folder), e.g. an engine that cannot start outside a run.
 pub(crate) fn run_error_text(py: Python<'_>, message: String, out: Option<&Path>, step: Option<u64>) -> PyErr {
     let out = out.and_then(|p| path_obj(py, p));
     let step = step.and_then(|s| s.into_pyobject(py).ok()).map(|s| s.into_any());
-    with_attrs(py, RunError::new_err(message), &[("out", out), ("step", step)])
+    with_attrs(py, RunError::new_err(python_words(&message)), &[("out", out), ("step", step)])
 }
 
 /// A library run error as the exception a Python caller expects: `ScenarioError` for a

@@ -77,3 +77,25 @@ def test_failed_run_raises_with_its_folder(tmp_path):
         rrpdem.run(f)
     assert e.value.out is not None and (Path(e.value.out) / "summary.json").is_file()
     shutil.rmtree(Path(e.value.out).parent)
+
+
+def test_messages_name_python_arguments_not_command_line_flags(tmp_path):
+    # Before: the library's messages said "pass --overwrite", "pass --force", "--resume": flags
+    # a Python caller has no way to pass.
+    f = rupture_torus(tmp_path, name="words", t_end=0.2)
+    rrpdem.run(f, out=tmp_path / "o")
+    with pytest.raises(rrpdem.RunError) as e:
+        rrpdem.run(f, out=tmp_path / "o")
+    assert "overwrite=True" in str(e.value) and "--" not in str(e.value), str(e.value)
+    # A step above the stability estimate: the scenario field that runs it anyway.
+    fast = rupture_torus(tmp_path, name="fast", t_end=0.2, dt=0.05)
+    with pytest.raises(rrpdem.RunError) as e:
+        rrpdem.run(fast)
+    assert "force_dt=True" in str(e.value) and "--" not in str(e.value), str(e.value)
+    # A study folder that holds variants already: resume=True or overwrite=True.
+    study = {"name": "w", "base": str(f), "vary": {"list": [{}, {"/t_end": 0.1}]}}
+    rrpdem.study(study, out=tmp_path / "s")
+    with pytest.raises(rrpdem.StudyError) as e:
+        rrpdem.study(study, out=tmp_path / "s")
+    assert "resume=True" in str(e.value) and "overwrite=True" in str(e.value), str(e.value)
+    assert "--" not in str(e.value), str(e.value)

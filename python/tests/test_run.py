@@ -71,6 +71,10 @@ def test_bench_measures_a_case():
     assert m["particle_steps_per_s"] > 0 and m["steps"] >= 20
     with pytest.raises(ValueError, match="unknown engine"):
         rrpdem.bench("torus", engines="tpu")
+    # A negative or NaN minimum time was taken as "none" (one round) without a word.
+    for bad in (-1.0, float("nan")):
+        with pytest.raises(ValueError, match="minimum time"):
+            rrpdem.bench("torus", steps=20, min_seconds=bad)
 
 
 def test_a_failed_run_still_issues_its_warnings(tmp_path):

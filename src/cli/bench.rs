@@ -21,8 +21,8 @@ pub(super) fn cmd_bench(
     let mut report = bench::report::Report::start(std::env::args().collect());
     let engines: Vec<bench::EngineKind> =
         engines.iter().map(|e| bench::EngineKind::parse(e)).collect::<Result<_, _>>().map_err(anyhow::Error::msg)?;
-    bench::check_options(steps, threads, bandwidth)
-        .map_err(|e| anyhow::anyhow!("--steps, --threads, --bandwidth: {e}"))?;
+    bench::check_options(steps, threads, min_seconds, bandwidth)
+        .map_err(|e| anyhow::anyhow!("--steps, --threads, --min-seconds, --bandwidth: {e}"))?;
     // Every name checked before anything is measured: a typo in the last case must not
     // surface after the others have run.
     for name in &cases {
