@@ -563,6 +563,28 @@ pub fn gpu_dissipation_bytes_per_step(n: usize, bonds: usize, partners: usize, p
     per_particle * n as f64 + 24.0 * bonds as f64 + 4.0 * partners as f64
 }
 
+/// `--stages` on a GPU engine: after a warm-up, the device time per step of each stage, then of
+/// each kernel (`Measurement::stage_seconds`, `kernel_seconds`; empty without timestamp
+/// queries), over up to `steps` real steps each, watched as `run` watches them so that the
+/// watch is timed too.
+#[allow(clippy::type_complexity)]
+fn time_gpu_step(
+    e: &mut GpuEngine,
+    model: &Model,
+    steps: u64,
+) -> Result<(Vec<(String, f64)>, Vec<(String, String, f64)>), String> {
+    let d0 = e.diagnostics().map_err(|e| e.to_string())?;
+    Engine::set_watch(e, Watch::new(&d0, f64::INFINITY, &model.params.walls));
+    e.advance(warm_up_steps(steps)).map_err(|e| e.to_string())?;
+    let timed = steps.min(u32::MAX as u64) as u32;
+    let stages = e.time_stages(timed).map_err(|e| e.to_string())?;
+    let stages = stages.map_or_else(Vec::new, |t| t.into_iter().map(|(k, v)| (k.to_string(), v)).collect());
+    let kernels = e.time_kernels(timed).map_err(|e| e.to_string())?;
+    let kernels =
+        kernels.map_or_else(Vec::new, |t| t.into_iter().map(|(s, k, v)| (s.to_string(), k.to_string(), v)).collect());
+    Ok((stages, kernels))
+}
+
 /// Runs `case` on `engine` with `threads` rayon threads: a warm-up of `steps / 10` steps, then
 /// `steps` timed steps (repeated until at least `min_seconds` have passed). An owned model is
 /// dropped once the engine is built (the engine keeps what it needs), so that the peak memory
@@ -613,17 +635,8 @@ pub fn measure(
                 let mut e = GpuEngine::with_options(&model, Integrator::RrpNewmark, dt, p, AdapterChoice::Any, options)
                     .map_err(|e| e.to_string())?;
                 if stages {
-                    // Watched as `run` watches it, so that the watch stage is timed too.
-                    let d0 = e.diagnostics().map_err(|e| e.to_string())?;
-                    Engine::set_watch(&mut e, Watch::new(&d0, f64::INFINITY, &model.params.walls));
-                    e.advance(warm_up_steps(steps)).map_err(|e| e.to_string())?;
-                    let t = e.time_stages(steps.min(u32::MAX as u64) as u32).map_err(|e| e.to_string())?;
-                    stage_seconds =
-                        Some(t.map_or_else(Vec::new, |t| t.into_iter().map(|(k, v)| (k.to_string(), v)).collect()));
-                    let t = e.time_kernels(steps.min(u32::MAX as u64) as u32).map_err(|e| e.to_string())?;
-                    kernel_seconds = Some(t.map_or_else(Vec::new, |t| {
-                        t.into_iter().map(|(s, k, v)| (s.to_string(), k.to_string(), v)).collect()
-                    }));
+                    let (by_stage, by_kernel) = time_gpu_step(&mut e, &model, steps)?;
+                    (stage_seconds, kernel_seconds) = (Some(by_stage), Some(by_kernel));
                 }
                 // The GPU's own list lengths (the same contacts as the CPU's lists).
                 let listed = e.neighbour_entries_in_use().map_err(|e| e.to_string())? as usize;
