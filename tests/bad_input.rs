@@ -43,6 +43,23 @@ fn missing_field() {
 }
 
 #[test]
+fn a_null_where_a_value_must_be_says_whether_to_give_one_or_leave_the_field_out() {
+    // Before: "field `backend`: expected value" (serde's words for a null enum), and for every
+    // other field "invalid type: null", with no hint that leaving a defaulted field out works.
+    let defaulted = error_of(&GOOD.replace(r#""t_end": 1"#, r#""t_end": 1, "backend": null"#));
+    assert_mentions(&defaulted, &["field `backend`", "null at line 2", "leave the field out"]);
+    assert!(!defaulted.contains("expected value"), "{defaulted}");
+    let vector = error_of(&GOOD.replace(r#""t_end": 1"#, r#""t_end": 1, "gravity": null"#));
+    assert_mentions(&vector, &["field `gravity`", "expected a sequence of 3", "leave the field out"]);
+    let inside = error_of(&GOOD.replace(r#"{"x": [1,0,0]}"#, r#"{"x": [1,0,0], "v": null}"#));
+    assert_mentions(&inside, &["field `bodies[0].particles[1].v`", "leave the field out"]);
+    // A required field has no default to fall back on.
+    let required = error_of(&GOOD.replace(r#""dt": 1e-3"#, r#""dt": null"#));
+    assert_mentions(&required, &["field `dt`", "expected f64", "give a value"]);
+    assert!(!required.contains("leave the field out"), "{required}");
+}
+
+#[test]
 fn unknown_fields_at_every_level() {
     assert_mentions(&error_of(&GOOD.replace(r#""t_end": 1"#, r#""t_end": 1, "tend": 2"#)), &["unknown field `tend`"]);
     assert_mentions(

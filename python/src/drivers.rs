@@ -4,7 +4,7 @@
 //! as the CLI's do; the Python layer reads them back.
 
 use crate::scenario::{PyScenario, parse_enum, with_engine};
-use crate::{Error, interruptible, python_words, run_error, run_error_text, study_error};
+use crate::{DICT_SOURCE, Error, interruptible, python_words, run_error, run_error_text, study_error};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use rrpdem::output::OutputDir;
@@ -137,7 +137,7 @@ pub fn study(
         return Err(PyValueError::new_err("overwrite and resume exclude each other"));
     }
     let vtk = options(false, None, vtk_every)?.vtk;
-    let path = if text { PathBuf::from("<dict>") } else { PathBuf::from(source) };
+    let path = if text { PathBuf::from(DICT_SOURCE) } else { PathBuf::from(source) };
     let loaded = py.detach(|| if text { Study::from_json(source, &path) } else { Study::load(&path) });
     let st = loaded.map_err(|e| study_error(py, &e))?;
     // The engine choice as `--backend`/`--precision` give it.

@@ -75,6 +75,31 @@ pub(crate) fn python_words(message: &str) -> String {
     s
 }
 
+/// The source a scenario given as a dict is named by (`Scenario({...})`).
+pub(crate) const DICT_SOURCE: &str = "<dict>";
+
+/// A message without the JSON positions serde adds (" at line 1 column 540"): for a dict they
+/// point into the JSON text the package made of it, which its caller never saw.
+pub(crate) fn without_positions(message: &str) -> String {
+    let mut out = String::with_capacity(message.len());
+    let mut rest = message;
+    while let Some(at) = rest.find(" at line ") {
+        out.push_str(&rest[..at]);
+        let tail = &rest[at + " at line ".len()..];
+        let digits = |t: &str| t.len() - t.trim_start_matches(|c: char| c.is_ascii_digit()).len();
+        let n = digits(tail);
+        match tail[n..].strip_prefix(" column ") {
+            Some(col) if n > 0 && digits(col) > 0 => rest = &col[digits(col)..],
+            _ => {
+                out.push_str(" at line ");
+                rest = tail;
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
 /// Sets `name` on the exception `err` (attributes the Python side reads: `field`, `out`, …).
 fn with_attrs<'py>(py: Python<'py>, err: PyErr, attrs: &[(&str, Option<Bound<'py, PyAny>>)]) -> PyErr {
     let value = err.value(py);
@@ -113,11 +138,11 @@ pub(crate) fn scenario_error(py: Python<'_>, e: &LibScenarioError) -> PyErr {
     };
     let field = field.and_then(|f| f.into_pyobject(py).ok()).map(|f| f.into_any());
     let line = line.and_then(|l| l.into_pyobject(py).ok()).map(|l| l.into_any());
-    with_attrs(
-        py,
-        ScenarioError::new_err(python_words(&e.to_string())),
-        &[("path", path_obj(py, path)), ("field", field), ("line", line)],
-    )
+    let mut message = python_words(&e.to_string());
+    if path.as_os_str() == DICT_SOURCE {
+        message = without_positions(&message);
+    }
+    with_attrs(py, ScenarioError::new_err(message), &[("path", path_obj(py, path)), ("field", field), ("line", line)])
 }
 
 /// A library study error as `rrpdem.StudyError`, with `path` and `variant`.
@@ -128,11 +153,11 @@ pub(crate) fn study_error(py: Python<'_>, e: &rrpdem::study::StudyError) -> PyEr
         E::Variant { path, variant, .. } => (path, Some(*variant)),
     };
     let variant = variant.and_then(|v| v.into_pyobject(py).ok()).map(|v| v.into_any());
-    with_attrs(
-        py,
-        StudyError::new_err(python_words(&e.to_string())),
-        &[("path", path_obj(py, path)), ("variant", variant)],
-    )
+    let mut message = python_words(&e.to_string());
+    if path.as_os_str() == DICT_SOURCE {
+        message = without_positions(&message);
+    }
+    with_attrs(py, StudyError::new_err(message), &[("path", path_obj(py, path)), ("variant", variant)])
 }
 
 /// A plain `rrpdem.RunError` (no folder), e.g. an engine that cannot start outside a run.

@@ -99,3 +99,18 @@ def test_messages_name_python_arguments_not_command_line_flags(tmp_path):
         rrpdem.study(study, out=tmp_path / "s")
     assert "resume=True" in str(e.value) and "overwrite=True" in str(e.value), str(e.value)
     assert "--" not in str(e.value), str(e.value)
+
+
+def test_dict_errors_cite_no_positions_of_generated_json():
+    # Before: "… at line 1 column 540", a position in the JSON text the package made of the dict.
+    d = base()
+    d["gravity"] = None
+    with pytest.raises(rrpdem.ScenarioError) as e:
+        rrpdem.Scenario(d)
+    msg = str(e.value)
+    assert e.value.field == "gravity" and "leave the field out" in msg and " at line " not in msg, msg
+    d = base()
+    d["dt"] = "fast"
+    with pytest.raises(rrpdem.ScenarioError) as e:
+        rrpdem.Scenario(d)
+    assert e.value.field == "dt" and "expected f64" in str(e.value) and "column" not in str(e.value), str(e.value)

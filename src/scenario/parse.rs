@@ -44,6 +44,15 @@ pub(crate) fn parse(text: &str, path: &Path) -> Result<Scenario, ScenarioError> 
             let field = refine(text, &field).unwrap_or(field);
             return Err(parse_err(if field == "." || field.is_empty() {
                 inner
+            } else if value_at(text, &field).is_some_and(|v| v.is_null()) {
+                // serde's words for a null where a value must be ("invalid type: null", for an
+                // enum "expected value") do not say what to do.
+                let (what, at) =
+                    inner.split_once(" at line ").map_or((inner.as_str(), ""), |(w, _)| (w, &inner[w.len()..]));
+                let what = what.trim_start_matches("invalid type: null, ");
+                let what = if what == "expected value" { String::new() } else { format!(" ({what})") };
+                let fix = if required(text, &field) { "give a value" } else { "leave the field out for its default" };
+                format!("field `{field}`: null{at} is not a value this field takes{what}; {fix}")
             } else {
                 format!("field `{field}`: {inner}")
             }));
@@ -81,6 +90,43 @@ fn refine(text: &str, field: &str) -> Option<String> {
         | Body::Clump(_) => (),
     };
     Some(if inner.starts_with('[') { format!("{field}{inner}") } else { format!("{field}.{inner}") })
+}
+
+/// The JSON value at an error's path (`a.b[2].c`, as `serde_path_to_error` writes it).
+fn value_at(text: &str, field: &str) -> Option<Value> {
+    let mut root: Value = serde_json::from_str(text).ok()?;
+    pointer_mut(&mut root, field).map(std::mem::take)
+}
+
+/// Whether the scenario still misses the field at `field` (a path to an object's member) once
+/// it is left out: a required field, which has no default to fall back on.
+fn required(text: &str, field: &str) -> bool {
+    let Ok(mut root) = serde_json::from_str::<Value>(text) else { return false };
+    let (parent, name) = field.rsplit_once('.').map_or(("", field), |(p, n)| (p, n));
+    let slot = if parent.is_empty() { Some(&mut root) } else { pointer_mut(&mut root, parent) };
+    if let Some(Value::Object(o)) = slot {
+        o.remove(name);
+    }
+    match serde_path_to_error::deserialize::<_, Scenario>(root) {
+        Ok(_) => false,
+        Err(e) => e.into_inner().to_string().contains(&format!("missing field `{name}`")),
+    }
+}
+
+/// The value at an error's path (`a.b[2].c`), mutably.
+fn pointer_mut<'v>(root: &'v mut Value, field: &str) -> Option<&'v mut Value> {
+    let mut v = root;
+    for part in field.split('.') {
+        let (name, rest) = part.split_once('[').map_or((part, ""), |(n, r)| (n, r));
+        if !name.is_empty() {
+            v = v.get_mut(name)?;
+        }
+        for index in rest.split('[').filter(|i| !i.is_empty()) {
+            let k: usize = index.trim_end_matches(']').parse().ok()?;
+            v = v.get_mut(k)?;
+        }
+    }
+    Some(v)
 }
 
 /// The path of the error deserialising `v` as `T`, if there is one below the top.
