@@ -18,11 +18,29 @@ from . import _native
 Columns = Dict[str, np.ndarray]
 
 
+# The writers' integer and text columns, for a table with no rows (``breaks.csv`` of a run in
+# which nothing broke), whose cells cannot say: the same dtypes as a table with rows.
+_INTEGER_COLUMNS = {"step", "bond", "i", "j", "id", "fixed", "fragment", "label", "particles", "bonds", "n_broken",
+                    "n_fragments"}
+_TEXT_COLUMNS = {"mode"}
+
+
+def _empty(name: str) -> np.ndarray:
+    if name in _INTEGER_COLUMNS:
+        return np.zeros(0, dtype=np.int64)
+    return np.zeros(0, dtype=str) if name in _TEXT_COLUMNS else np.zeros(0)
+
+
 def read_columns(path: Union[str, "os.PathLike[str]"]) -> Columns:
     """A CSV file as ``{column: 1-D array}``: int64 where every cell is an integer, float64
-    where every cell is a number (empty cells NaN), else an array of str."""
+    where every cell is a number (empty cells NaN), else an array of str; a file without rows
+    gives each column the dtype the writer's rows have (``breaks.csv``: ``step``, ``bond``,
+    ``i``, ``j`` int64, ``mode`` str)."""
     cols = _native.read_csv(os.fspath(path))
-    return {k: v if isinstance(v, np.ndarray) else np.array(v, dtype=str) for k, v in cols.items()}
+    out = {k: v if isinstance(v, np.ndarray) else np.array(v, dtype=str) for k, v in cols.items()}
+    if all(len(v) == 0 for v in out.values()):
+        out = {k: _empty(k) for k in out}
+    return out
 
 
 def _frame(columns: Columns) -> Any:

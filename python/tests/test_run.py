@@ -91,3 +91,17 @@ def test_plots_without_a_folder_are_refused_before_the_run(tmp_path):
     # Before, the figures were drawn into the temporary folder and removed with it, silently.
     with pytest.raises(ValueError, match="give out="):
         rrpdem.run(rupture_torus(tmp_path), plots=True, progress=False)
+
+
+def test_a_breaks_table_without_rows_has_the_dtypes_of_one_with_rows(tmp_path):
+    # Before: breaks.csv of a rupture run in which nothing broke came back as float64 columns
+    # only, so `step`, `bond`, `i`, `j` (int64) and `mode` (str) changed dtype with the outcome.
+    broke = rrpdem.run(rupture_torus(tmp_path, name="broke", t_end=6.0))
+    quiet = rrpdem.run(rupture_torus(tmp_path, name="quiet", t_end=0.1))
+    assert len(broke.breaks["step"]) > 0 and len(quiet.breaks["step"]) == 0
+    assert list(quiet.breaks) == list(broke.breaks)
+    for name, col in broke.breaks.items():
+        assert quiet.breaks[name].dtype.kind == col.dtype.kind, (name, quiet.breaks[name].dtype, col.dtype)
+    # The two concatenate as a study's variants would.
+    joined = np.concatenate([quiet.breaks["bond"], broke.breaks["bond"]])
+    assert joined.dtype == np.int64
