@@ -66,6 +66,22 @@ pub struct StageQueries<'a> {
     pub kernels: bool,
 }
 
+/// A compute pass that writes its start and end time into slot `k` of a step's queries.
+fn timed_pass<'e>(
+    encoder: &'e mut wgpu::CommandEncoder,
+    q: StageQueries<'_>,
+    k: usize,
+    label: &str,
+) -> wgpu::ComputePass<'e> {
+    let at = q.base + 2 * k as u32;
+    let writes = wgpu::ComputePassTimestampWrites {
+        query_set: q.set,
+        beginning_of_pass_write_index: Some(at),
+        end_of_pass_write_index: Some(at + 1),
+    };
+    encoder.begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some(label), timestamp_writes: Some(writes) })
+}
+
 /// Which bind groups a dispatch uses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Groups {
@@ -391,16 +407,7 @@ impl DemState {
         };
         if q.kernels {
             for (k, s) in self.steps.iter().enumerate().filter(|(_, s)| stages.contains(&s.stage)) {
-                let at = q.base + 2 * k as u32;
-                let writes = wgpu::ComputePassTimestampWrites {
-                    query_set: q.set,
-                    beginning_of_pass_write_index: Some(at),
-                    end_of_pass_write_index: Some(at + 1),
-                };
-                let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
-                    label: Some(s.kernel),
-                    timestamp_writes: Some(writes),
-                });
+                let mut pass = timed_pass(encoder, q, k, s.kernel);
                 if grid || s.stage != Stage::Grid {
                     recorded += self.record_dispatch(pipe, &mut pass, s, integrator);
                 }
@@ -408,16 +415,7 @@ impl DemState {
             return recorded;
         }
         for (k, stage) in Stage::ALL.into_iter().enumerate().filter(|(_, s)| stages.contains(s)) {
-            let at = q.base + 2 * k as u32;
-            let writes = wgpu::ComputePassTimestampWrites {
-                query_set: q.set,
-                beginning_of_pass_write_index: Some(at),
-                end_of_pass_write_index: Some(at + 1),
-            };
-            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
-                label: Some(stage.name()),
-                timestamp_writes: Some(writes),
-            });
+            let mut pass = timed_pass(encoder, q, k, stage.name());
             if grid || stage != Stage::Grid {
                 recorded += self.record_stage(pipe, &mut pass, stage, integrator);
             }
