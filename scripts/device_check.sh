@@ -17,7 +17,9 @@
 #
 # The groups, and what each answers:
 #   impact       issue 24: the users' job at 10⁶ in f32 (aim ≥ 10⁹ particle-steps/s), its stages
-#                and kernels, and rebuilds at skins 0.6 / 1.0 / 1.4 r_max (which skin to keep)
+#                and kernels, with the bonds' references read per bond (`+bond-refs`: does the
+#                bond kernel gain from reading them in bond order?), and rebuilds at skins
+#                0.6 / 1.0 / 1.4 r_max (which skin to keep)
 #   quiet        issue 24: batches that leave the grid stage out of quiet steps against the
 #                grid stage in every step (`+every-step`), small and batched cases in f32
 #   dissipation  issue 25: MODEL §10 on the GPU (aim: at most 40 % slower than conservative),
@@ -55,7 +57,8 @@ echo "info rc=$? (adapters in info.txt)" >>"$log"
 # The bench arguments of each group.
 args_of() {
   case $1 in
-    impact) echo "--cases solid-torus-impact-1e6,solid-torus-impact-1e6+skin=1.0,solid-torus-impact-1e6+skin=1.4 \
+    impact) echo "--cases solid-torus-impact-1e6,solid-torus-impact-1e6+bond-refs,solid-torus-impact-1e6+skin=1.0,\
+solid-torus-impact-1e6+skin=1.4 \
 --engines gpu-f32 --stages --steps 100 --min-seconds 1" ;;
     quiet) echo "--cases torus,torus+every-step,rings-1e5,rings-1e5+every-step,fcc-1e5,fcc-1e5+every-step,\
 tori-1e4,tori-1e4+every-step --engines gpu-f32 --steps 1000 --min-seconds 1" ;;

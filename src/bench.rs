@@ -40,6 +40,9 @@ pub struct Case {
     /// the skin rule requires (`GpuOptions::grid_every_step`, as before quiet steps left it
     /// out): the same results, for before/after figures. The CPU engine ignores it.
     pub every_step: bool,
+    /// `+bond-refs`: the GPU engine reads every bond's reference data per bond
+    /// (`GpuOptions::per_bond_references`), for figures of the bond kernel's gathers.
+    pub bond_refs: bool,
 }
 
 /// Dispatches recorded per step without a rebuild on average, and batches finished after a
@@ -61,6 +64,7 @@ impl Case {
         crate::gpu::GpuOptions {
             list_bonded_pairs: self.listed,
             grid_every_step: self.every_step,
+            per_bond_references: self.bond_refs,
             ..Default::default()
         }
     }
@@ -120,17 +124,19 @@ pub fn check_options(steps: u64, threads: &[usize], min_seconds: f64, bandwidth:
 /// holding all of them; `measure` treats it specially). Then suffixes, each at most once, in
 /// any order (`SUFFIXES`): `+damped` or `+friction` (`dissipative_case`: MODEL §10 on), `+listed`
 /// (`Case::listed`), `+skin=S` (the contact lists' skin, `Params::skin`, in units of r_max), the
-/// first three for one-model cases only, and `+every-step` (`Case::every_step`).
+/// first three for one-model cases only, `+every-step` (`Case::every_step`) and `+bond-refs`
+/// (`Case::bond_refs`).
 pub fn case(name: &str) -> Result<Case, String> {
     let mut parts = name.split('+');
     let base = parts.next().unwrap_or_default();
-    let (mut dissipation, mut listed, mut skin, mut every_step) = (None, false, None, false);
+    let (mut dissipation, mut listed, mut skin, mut every_step, mut bond_refs) = (None, false, None, false, false);
     for suffix in parts {
         let twice = || format!("`{name}`: `+{suffix}` given twice (or with its alternative)");
         match suffix {
             "damped" | "friction" if dissipation.is_none() => dissipation = Some(suffix),
             "listed" if !listed => listed = true,
             "every-step" if !every_step => every_step = true,
+            "bond-refs" if !bond_refs => bond_refs = true,
             s if s.starts_with("skin=") && skin.is_none() => {
                 let max = crate::grid::MAX_SKIN_FACTOR;
                 let value = &s["skin=".len()..];
@@ -143,7 +149,7 @@ pub fn case(name: &str) -> Result<Case, String> {
                     }
                 });
             }
-            "damped" | "friction" | "listed" | "every-step" => return Err(twice()),
+            "damped" | "friction" | "listed" | "every-step" | "bond-refs" => return Err(twice()),
             s if s.starts_with("skin=") => return Err(twice()),
             _ => return Err(format!("`{name}`: unknown suffix `+{suffix}`; {SUFFIXES}")),
         }
@@ -166,12 +172,12 @@ pub fn case(name: &str) -> Result<Case, String> {
             Ok(m)
         });
     }
-    Ok(Case { name: name.into(), listed, every_step, ..c })
+    Ok(Case { name: name.into(), listed, every_step, bond_refs, ..c })
 }
 
 /// What `case` says of the suffixes a case may take.
-const SUFFIXES: &str = "a case takes `+damped` or `+friction`, `+listed`, `+skin=S` (one-model cases) and \
-                        `+every-step`, each at most once, e.g. fcc-1e5+damped+skin=1.0";
+const SUFFIXES: &str = "a case takes `+damped` or `+friction`, `+listed`, `+skin=S` (one-model cases), \
+                        `+every-step` and `+bond-refs`, each at most once, e.g. fcc-1e5+damped+skin=1.0";
 
 /// A case without suffixes (`case`).
 fn base_case(name: &str) -> Result<Case, String> {
@@ -210,6 +216,7 @@ fn base_case(name: &str) -> Result<Case, String> {
             scenario_dt: Some(SOLID_TORUS_IMPACT_DT),
             listed: false,
             every_step: false,
+            bond_refs: false,
         });
     } else if let Some(count) = name.strip_prefix("solid-torus-rupture-") {
         let count = n(count)?;
@@ -223,7 +230,7 @@ fn base_case(name: &str) -> Result<Case, String> {
              with N a particle count such as 1e5, tori-N with N copies of the 80-sphere torus; {SUFFIXES})"
         ));
     };
-    Ok(Case { name: name.into(), model, scenario_dt: None, listed: false, every_step: false })
+    Ok(Case { name: name.into(), model, scenario_dt: None, listed: false, every_step: false, bond_refs: false })
 }
 
 /// The case `base` with the dissipation of MODEL §10 on (`extra`), as
@@ -252,6 +259,7 @@ fn dissipative_case(base: &str, extra: &str) -> Result<Case, String> {
         scenario_dt: inner.scenario_dt,
         listed: false,
         every_step: false,
+        bond_refs: false,
     })
 }
 

@@ -12,6 +12,7 @@ mod common;
 use common::gpu::*;
 use glam::DVec3;
 use rrpdem::engine::{Engine, Precision};
+use rrpdem::gpu::{AdapterChoice, GpuEngine, GpuOptions};
 use rrpdem::integrator::Integrator;
 use rrpdem::interactions::{ShearVariant, Wall};
 use rrpdem::model::{Model, Params};
@@ -221,5 +222,37 @@ fn reference_positions_and_per_bond_references_agree() {
         let dx = max_position_diff(&sf, &ss);
         eprintln!("non-IEEE device: formed and stored references differ by {dx:.2e} in position after 300 steps");
         assert!(dx <= 1e-10 * 6.0, "formed and stored references differ by {dx:e}");
+    }
+}
+
+/// `GpuOptions::per_bond_references` (bench `+bond-refs`): the references the particles give
+/// stored per bond anyway, the bond kernel reading them in bond order. The same values: in f64
+/// the same bits on a device that rounds as IEEE 754 does; in f32 within the V7 bound of the
+/// default engine.
+#[test]
+fn references_stored_per_bond_on_request_give_the_same_run() {
+    let m = model(ShearVariant::Paper);
+    assert!(m.reference_positions().is_some() && m.reference_attitudes().is_some());
+    let dt = 2e-4;
+    let ieee = rrpdem::gpu::arithmetic_on_device(Precision::F64).unwrap().ieee();
+    for p in [Precision::F64, Precision::F32] {
+        let options = GpuOptions { per_bond_references: true, ..Default::default() };
+        let mut per_bond = GpuEngine::with_options(&m, Integrator::RrpNewmark, dt, p, AdapterChoice::Any, options)
+            .unwrap_or_else(|e| panic!("{e}"));
+        let parts = per_bond.buffer_parts();
+        for name in ["bond_ref", "bond_q0"] {
+            let bytes = parts.iter().find(|x| x.0 == name).map_or(0, |x| x.1);
+            assert!(bytes >= 16 * m.bonds.len() as u64, "{p:?}: {name} holds {bytes} B");
+        }
+        let mut formed = gpu(&m, Integrator::RrpNewmark, dt, p);
+        per_bond.advance(300).unwrap();
+        formed.advance(300).unwrap();
+        if p == Precision::F64 && ieee {
+            assert!(bits(&mut formed) == bits(&mut per_bond), "per-bond references change the f64 run");
+        } else {
+            let dx = max_position_diff(&formed.snapshot().unwrap(), &per_bond.snapshot().unwrap());
+            let tol = if p == Precision::F64 { 1e-10 * 6.0 } else { 1e-4 };
+            assert!(dx <= tol, "{p:?}: per-bond references move positions by {dx:e}");
+        }
     }
 }

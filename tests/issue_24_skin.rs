@@ -165,10 +165,14 @@ fn the_bench_takes_a_skin_per_case() {
     let c = case("fcc-1e3+skin=0.8+every-step+friction").unwrap();
     let m = (c.model)().unwrap();
     assert!(c.every_step && !c.listed && m.params.skin == 0.8 && m.params.dissipation.unwrap().mu == 0.3);
+    let c = case("solid-torus-impact-1e3+bond-refs").unwrap();
+    assert!(c.bond_refs && c.gpu_options().per_bond_references && !c.every_step);
+    assert!(!case("fcc-1e3").unwrap().gpu_options().per_bond_references);
     for (bad, says) in [
         ("fcc-1e3+bogus", "unknown suffix `+bogus`"),
         ("fcc-1e3+damped+friction", "given twice"),
         ("fcc-1e3+listed+listed", "given twice"),
+        ("fcc-1e3+bond-refs+bond-refs", "given twice"),
         ("fcc-1e3+skin=1+skin=1.2", "given twice"),
         ("tori-10+damped", "not to tori-N"),
         ("bogus-3", "unknown case"),

@@ -333,10 +333,11 @@ impl GpuEngine {
         let max_buffer = options.page_size.map_or(ctx.limits.max_buffer_size, |m| m.min(ctx.limits.max_buffer_size));
         // Per particle where the bonds agree on it (always, for models built from their initial
         // state, and for checkpoints): `q_ref`; per bond otherwise.
-        let ref_q: Vec<_> = models.iter().map(|m| m.reference_attitudes()).collect();
+        let per_bond = options.per_bond_references;
+        let ref_q: Vec<_> = models.iter().map(|m| m.reference_attitudes().filter(|_| !per_bond)).collect();
         // Likewise the reference directions and lengths, from the particles' positions where the
         // bonds were made from them; per bond otherwise.
-        let ref_x: Vec<_> = models.iter().map(|m| m.reference_positions()).collect();
+        let ref_x: Vec<_> = models.iter().map(|m| m.reference_positions().filter(|_| !per_bond)).collect();
         let mut totals = BatchTotals::default();
         for (m, (q, x)) in models.iter().zip(ref_q.iter().zip(&ref_x)) {
             totals.add_with(m, q.is_none(), x.is_none());

@@ -36,4 +36,10 @@ pub struct GpuOptions {
     /// it, as before batches left the grid out of quiet steps (docs/GPU.md, "Quiet steps"):
     /// the same results bit for bit. For comparisons and measurements.
     pub grid_every_step: bool,
+    /// Stores every bond's reference direction, length and attitudes per bond even where the
+    /// particles' reference state gives them (`Model::reference_positions`,
+    /// `reference_attitudes`): the bond kernel then reads them in bond order instead of
+    /// gathering them from both ends. The same values, so in f64 the same bits. For
+    /// measurements of the bond kernel (bench `+bond-refs`).
+    pub per_bond_references: bool,
 }
