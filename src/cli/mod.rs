@@ -139,7 +139,8 @@ enum Command {
         /// (the contact lists' Verlet skin in units of the largest radius, 0.6 by default: the
         /// scenario field `neighbour_skin`) — these three for one-model cases — and
         /// `+every-step` (the GPU records its grid stage in every step, as before quiet steps
-        /// left it out: for comparisons), e.g. fcc-1e5+damped, solid-torus-impact-1e5+listed,
+        /// left it out: for comparisons), `+bond-refs` (the GPU reads every bond's reference
+        /// data per bond: for measurements), e.g. fcc-1e5+damped, solid-torus-impact-1e5+listed,
         /// solid-torus-impact-1e6+skin=1.0, rings-1e5+damped+every-step. Every case is checked
         /// before the first is measured.
         #[arg(long, value_delimiter = ',', default_value = "torus,rings-1e5,fcc-1e5")]
