@@ -185,11 +185,13 @@ class Scenario:
         return self._inner.record_interval
 
     def to_json(self) -> str:
-        """The scenario as JSON with every default written out (reads back as an equal scenario)."""
+        """The scenario as JSON with every default written out: read back with the same
+        ``path`` (``Scenario(json.loads(t.to_json()), path=t.source)``), an equal scenario."""
         return self._inner.to_json()
 
     def to_dict(self) -> Dict[str, Any]:
-        """The scenario as a dict with every default written out."""
+        """The scenario as a dict with every default written out (``Scenario(t.to_dict(),
+        path=t.source) == t``)."""
         return json.loads(self.to_json())
 
     def save(self, path: PathLike) -> Path:
@@ -212,6 +214,8 @@ class Scenario:
         return self._inner.generate()
 
     def __eq__(self, other: object) -> bool:
+        """Equal fields and the same :attr:`source` (whose folder anchors relative CSV paths, so
+        the same fields from another file can name other particles)."""
         if not isinstance(other, Scenario):
             return NotImplemented
         return self._inner == other._inner

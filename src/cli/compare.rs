@@ -39,11 +39,14 @@ pub(super) fn cmd_compare(
         model.cpu_only_feature().map(|w| w.to_string())
     };
     if let Some(what) = cpu_only {
-        bail!(
-            "{}: {what} (CPU engine only): there is no GPU engine to compare with; compare two integrators \
-             on the CPU engine with --against (e.g. --against rrp-exact)",
-            path.display()
-        );
+        // Clumps move with `lgvi` alone: no second integrator to hold them against.
+        let instead = if model.clumps.is_empty() {
+            "compare two integrators on the CPU engine with --against (e.g. --against rrp-exact)"
+        } else {
+            "nor another integrator that moves clumps (`lgvi` alone does); `rrpdem converge` checks it against \
+             itself at smaller steps"
+        };
+        bail!("{}: {what} (CPU engine only): there is no GPU engine to compare with; {instead}", path.display());
     }
     let mut cpu = CpuEngine::new(&model, scenario.integrator, scenario.dt)?;
     let mut gpu = engine::create(&model, scenario.integrator, scenario.dt, Backend::Gpu, Some(precision))?;

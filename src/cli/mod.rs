@@ -108,9 +108,10 @@ enum Command {
     /// Run a scenario on the CPU reference and on a GPU side by side and print their differences.
     Compare {
         scenario: PathBuf,
-        /// Steps to take with both engines.
-        #[arg(long, default_value_t = 1000)]
-        steps: u64,
+        /// Steps to take with both engines [default: VALIDATION V7's windows, 1000 in f64 and
+        /// with `--against`, 200 in f32].
+        #[arg(long)]
+        steps: Option<u64>,
         /// GPU precision.
         #[arg(long, value_enum, default_value = "f64")]
         precision: PrecisionArg,
@@ -122,8 +123,8 @@ enum Command {
         #[arg(long)]
         against: Option<Integrator>,
         /// Largest relative difference accepted (every quantity; exit status 1 above it)
-        /// [default: 1e-10 in f64, 1e-3 in f32, VALIDATION V7's bounds for the paper torus;
-        /// none with `--against`].
+        /// [default: 1e-10 in f64, 1e-4 in f32, VALIDATION V7's bounds for the paper torus after
+        /// its default steps; none with `--against`].
         #[arg(long)]
         tolerance: Option<f64>,
     },
@@ -336,10 +337,12 @@ pub(crate) fn real_main() -> Result<()> {
         }
         Command::Resume { dir, t_end, scenario, ctl } => resume::cmd_resume(&dir, t_end, scenario.as_deref(), &ctl),
         Command::Compare { scenario, steps, precision: _, integrator, against: Some(b), tolerance } => {
-            compare::cmd_compare_integrators(&scenario, steps, integrator, b, tolerance)
+            compare::cmd_compare_integrators(&scenario, steps.unwrap_or(1000), integrator, b, tolerance)
         }
         Command::Compare { scenario, steps, precision, integrator, against: None, tolerance } => {
-            compare::cmd_compare(&scenario, steps, precision.into(), integrator, tolerance)
+            let precision = precision.into();
+            let steps = steps.unwrap_or_else(|| rrpdem::compare::default_steps(precision));
+            compare::cmd_compare(&scenario, steps, precision, integrator, tolerance)
         }
         Command::Info => info::cmd_info(),
         Command::Bench { cases, engines, threads, steps, min_seconds, json, markdown, from, bandwidth, stages } => {
