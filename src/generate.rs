@@ -544,11 +544,11 @@ impl fmt::Display for Report {
         }
         writeln!(
             f,
-            "stability       h_max ≈ {:.3e} ({}); dt = {} is {:.0} % of it",
+            "stability       h_max ≈ {:.3e} ({}); dt = {} is {} % of it",
             self.stability.h_max,
             self.stability.limiting,
             self.dt,
-            100.0 * self.dt / self.stability.h_max
+            crate::stability::percent_of(self.dt, self.stability.h_max)
         )?;
         let m = &self.memory;
         writeln!(

@@ -71,6 +71,8 @@ pub enum OutputDirError {
     Occupied { path: PathBuf, files: String },
     #[error("{path} holds no run to resume ({missing} is missing)")]
     NothingToResume { path: PathBuf, missing: String },
+    #[error("{path}: {problem}: `rrpdem resume` takes the output folder of a run")]
+    NoRunFolder { path: PathBuf, problem: &'static str },
     #[error("{path}: {file} is a file, not a folder; an output folder (--out) must be a folder or not exist yet")]
     NotAFolder { path: PathBuf, file: PathBuf },
 }
@@ -120,6 +122,9 @@ impl OutputDir {
     /// Takes the folder of an earlier run to continue it (`resume`). A folder another process
     /// holds is reported as such first (a run still writing may have no checkpoint yet).
     pub fn reopen(path: &Path) -> Result<OutputDir, OutputDirError> {
+        if let Some(problem) = not_a_folder(path) {
+            return Err(OutputDirError::NoRunFolder { path: path.to_owned(), problem });
+        }
         // (Only a folder with a lock file can be held: none is made in one that is not a run's.)
         let dir = if path.join(LOCK_FILE).is_file() { Some(OutputDir::lock(path)?) } else { None };
         for f in ["series.csv", crate::checkpoint::FILE_NAME] {
@@ -135,6 +140,16 @@ impl OutputDir {
 
     pub fn join(&self, name: &str) -> PathBuf {
         self.path.join(name)
+    }
+}
+
+/// What keeps `path` from being a folder to read outputs from, if anything: that it does not
+/// exist, or is a file.
+pub fn not_a_folder(path: &Path) -> Option<&'static str> {
+    match std::fs::metadata(path) {
+        Err(_) => Some("no such folder"),
+        Ok(m) if !m.is_dir() => Some("a file, not a folder"),
+        Ok(_) => None,
     }
 }
 

@@ -122,7 +122,7 @@ pub fn estimate_parts(
                 let mobility = 1.0 + r * r * m / p.inertia[i];
                 let omega2 = 1.5 * prm.k_wall * delta.sqrt() / (r * r * m);
                 consider(contact_mode(omega2, loss.beta_wall, loss.mu_wall, loss.stiffness_ratio, mobility), &|| {
-                    format!("wall impact at speed {v_imp:.3} (particle {i})")
+                    format!("wall impact at speed {} (particle {i})", readable(v_imp))
                 });
             }
             if prm.k_contact > 0.0 && n > 1 {
@@ -133,7 +133,7 @@ pub fn estimate_parts(
                 let mobility = 1.0 + r * r * m / p.inertia[i];
                 let omega2 = 1.5 * prm.k_contact * delta.sqrt() / (rs * rs * mu);
                 consider(contact_mode(omega2, loss.beta, loss.mu, loss.stiffness_ratio, mobility), &|| {
-                    format!("particle impact at speed {v_imp:.3} (particle {i})")
+                    format!("particle impact at speed {} (particle {i})", readable(v_imp))
                 });
             }
         }
@@ -331,6 +331,21 @@ fn overlaps_at_start(
     }
 }
 
+/// `dt` as a percentage of `h_max`, as messages show it: whole percent, or scientific notation
+/// far above the estimate.
+pub fn percent_of(dt: f64, h_max: f64) -> String {
+    match 100.0 * dt / h_max {
+        pct if pct < 1e6 => format!("{pct:.0}"),
+        pct => format!("{pct:.3e}"),
+    }
+}
+
+/// A speed as the estimate's reasons show it: three decimals in an everyday range, else
+/// scientific notation (a speed of 1e150 printed in full is 150 digits).
+fn readable(v: f64) -> String {
+    if (1e-3..1e6).contains(&v.abs()) { format!("{v:.3}") } else { format!("{v:.3e}") }
+}
+
 /// Checks a time step against the estimate: an error above `h_max` unless `force`, a warning
 /// (returned as text) above `WARN_FRACTION · h_max`; the estimate's other `warnings` follow it
 /// (one per line, each after the first prefixed `warning: `, as the callers print the first).
@@ -341,9 +356,9 @@ pub fn check_step(dt: f64, force: bool, est: &StabilityEstimate) -> Result<Optio
     let mut all: Vec<String> = Vec::new();
     if dt > WARN_FRACTION * est.h_max {
         all.push(format!(
-            "dt = {} is {:.0}% of the stability estimate {:.3e} ({}); results may be inaccurate or blow up",
+            "dt = {} is {}% of the stability estimate {:.3e} ({}); results may be inaccurate or blow up",
             crate::scenario::num(dt),
-            100.0 * dt / est.h_max,
+            percent_of(dt, est.h_max),
             est.h_max,
             est.limiting
         ));

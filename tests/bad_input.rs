@@ -151,6 +151,25 @@ fn time_step_above_the_stability_estimate_is_refused_unless_forced() {
 }
 
 #[test]
+fn speeds_whose_kinetic_energy_overflows_are_refused_and_huge_ones_read_in_scientific_notation() {
+    // Before: at |v| = 1e160 (finite, but ½ m v² is not) the stability estimate's impact terms
+    // overflowed and dropped out ("time step ok"), and the run failed at step 1 on a NaN energy
+    // error; at 1e150 the reasons printed the speed in 151 digits.
+    let fast = |v: &str| GOOD.replace(r#"{"x": [1,0,0]}"#, &format!(r#"{{"x": [1,0,0], "v": [0, {v}, 0]}}"#));
+    let err = error_of(&fast("1e160"));
+    assert_mentions(&err, &["bodies[0].particles[1]", "kinetic energy", "not finite", "[0, 1e160, 0]"]);
+    let spin = GOOD.replace(r#"{"x": [1,0,0]}"#, r#"{"x": [1,0,0], "omega": [0, 0, 1e200]}"#);
+    assert_mentions(&error_of(&spin), &["bodies[0].particles[1]", "[0, 0, 1e200]"]);
+    let walled = fast("1e150").replace(r#""bodies""#, r#""walls": [{"point": [-1,0,0], "normal": [1,0,0]}], "bodies""#);
+    let model = Scenario::from_json(&walled, Path::new("fast.json")).unwrap().build_model().unwrap();
+    let est = stability::estimate(&model);
+    assert!(est.limiting.contains("speed 1.000e150"), "{}", est.limiting);
+    let err = stability::check_step(1e-3, true, &est).unwrap().unwrap();
+    let pct = err.split("% of the stability estimate").next().unwrap().rsplit(' ').next().unwrap();
+    assert!(pct.contains('e') && pct.len() < 12, "{err}");
+}
+
+#[test]
 fn a_block_given_as_anything_but_an_object_is_refused_with_its_field() {
     // serde would read an array positionally into a struct's fields: `"friction": [0.3, 0.5, 2]`
     // ran as μ = 0.3, μ_w = 0.5, κ = 2 without a word. A number or string named the internal type.

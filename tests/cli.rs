@@ -474,3 +474,20 @@ fn compare_at_its_defaults_accepts_the_shipped_torus_in_f32() {
     assert!(o.status.success(), "{out}{err}");
     assert!(err.contains("200 steps") && out.contains("agree within 1e-4"), "{out}{err}");
 }
+
+#[test]
+fn plot_and_resume_of_a_missing_folder_or_a_file_say_so() {
+    // Before: "nonexist: nothing to plot (no series.csv …)" and "afile holds no run to resume
+    // (series.csv is missing)", as if each were an empty output folder.
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("afile");
+    std::fs::write(&file, "x").unwrap();
+    let missing = dir.path().join("nonexist");
+    for (cmd, expected) in [("plot", "`rrpdem plot` takes"), ("resume", "`rrpdem resume` takes")] {
+        for (path, problem) in [(&missing, "no such folder"), (&file, "a file, not a folder")] {
+            let o = rrpdem(&[cmd, path.to_str().unwrap()]);
+            let err = String::from_utf8_lossy(&o.stderr);
+            assert!(!o.status.success() && err.contains(problem) && err.contains(expected), "{cmd}: {err}");
+        }
+    }
+}

@@ -54,7 +54,8 @@ create_exception!(
 /// The command line's options that library messages name, as the Python arguments and
 /// scenario fields that do the same (longest first, so that `--out` is not taken from
 /// `--overwrite`).
-const PYTHON_WORDS: [(&str, &str); 8] = [
+const PYTHON_WORDS: [(&str, &str); 9] = [
+    ("`rrpdem resume` takes", "rrpdem.resume takes"),
     ("--max-energy-error", "the scenario's max_energy_error"),
     ("--overwrite", "overwrite=True"),
     ("--resume", "resume=True"),

@@ -114,3 +114,9 @@ def test_dict_errors_cite_no_positions_of_generated_json():
     with pytest.raises(rrpdem.ScenarioError) as e:
         rrpdem.Scenario(d)
     assert e.value.field == "dt" and "expected f64" in str(e.value) and "column" not in str(e.value), str(e.value)
+
+
+def test_resume_of_a_missing_folder_says_so(tmp_path):
+    with pytest.raises(rrpdem.RunError) as e:
+        rrpdem.resume(tmp_path / "nope")
+    assert "no such folder" in str(e.value) and "rrpdem.resume takes" in str(e.value), str(e.value)

@@ -61,6 +61,8 @@ pub enum PlotError {
         "{dir}: nothing to plot (no series.csv of a run, converge.csv of `rrpdem converge`, or study.csv with study.json of a study)"
     )]
     NothingToPlot { dir: PathBuf },
+    #[error("{dir}: {problem}: `rrpdem plot` takes the output folder of a run, a study or `rrpdem converge`")]
+    NotAFolder { dir: PathBuf, problem: &'static str },
     #[error("{path}: cannot write: {source}")]
     Write {
         path: PathBuf,
@@ -100,6 +102,9 @@ pub(super) fn create_dir(out: &Path) -> Result<(), PlotError> {
 /// Every figure the files in `dir` allow, written into `out`: the run figures when there is a
 /// `series.csv`, `convergence.png` when there is a `converge.csv`.
 pub fn plot_dir(dir: &Path, out: &Path) -> Result<Vec<PathBuf>, PlotError> {
+    if let Some(problem) = crate::output::not_a_folder(dir) {
+        return Err(PlotError::NotAFolder { dir: dir.to_owned(), problem });
+    }
     let mut written = Vec::new();
     if dir.join("series.csv").is_file() {
         written.extend(plot_run_dir(dir, out)?);

@@ -622,6 +622,7 @@ impl Scenario {
         let body_starts: Vec<usize> = bodies.iter().map(|b| b.range.start).collect();
         self.check_coincident(&particles, &body_starts)?;
         self.check_walls(&particles, &body_starts)?;
+        self.check_motion(&particles, &body_starts)?;
         self.inputs.record(read, &self.source)?;
         Ok(Geometry { particles, pairs, rest_lengths, params: self.params(), bodies, clumps })
     }
