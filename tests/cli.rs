@@ -491,3 +491,28 @@ fn plot_and_resume_of_a_missing_folder_or_a_file_say_so() {
         }
     }
 }
+
+#[test]
+fn resume_names_a_bad_end_time_as_its_option() {
+    // Before: "scenarios/…json: field `t_end`: must be a finite number > 0, got NaN", blaming
+    // the run's scenario file for what came from `--t-end`.
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let o = rrpdem(&[
+        "run",
+        "scenarios/pendulum.json",
+        "--t-end",
+        "1",
+        "--checkpoint-every",
+        "5",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    for bad in ["nan", "inf", "-1", "0"] {
+        let o = rrpdem(&["resume", out.to_str().unwrap(), &format!("--t-end={bad}")]);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success() && err.contains("end time given (--t-end)"), "{bad}: {err}");
+        assert!(!err.contains("pendulum.json"), "{bad}: {err}");
+    }
+}

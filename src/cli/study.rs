@@ -37,9 +37,9 @@ pub(super) fn cmd_study(a: StudyArgs<'_>) -> Result<()> {
     };
     install_interrupt_handler()?;
     eprintln!(
-        "rrpdem study: {} — {} variants{}, outputs in {}",
+        "rrpdem study: {} — {}{}, outputs in {}",
         study.name,
-        study.variants.len(),
+        variants(study.variants.len()),
         shard.map_or(String::new(), |(i, n)| format!(", shard {i}/{n}: {} of them", which.len())),
         out_dir.display()
     );
@@ -279,7 +279,7 @@ pub(super) fn cmd_study_merge(dir: &Path, given: Option<&Path>, plots: bool, all
     let file = dir.join("study.csv");
     std::fs::write(&file, &t.csv).with_context(|| format!("writing {}", file.display()))?;
     print_study_table(&t.csv);
-    eprintln!("wrote {} ({} variants)", file.display(), study.variants.len());
+    eprintln!("wrote {} ({})", file.display(), variants(study.variants.len()));
     let mut groups: Vec<(&str, Vec<usize>)> = Vec::new();
     for (k, state) in t.states.iter().enumerate() {
         if *state == VariantState::Completed {
@@ -343,4 +343,9 @@ pub(super) fn print_study_table(csv: &str) {
         let line: Vec<String> = r.iter().zip(&width).map(|(v, w)| format!("{v:>w$}")).collect();
         println!("{}", line.join("  "));
     }
+}
+
+/// "1 variant", "3 variants".
+fn variants(n: usize) -> String {
+    if n == 1 { "1 variant".into() } else { format!("{n} variants") }
 }

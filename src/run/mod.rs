@@ -55,6 +55,8 @@ pub enum RunError {
         crate::error::display_time(*t)
     )]
     EndsBeforeCheckpoint { step: u64, t: f64, t_end: f64 },
+    #[error("the end time given (--t-end) is {}: it must be a finite number > 0", crate::scenario::num(*t_end))]
+    BadEndTime { t_end: f64 },
     #[error(
         "{}: the run in this folder already completed to step {step} (t = {t}); resuming it to t = {t_end} would \
          replace it with a shorter run (give a later --t-end to extend it, or run it anew into another folder)",
@@ -428,6 +430,10 @@ impl Resumable {
         cp.model.clumps = cp.check_model(&cp_path)?;
         let mut scenario = cp.scenario.clone();
         if let Some(t) = t_end {
+            // Said as the option it came from, not as a field of the run's scenario file.
+            if !(t.is_finite() && t > 0.0) {
+                return Err(RunError::BadEndTime { t_end: t });
+            }
             scenario.t_end = t;
             scenario.validate()?;
         }
