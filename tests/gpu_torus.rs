@@ -126,6 +126,7 @@ fn timing_the_stages_of_a_step_changes_no_result() {
             assert_eq!(at.0, stage, "{p:?}: {kernel}");
         }
         let mut unique = names.clone();
+        unique.sort_unstable();
         unique.dedup();
         assert_eq!(unique.len(), names.len(), "{p:?}: a kernel twice in {names:?}");
         for kernel in ["integrate", "bonds", "particle"] {

@@ -77,32 +77,30 @@ impl Scenario {
     /// Refuses a particle whose kinetic energy `½ m |v|² + ½ J |Ω|²` is not a finite f64 (a
     /// speed near 1e154 or above, finite itself): the run's energy would start infinite, the
     /// stability estimate's impact terms overflow (and drop out), and the first step end in a
-    /// NaN. Then the same for the sum over all particles. Names the particle and its speeds.
+    /// NaN. The terms are ≥ 0, so a finite sum clears every particle; otherwise the first
+    /// particle whose own energy is not finite is named, or, if none, the sum.
     pub(super) fn check_motion(&self, p: &Particles, body_starts: &[usize]) -> Result<(), ScenarioError> {
         let energy =
             |i: usize| 0.5 * p.mass[i] * p.v[i].length_squared() + 0.5 * p.inertia[i] * p.w[i].length_squared();
-        let bad = |i: &usize| !energy(*i).is_finite();
-        let first =
-            if p.len() < PAR_MIN { (0..p.len()).find(bad) } else { (0..p.len()).into_par_iter().find_first(bad) };
+        let total: f64 = (0..p.len()).into_par_iter().with_min_len(PAR_MIN).map(energy).sum();
+        if total.is_finite() {
+            return Ok(());
+        }
         let what = "speeds this large are beyond f64 (is the velocity in the scenario's units?)";
-        if let Some(i) = first {
-            return Err(self.invalid(
-                self.particle_name(body_starts, i),
-                format!(
-                    "particle {i} starts with a kinetic energy ½ m |v|² + ½ J |Ω|² that is not finite (v = {}, Ω = {}, \
-                     m = {}, J = {}): {what}",
-                    vec3(p.v[i]),
-                    vec3(p.w[i]),
-                    num(p.mass[i]),
-                    num(p.inertia[i])
-                ),
-            ));
-        }
-        let total: f64 = (0..p.len()).map(energy).sum();
-        if !total.is_finite() {
+        let Some(i) = (0..p.len()).find(|&i| !energy(i).is_finite()) else {
             return Err(self.invalid("bodies", format!("the particles' kinetic energy sums to {total}: {what}")));
-        }
-        Ok(())
+        };
+        Err(self.invalid(
+            self.particle_name(body_starts, i),
+            format!(
+                "particle {i} starts with a kinetic energy ½ m |v|² + ½ J |Ω|² that is not finite (v = {}, Ω = {}, m = \
+                 {}, J = {}): {what}",
+                vec3(p.v[i]),
+                vec3(p.w[i]),
+                num(p.mass[i]),
+                num(p.inertia[i])
+            ),
+        ))
     }
 
     /// Refuses a particle that starts overlapping a wall by more than `MAX_WALL_OVERLAP` of its

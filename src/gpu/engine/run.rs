@@ -132,7 +132,7 @@ impl GpuEngine {
         if !self.ctx.timestamps {
             return Ok(None);
         }
-        let slots = if kernels { self.state.timed_kernels().len() } else { Stage::ALL.len() } as u32;
+        let slots = self.state.timed_slots(kernels) as u32;
         let count = 2 * slots * steps;
         let set = self.ctx.device.create_query_set(&wgpu::QuerySetDescriptor {
             label: Some("stages"),
@@ -452,9 +452,9 @@ impl GpuEngine {
                 self.state.record_backup(&mut encoder);
             }
             for k in done..done + chunk {
-                let queries = self.stage_queries.as_ref().map(|(set, kernels)| {
-                    let slots = if *kernels { self.state.timed_kernels().len() } else { Stage::ALL.len() };
-                    StageQueries { set, base: (2 * slots as u64 * k) as u32, kernels: *kernels }
+                let queries = self.stage_queries.as_ref().map(|&(ref set, kernels)| {
+                    let slots = self.state.timed_slots(kernels) as u64;
+                    StageQueries { set, base: (2 * slots * k) as u32, kernels }
                 });
                 let with_grid = grid.recorded(k);
                 self.recorded.steps += 1;

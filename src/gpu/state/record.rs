@@ -385,6 +385,11 @@ impl DemState {
         self.steps.iter().map(|s| (s.stage, s.kernel)).collect()
     }
 
+    /// Timestamp pairs per timed step: one per dispatch with `kernels`, else one per stage.
+    pub fn timed_slots(&self, kernels: bool) -> usize {
+        if kernels { self.steps.len() } else { Stage::ALL.len() }
+    }
+
     /// `stages` of a step (in `Stage::ALL` order), the grid's only with `grid`; with `queries`,
     /// one timed pass per stage. Returns the dispatches recorded.
     fn record_stages(
