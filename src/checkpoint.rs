@@ -108,10 +108,10 @@ pub enum CheckpointError {
     #[error("{path}: the checkpoint is malformed: {message}")]
     Malformed { path: PathBuf, message: String },
     #[error(
-        "{path}: the checkpoint belongs to another scenario (hash {found:016x}; {what} has {expected:016x}); resume \
-         only continues the run that wrote it"
+        "{path}: the checkpoint belongs to another scenario: {difference} (hash {found:016x}; {what} has \
+         {expected:016x}); resume only continues the run that wrote it"
     )]
-    OtherScenario { path: PathBuf, found: u64, expected: u64, what: String },
+    OtherScenario { path: PathBuf, found: u64, expected: u64, what: String, difference: String },
     /// A file the checkpoint's scenario reads is not the one its run read (`message` names
     /// the field, the file and both digests).
     #[error("{path}: {message}; resume only continues the run that read it")]
@@ -191,11 +191,16 @@ pub struct Checkpoint {
 /// run may go further) and `output` left out. Compare two scenarios with it, never a stored value
 /// (another version may serialise differently).
 pub fn scenario_json_hash(s: &Scenario) -> u64 {
+    let text = serde_json::to_string(&hashed(s)).expect("a scenario serialises");
+    inputs::fnv1a(inputs::fnv1a_start(), text.as_bytes())
+}
+
+/// What of a scenario `scenario_json_hash` hashes: all but its end time and its outputs.
+fn hashed(s: &Scenario) -> Scenario {
     let mut s = s.clone();
     s.t_end = 0.0;
     s.output = None;
-    let text = serde_json::to_string(&s).expect("a scenario serialises");
-    inputs::fnv1a(inputs::fnv1a_start(), text.as_bytes())
+    s
 }
 
 /// The scenario's identity: `scenario_json_hash`, continued over the digests of the files it
@@ -425,7 +430,16 @@ impl Checkpoint {
     pub fn check_scenario(&self, scenario: &Scenario, path: &Path, what: &str) -> Result<(), CheckpointError> {
         let (found, expected) = (scenario_json_hash(&self.scenario), scenario_json_hash(scenario));
         if found != expected {
-            return Err(CheckpointError::OtherScenario { path: path.to_owned(), found, expected, what: what.into() });
+            let json = |s: &Scenario| serde_json::to_value(hashed(s)).expect("a scenario serialises");
+            let difference = crate::json_diff::first_difference(&json(&self.scenario), &json(scenario), what)
+                .map_or_else(|| "the same fields, serialised differently".into(), |d| d.to_string());
+            return Err(CheckpointError::OtherScenario {
+                path: path.to_owned(),
+                found,
+                expected,
+                what: what.into(),
+                difference,
+            });
         }
         let Some(then) = self.scenario.inputs.get() else { return Ok(()) };
         let now = scenario

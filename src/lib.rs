@@ -24,6 +24,7 @@ pub mod guard;
 pub mod impact;
 pub mod integrator;
 pub mod interactions;
+pub mod json_diff;
 pub mod model;
 pub mod order;
 pub mod output;

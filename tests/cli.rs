@@ -516,3 +516,45 @@ fn resume_names_a_bad_end_time_as_its_option() {
         assert!(!err.contains("pendulum.json"), "{bad}: {err}");
     }
 }
+
+#[test]
+fn a_final_state_that_cannot_be_written_leaves_a_summary_that_says_so() {
+    // Before: `resume` failed writing final_state.csv and left summary.json saying "completed"
+    // at the earlier end, while series.csv already held the resumed rows.
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let path = out.to_str().unwrap();
+    let o = rrpdem(&["run", "scenarios/pendulum.json", "--t-end", "1", "--checkpoint-every", "5", "--out", path]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let summary = |key: &str| {
+        let v: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+        v[key].clone()
+    };
+    let before = summary("steps").as_u64().unwrap();
+    // A folder where the file must go: no writer, root included, can replace it.
+    std::fs::remove_file(out.join("final_state.csv")).unwrap();
+    std::fs::create_dir(out.join("final_state.csv")).unwrap();
+    let o = rrpdem(&["resume", path, "--t-end", "2"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success() && err.contains("final_state.csv"), "{err}");
+    let status = summary("status");
+    let steps = summary("steps").as_u64().unwrap();
+    assert!(
+        status.as_str().unwrap().starts_with("error:") && status.as_str().unwrap().contains("final_state.csv"),
+        "{status}"
+    );
+    let series = std::fs::read_to_string(out.join("series.csv")).unwrap();
+    let last_step: u64 = series.lines().last().unwrap().split(',').next().unwrap().parse().unwrap();
+    assert!(
+        steps > before && steps == last_step,
+        "summary at step {steps}, series ends at {last_step}, before {before}"
+    );
+    assert!(summary("final_state").is_null());
+    // Once the path is free, resuming again completes the run.
+    std::fs::remove_dir(out.join("final_state.csv")).unwrap();
+    let o = rrpdem(&["resume", path, "--t-end", "2"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(summary("status"), "completed");
+    assert!(out.join("final_state.csv").is_file());
+}

@@ -320,14 +320,20 @@ fn bad_checkpoints_are_refused() {
     let mut other = s.clone();
     other.stiffness.contact = 2000.0;
     let r = run::resume(&out, None, Some(&other), RunOptions::default(), |_| {});
+    // It says where the two first differ (before: both hashes only).
     match r {
-        Err(RunError::Checkpoint(CheckpointError::OtherScenario { .. })) => {}
+        Err(RunError::Checkpoint(CheckpointError::OtherScenario { difference, .. })) => {
+            assert!(
+                difference.starts_with("at `/stiffness/contact` it has ") && difference.ends_with(" has 2000.0"),
+                "{difference}"
+            );
+        }
         x => panic!("{x:?}"),
     }
     drop(out);
     let cli = rrpdem(&["resume", tmp.path().to_str().unwrap(), "--scenario", "scenarios/two_rings.json"]);
     let err = String::from_utf8_lossy(&cli.stderr);
-    assert!(!cli.status.success() && err.contains("another scenario"), "{err}");
+    assert!(!cli.status.success() && err.contains("another scenario: at `/"), "{err}");
 }
 
 #[test]

@@ -590,44 +590,24 @@ impl<'scope> Replica<'scope> {
                 Some(_) => eprintln!("warning: {e}"),
             }
         }
-        self.series.flush()?;
-        if let Some(b) = self.breaks.as_mut() {
-            b.flush()?;
-        }
-        if let Some(c) = self.clumps.as_mut() {
-            c.flush()?;
-        }
         let n = engine.n_particles(r);
         let wall = self.wall_before + elapsed;
         let steps_now = self.last.step;
         let snapshot = engine.snapshot(r).ok();
-        let labels = self.fragment_labels();
-        let final_state = match &snapshot {
-            Some(state) if n <= FINAL_STATE_CSV_MAX => {
-                let path = self.dir.join("final_state.csv");
-                output::write_final_state(&path, state, &self.model.particles, &labels)?;
-                Some("final_state.csv".to_string())
-            }
-            Some(_) => {
-                // Text would cost ~300 bytes and microseconds of formatting per particle: large
-                // models keep their final state in the binary checkpoint.
-                let path = self.dir.join(checkpoint::FILE_NAME);
-                write_checkpoint(&self.scenario, self.model, engine, r, self.progress(elapsed), &path)?;
-                Some(checkpoint::FILE_NAME.to_string())
-            }
-            None => None,
-        };
-        let fragments = match &snapshot {
-            Some(state) => Some(self.write_fragments(&labels, state)?),
-            None => None,
+        // A log or the final state that cannot be written is the run's error, and summary.json
+        // says so: it must not keep describing an earlier end (a resumed run's) as completed.
+        let (final_state, fragments, write_error) = match self.write_outputs(engine, r, elapsed, snapshot.as_deref()) {
+            Ok((state, fragments)) => (state, fragments, None),
+            Err(e) => (None, None, Some(e)),
         };
         let summary = Summary {
-            status: match (&self.failure, interrupted) {
-                (Some(Failure::Engine(e)), _) => format!("error: {e}"),
-                (Some(Failure::Vtk(e)), _) => format!("error: {e}"),
-                (Some(Failure::Output(e)), _) => format!("error: {e}"),
-                (None, true) => "interrupted".into(),
-                (None, false) => "completed".into(),
+            status: match (&self.failure, &write_error, interrupted) {
+                (Some(Failure::Engine(e)), _, _) => format!("error: {e}"),
+                (Some(Failure::Vtk(e)), _, _) => format!("error: {e}"),
+                (Some(Failure::Output(e)), _, _) => format!("error: {e}"),
+                (None, Some(e), _) => format!("error: {e}"),
+                (None, None, true) => "interrupted".into(),
+                (None, None, false) => "completed".into(),
             },
             scenario: self.scenario.clone(),
             scenario_hash: format!("{:016x}", checkpoint::scenario_hash(&self.scenario)),
@@ -654,6 +634,13 @@ impl<'scope> Replica<'scope> {
             },
         };
         output::write_json(&self.dir.join("summary.json"), &summary)?;
+        if let Some(e) = write_error {
+            match self.failure {
+                None => return Err(e),
+                // The run's own failure is what it reports; the write's is not lost either.
+                Some(_) => eprintln!("warning: {e}"),
+            }
+        }
         match self.failure {
             Some(Failure::Engine(e)) => Err(engine_err(e, steps_now)),
             Some(Failure::Vtk(error)) => Err(RunError::Vtk { error, step: steps_now, out_dir: self.dir.path.clone() }),
@@ -671,6 +658,37 @@ impl<'scope> Replica<'scope> {
 }
 
 impl Replica<'_> {
+    /// Flushes the logs and writes the final state (`final_state.csv`, or the checkpoint for a
+    /// large model) and `fragments.csv` from `snapshot`; returns what summary.json says of them.
+    fn write_outputs(
+        &mut self,
+        engine: &mut Reordered,
+        r: usize,
+        elapsed: f64,
+        snapshot: Option<&[crate::integrator::Kinematics]>,
+    ) -> Result<(Option<String>, Option<fragments::Summary>), RunError> {
+        self.series.flush()?;
+        if let Some(b) = self.breaks.as_mut() {
+            b.flush()?;
+        }
+        if let Some(c) = self.clumps.as_mut() {
+            c.flush()?;
+        }
+        let Some(state) = snapshot else { return Ok((None, None)) };
+        let labels = self.fragment_labels();
+        let final_state = if state.len() <= FINAL_STATE_CSV_MAX {
+            output::write_final_state(&self.dir.join("final_state.csv"), state, &self.model.particles, &labels)?;
+            "final_state.csv"
+        } else {
+            // Text would cost ~300 bytes and microseconds of formatting per particle: large
+            // models keep their final state in the binary checkpoint.
+            let path = self.dir.join(checkpoint::FILE_NAME);
+            write_checkpoint(&self.scenario, self.model, engine, r, self.progress(elapsed), &path)?;
+            checkpoint::FILE_NAME
+        };
+        Ok((Some(final_state.to_string()), Some(self.write_fragments(&labels, state)?)))
+    }
+
     /// Writes `fragments.csv` for the final `state` labelled `labels`; returns what
     /// `summary.json` says of its fragments.
     fn write_fragments(

@@ -5,6 +5,8 @@
 
 use super::{STUDY_FILE, Study, StudyError, read_resolved, variant_dir, write_resolved};
 use crate::checkpoint::{self, Checkpoint};
+pub use crate::json_diff::Difference;
+use crate::json_diff::first_difference;
 use crate::output::RUN_OUTPUTS;
 use crate::scenario::Scenario;
 use serde_json::Value;
@@ -70,55 +72,6 @@ impl fmt::Display for VariantState {
     }
 }
 
-/// Where two JSON documents first differ: a JSON Pointer and the two values (shortened).
-#[derive(Clone, Debug, PartialEq)]
-pub struct Difference {
-    pub at: String,
-    pub found: String,
-    pub expected: String,
-}
-
-impl fmt::Display for Difference {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let at = if self.at.is_empty() { "the top level" } else { &self.at };
-        write!(f, "at `{at}` it has {} where this study has {}", self.found, self.expected)
-    }
-}
-
-/// The first place (in key order) where `found` and `expected` differ.
-fn first_difference(found: &Value, expected: &Value, at: &str) -> Option<Difference> {
-    let show = |v: Option<&Value>| match v {
-        None => "nothing".to_string(),
-        Some(v) => {
-            let t = v.to_string();
-            match t.char_indices().nth(60) {
-                Some((i, _)) => format!("{}…", &t[..i]),
-                None => t,
-            }
-        }
-    };
-    let differ = || Some(Difference { at: at.to_string(), found: show(Some(found)), expected: show(Some(expected)) });
-    match (found, expected) {
-        (Value::Object(a), Value::Object(b)) => {
-            let mut keys: Vec<&String> = a.keys().chain(b.keys()).collect();
-            keys.sort();
-            keys.dedup();
-            keys.into_iter().find_map(|k| {
-                let here = format!("{at}/{}", k.replace('~', "~0").replace('/', "~1"));
-                match (a.get(k), b.get(k)) {
-                    (Some(x), Some(y)) => first_difference(x, y, &here),
-                    (x, y) => Some(Difference { at: here, found: show(x), expected: show(y) }),
-                }
-            })
-        }
-        (Value::Array(a), Value::Array(b)) if a.len() == b.len() => {
-            a.iter().zip(b).enumerate().find_map(|(i, (x, y))| first_difference(x, y, &format!("{at}/{i}")))
-        }
-        (a, b) if a == b => None,
-        _ => differ(),
-    }
-}
-
 /// A scenario as compared with a variant's: its JSON without `output` (which frames a run
 /// writes is not what it computes, and `--vtk-every` changes it); `t_end` included.
 fn scenario_json(s: &Scenario) -> Value {
@@ -142,7 +95,7 @@ pub fn study_difference(found: &Study, expected: &Study) -> Option<Difference> {
         }
         v
     };
-    first_difference(&json(found), &json(expected), "")
+    first_difference(&json(found), &json(expected), "this study")
 }
 
 /// Which study an output folder holds.
@@ -193,7 +146,7 @@ pub fn inspect(study: &Study, path: &Path, out: &Path, k: usize) -> (VariantStat
         Ok(s) => s,
         Err(e) => return (VariantState::Corrupt { message: format!("summary.json: field `scenario`: {e}") }, None),
     };
-    if let Some(d) = first_difference(&scenario_json(&found), &scenario_json(&expected), "") {
+    if let Some(d) = first_difference(&scenario_json(&found), &scenario_json(&expected), "this study") {
         let difference = format!("its summary.json is of another scenario ({d})");
         return (VariantState::OtherStudy { difference }, None);
     }
@@ -235,7 +188,7 @@ fn without_summary(dir: &Path, expected: &Scenario) -> VariantState {
 fn checkpoint_state(cp_path: &Path, expected: &Scenario) -> VariantState {
     match Checkpoint::read(cp_path) {
         Err(e) => VariantState::Corrupt { message: e.to_string() },
-        Ok(cp) => match first_difference(&scenario_json(&cp.scenario), &scenario_json(expected), "") {
+        Ok(cp) => match first_difference(&scenario_json(&cp.scenario), &scenario_json(expected), "this study") {
             Some(d) => {
                 VariantState::OtherStudy { difference: format!("its checkpoint.bin is of another scenario ({d})") }
             }
