@@ -108,7 +108,10 @@ fn sampled_run(
         }
         samples.push(e.snapshot().map_err(wrap)?);
     }
-    let drift = budget.conserved_drift_p.max(budget.conserved_drift_s).max(budget.conserved_drift_l);
+    let drift = [budget.conserved_drift_p, budget.conserved_drift_s, budget.conserved_drift_l]
+        .into_iter()
+        .flatten()
+        .fold(0.0, f64::max);
     let step_seconds = started.elapsed().as_secs_f64() / (n_samples * per_sample).max(1) as f64;
     Ok(Sampled { energy, samples, invariant_drift: drift, step_seconds })
 }

@@ -121,11 +121,12 @@ pub struct Budget {
     pub drift_s: [f64; 3],
     pub drift_l: [f64; 3],
     /// Directions along which the model conserves P, S, L exactly, and the largest drift along
-    /// them (each direction's drift is `|(Q(t) − Q(0))·e|`).
+    /// them (each direction's drift is `|(Q(t) − Q(0))·e|`); `None` (null in summary.json) where
+    /// it conserves the quantity along no direction: no figure, rather than a perfect 0.
     pub conserved: Conserved,
-    pub conserved_drift_p: f64,
-    pub conserved_drift_s: f64,
-    pub conserved_drift_l: f64,
+    pub conserved_drift_p: Option<f64>,
+    pub conserved_drift_s: Option<f64>,
+    pub conserved_drift_l: Option<f64>,
     /// Diagnostics at step 0 (kept in checkpoints; summary.json has them as the first row of
     /// series.csv).
     #[serde(skip_serializing, default)]
@@ -145,10 +146,10 @@ impl Budget {
             drift_p: [0.0; 3],
             drift_s: [0.0; 3],
             drift_l: [0.0; 3],
+            conserved_drift_p: (!conserved.p.is_empty()).then_some(0.0),
+            conserved_drift_s: (!conserved.s.is_empty()).then_some(0.0),
+            conserved_drift_l: (!conserved.l.is_empty()).then_some(0.0),
             conserved,
-            conserved_drift_p: 0.0,
-            conserved_drift_s: 0.0,
-            conserved_drift_l: 0.0,
             first: *first,
         }
     }
@@ -179,12 +180,14 @@ impl Budget {
                 drift[k] = drift[k].max(diff[k]);
             }
         }
-        let along = |basis: &[DVec3], now: DVec3, then: DVec3| {
-            basis.iter().map(|e| (now - then).dot(*e).abs()).fold(0.0, f64::max)
+        // (A budget of an older checkpoint may hold 0 for a quantity conserved along nothing.)
+        let along = |so_far: Option<f64>, basis: &[DVec3], now: DVec3, then: DVec3| {
+            (!basis.is_empty())
+                .then(|| basis.iter().map(|e| (now - then).dot(*e).abs()).fold(so_far.unwrap_or(0.0), f64::max))
         };
-        self.conserved_drift_p = self.conserved_drift_p.max(along(&self.conserved.p, d.p, f.p));
-        self.conserved_drift_s = self.conserved_drift_s.max(along(&self.conserved.s, d.s, f.s));
-        self.conserved_drift_l = self.conserved_drift_l.max(along(&self.conserved.l, d.l, f.l));
+        self.conserved_drift_p = along(self.conserved_drift_p, &self.conserved.p, d.p, f.p);
+        self.conserved_drift_s = along(self.conserved_drift_s, &self.conserved.s, d.s, f.s);
+        self.conserved_drift_l = along(self.conserved_drift_l, &self.conserved.l, d.l, f.l);
     }
 }
 

@@ -200,3 +200,28 @@ fn a_block_given_as_anything_but_an_object_is_refused_with_its_field() {
     // `null` is the block left out.
     Scenario::from_json(&with("damping", "null"), Path::new("good.json")).unwrap().build_model().unwrap();
 }
+
+#[test]
+fn a_generated_body_s_own_fields_are_checked_when_the_scenario_is_read() {
+    // Before: a ring of 0 particles or a solid torus without a diameter passed `Scenario`'s
+    // validation (Python's `rrpdem.Scenario(…)` accepted them) and failed only when built.
+    let with = |body: &str| {
+        GOOD.replace(r#"{"type": "particles", "particles": [{"x": [0,0,0]}, {"x": [1,0,0]}], "bonds": [[0,1]]}"#, body)
+    };
+    for (body, field, what) in [
+        (r#"{"type": "torus_ring", "n": 0, "torus_diameter": 3}"#, "bodies[0].n", "at least 3"),
+        (
+            r#"{"type": "torus_solid", "torus_diameter": -3, "tube_diameter": 1, "particles": 1000}"#,
+            "bodies[0].torus_diameter",
+            "",
+        ),
+        (r#"{"type": "block_solid", "size": [1, 0, 1], "particles": 1000}"#, "bodies[0].size[1]", ""),
+    ] {
+        let text = with(body);
+        assert_ne!(text, GOOD);
+        match Scenario::from_json(&text, Path::new("bad.json")) {
+            Ok(_) => panic!("{body}: accepted when read"),
+            Err(e) => assert_mentions(&e.to_string(), &["bad.json", field, what]),
+        }
+    }
+}

@@ -247,6 +247,40 @@ fn dry_run_reports_the_model_and_writes_nothing() {
         assert!(text.contains(needle), "{needle}: {text}");
     }
     assert!(!out.exists(), "a dry run writes nothing");
+    // A run that would be refused fails the dry run too (before: the refusal printed, exit 0),
+    // after the whole report. Here the time step: 5x the file's is beyond the estimate.
+    let o = rrpdem(&["run", "scenarios/torus_impact.json", "--dry-run", "--dt", "0.005"]);
+    let (text, err) = (String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    assert_eq!(o.status.code(), Some(1), "{text}{err}");
+    assert!(text.contains("time step       refused") && text.contains("dry run"), "{text}");
+    assert!(err.contains("would be refused") && err.contains("stability estimate"), "{err}");
+}
+
+#[test]
+fn a_closed_standard_output_loses_nothing_and_panics_nowhere() {
+    // Before: `rrpdem info | head -1` panicked ("failed printing to stdout: Broken pipe") with
+    // exit 101; a run or study then lost its summary's printing at best, its files at worst.
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let closed = || {
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        writer
+    };
+    for args in [vec!["info"], vec!["run", "scenarios/pendulum.json", "--t-end", "1", "--out", out.to_str().unwrap()]] {
+        let o = Command::new(env!("CARGO_BIN_EXE_rrpdem"))
+            .args(&args)
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .env("RUST_BACKTRACE", "1")
+            .stdout(closed())
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(o.status.success() && !err.contains("panicked"), "{args:?}: {:?} {err}", o.status);
+    }
+    for f in ["series.csv", "summary.json", "final_state.csv"] {
+        assert!(out.join(f).is_file(), "{f}");
+    }
 }
 
 #[test]
@@ -557,4 +591,34 @@ fn a_final_state_that_cannot_be_written_leaves_a_summary_that_says_so() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert_eq!(summary("status"), "completed");
     assert!(out.join("final_state.csv").is_file());
+}
+
+#[test]
+fn a_drift_along_no_conserved_direction_is_null_not_zero() {
+    // Before: summary.json said `"conserved_drift_p": 0.0` for a run whose wall friction
+    // conserves P along no direction, which reads as "conserved perfectly" (study.csv left the
+    // cell empty).
+    let dir = tempfile::tempdir().unwrap();
+    let mut s: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string("scenarios/torus_impact.json").unwrap()).unwrap();
+    s["friction"] = serde_json::json!({"coefficient": 0.0, "wall_coefficient": 0.5});
+    s["t_end"] = serde_json::json!(0.05);
+    let file = dir.path().join("s.json");
+    std::fs::write(&file, s.to_string()).unwrap();
+    let out = dir.path().join("run");
+    let o = rrpdem(&["run", file.to_str().unwrap(), "--out", out.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    let b = &v["energy_and_momenta"];
+    // A figure exactly for the quantities conserved along some direction; P along none here
+    // (the wall pushes along its normal and its friction along the wall).
+    for k in ["p", "s", "l"] {
+        let none = b["conserved"][k].as_array().unwrap().is_empty();
+        let drift = &b[format!("conserved_drift_{k}").as_str()];
+        assert_eq!(drift.is_null(), none, "{k}: {b}");
+    }
+    assert!(b["conserved"]["p"].as_array().unwrap().is_empty(), "{b}");
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(text.contains("conserved exactly along no direction"), "{text}");
 }

@@ -21,11 +21,15 @@ def test_field_named_in_dicts_and_files(tmp_path):
     d = base()
     d["bodies"][0]["n"] = 2
     f = write_json(tmp_path / "bad.json", d)
+    # Refused as the scenario is read (before: only by `generate()` or a run).
     with pytest.raises(rrpdem.ScenarioError) as e:
-        rrpdem.Scenario(f).generate()
+        rrpdem.Scenario(f)
     assert e.value.field == "bodies[0].n" and e.value.path == str(f)
     # The same message as the CLI's.
     assert str(e.value) in cli("run", f, "--out", tmp_path / "o", check=False).stderr
+    with pytest.raises(rrpdem.ScenarioError) as e:
+        rrpdem.Scenario(base(), bodies=[{"type": "torus_ring", "n": 0, "torus_diameter": 3}])
+    assert e.value.field == "bodies[0].n"
     d = base()
     d["stiffness"]["bendin"] = 1
     with pytest.raises(rrpdem.ScenarioError) as e:

@@ -124,7 +124,7 @@ fn check_report_paths(json: Option<&Path>, markdown: Option<&Path>) -> Result<()
 
 /// The table's header line (stdout).
 fn print_header() {
-    println!(
+    outln!(
         "{:<16} {:<8} {:>7} {:>10} {:>9} {:>14} {:>14} {:>8} {:>8} {:>9} {:>9}",
         "case",
         "engine",
@@ -142,7 +142,7 @@ fn print_header() {
 
 /// One measurement's table line (stdout) and its details (stderr).
 fn print_measurement(m: &rrpdem::bench::Measurement) {
-    println!(
+    outln!(
         "{:<16} {:<8} {:>7} {:>10} {:>9} {:>14.4e} {:>14.4e} {:>8.0} {:>8} {:>9.2} {:>9.0}",
         m.case,
         format!("{:?}", m.engine),

@@ -53,7 +53,7 @@ pub(super) fn cmd_compare(
     let info = gpu.info();
     eprintln!("rrpdem compare: {} — {} steps of {} with {}", scenario.name, steps, scenario.dt, scenario.integrator);
     let diffs = compare(&mut cpu, gpu.as_mut(), steps)?;
-    println!("CPU f64 reference vs GPU {} on {}", info.precision.as_str(), info.device);
+    outln!("CPU f64 reference vs GPU {} on {}", info.precision.as_str(), info.device);
     print_differences(&diffs, Some(tolerance), "engines")
 }
 
@@ -84,9 +84,9 @@ pub(super) fn cmd_compare_integrators(
     // One run per integrator gives its energy errors step by step and the end state compared.
     let (diffs, tracked) = compare_tracked(&mut ea, &mut eb, steps)?;
     let errors = tracked.map(|t| (t.energy_error, t.seconds_per_step));
-    println!("{a} vs {b} on the CPU engine, dt = {}", scenario.dt);
+    outln!("{a} vs {b} on the CPU engine, dt = {}", scenario.dt);
     for (name, (err, cost)) in [a, b].iter().zip(&errors) {
-        println!("{:<18} energy error {:>10.3e}  {:>10.3e} s/step", name.as_str(), err, cost);
+        outln!("{:<18} energy error {:>10.3e}  {:>10.3e} s/step", name.as_str(), err, cost);
     }
     print_differences(&diffs, tolerance, "integrators")
 }
@@ -94,17 +94,17 @@ pub(super) fn cmd_compare_integrators(
 /// Prints the table of differences and, with a tolerance, the verdict; an error (exit status 1)
 /// when some difference exceeds it. `what` names the two sides compared.
 fn print_differences(diffs: &[Difference], tolerance: Option<f64>, what: &str) -> Result<()> {
-    println!("{:<18} {:>12} {:>12} {:>12}  where", "quantity", "max |diff|", "scale", "relative");
+    outln!("{:<18} {:>12} {:>12} {:>12}  where", "quantity", "max |diff|", "scale", "relative");
     for d in diffs {
-        println!("{:<18} {:>12.3e} {:>12.4e} {:>12.3e}  {}", d.quantity, d.max_abs, d.scale, d.max_rel, d.at);
+        outln!("{:<18} {:>12.3e} {:>12.4e} {:>12.3e}  {}", d.quantity, d.max_abs, d.scale, d.max_rel, d.at);
     }
     let Some(tolerance) = tolerance else { return Ok(()) };
     let over = exceeding(diffs, tolerance);
     if over.is_empty() {
-        println!("verdict           agree within {tolerance:e} (relative)");
+        outln!("verdict           agree within {tolerance:e} (relative)");
         return Ok(());
     }
     let names: Vec<String> = over.iter().map(|d| format!("{} ({:.3e})", d.quantity, d.max_rel)).collect();
-    println!("verdict           DIFFER beyond {tolerance:e}: {}", names.join(", "));
+    outln!("verdict           DIFFER beyond {tolerance:e}: {}", names.join(", "));
     bail!("the {what} differ beyond the tolerance {tolerance:e}: {}", names.join(", "))
 }

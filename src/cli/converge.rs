@@ -85,7 +85,7 @@ pub(super) fn cmd_converge(args: ConvergeArgs) -> Result<()> {
     eprintln!("rrpdem converge: {} to t = {t_end}, reference dt = min/{ref_factor}", scenario.name);
     let rows = converge::converge(&model, &integrators, &dts, t_end, ref_factor)?;
     let o = |v: Option<f64>| v.map(|v| format!("{v:6.3}")).unwrap_or_else(|| "     -".into());
-    println!(
+    outln!(
         "{:<12} {:>10} {:>8} {:>11} {:>6} {:>11} {:>6} {:>11} {:>6} {:>10} {:>10} {:>10}",
         "integrator",
         "dt",
@@ -101,7 +101,7 @@ pub(super) fn cmd_converge(args: ConvergeArgs) -> Result<()> {
         "s/step"
     );
     for r in &rows {
-        println!(
+        outln!(
             "{:<12} {:>10.3e} {:>8} {:>11.4e} {} {:>11.4e} {} {:>11.4e} {} {:>10.2e} {:>10.2e} {:>10.2e}",
             r.integrator.as_str(),
             r.dt,

@@ -21,8 +21,8 @@ pub(super) fn cmd_generate(path: &Path, out: &Path, overwrite: bool) -> Result<(
         );
     }
     let geometry = scenario.build_geometry()?;
-    println!("{}", generate::report(&scenario, &geometry));
+    outln!("{}", generate::report(&scenario, &geometry));
     let files = generate::write_files(&scenario, &geometry, out, overwrite)?;
-    println!("wrote           {}, {}, {}", files.particles.display(), files.bonds.display(), files.scenario.display());
+    outln!("wrote           {}, {}, {}", files.particles.display(), files.bonds.display(), files.scenario.display());
     Ok(())
 }

@@ -5,13 +5,13 @@ use rrpdem::engine::Precision;
 
 pub(super) fn cmd_info() -> Result<()> {
     let adapters = rrpdem::gpu::list_adapters();
-    println!("CPU engine      f64, {} rayon threads", rayon::current_num_threads());
+    outln!("CPU engine      f64, {} rayon threads", rayon::current_num_threads());
     if adapters.is_empty() {
-        println!("GPU adapters    none ({})", rrpdem::gpu::error::INSTALL_HINT);
+        outln!("GPU adapters    none ({})", rrpdem::gpu::error::INSTALL_HINT);
     }
     for (k, a) in adapters.iter().enumerate() {
-        println!("GPU adapter {k}   {} ({}, {}, driver {})", a.name, a.backend, a.device_type, a.driver);
-        println!(
+        outln!("GPU adapter {k}   {} ({}, {}, driver {})", a.name, a.backend, a.device_type, a.driver);
+        outln!(
             "                f64: {}  max buffer {} MiB  max storage binding {} MiB  storage buffers/stage {}  workgroups/dim {}",
             if a.f64 { "yes" } else { "no" },
             a.max_buffer_size >> 20,
@@ -20,7 +20,7 @@ pub(super) fn cmd_info() -> Result<()> {
             a.max_workgroups_per_dimension
         );
     }
-    println!(
+    outln!(
         "--backend auto  would use {}",
         if rrpdem::gpu::hardware_adapter_available() { "the hardware GPU" } else { "the CPU engine (no hardware GPU)" }
     );
@@ -29,7 +29,7 @@ pub(super) fn cmd_info() -> Result<()> {
         for p in [Precision::F32, Precision::F64] {
             match rrpdem::gpu::arithmetic_on_device(p) {
                 Ok(r) if r.ieee() => {
-                    println!("GPU {} ops     a/b, sqrt, a*b+c as IEEE 754 on all {} inputs", p.as_str(), r.cases)
+                    outln!("GPU {} ops     a/b, sqrt, a*b+c as IEEE 754 on all {} inputs", p.as_str(), r.cases)
                 }
                 Ok(r) => {
                     let op = |name: &str, differ: usize, ulps: u64| {
@@ -44,7 +44,7 @@ pub(super) fn cmd_info() -> Result<()> {
                     } else {
                         op("a*b+c", r.mul_add_differ, r.mul_add_max_ulps)
                     };
-                    println!(
+                    outln!(
                         "GPU {} ops     differ from IEEE 754 on {} inputs: {}, {}, {}",
                         p.as_str(),
                         r.cases,
@@ -53,7 +53,7 @@ pub(super) fn cmd_info() -> Result<()> {
                         mul_add
                     )
                 }
-                Err(e) => println!("GPU {} ops     not checked: {e}", p.as_str()),
+                Err(e) => outln!("GPU {} ops     not checked: {e}", p.as_str()),
             }
         }
     }

@@ -1,5 +1,10 @@
 //! The `rrpdem` command line: its arguments, and one module per command.
 
+/// `println!` for the commands' reports on standard output (`out`).
+macro_rules! outln {
+    ($($arg:tt)*) => { $crate::cli::out(format_args!("{}\n", format_args!($($arg)*))) };
+}
+
 mod bench;
 mod compare;
 mod converge;
@@ -18,6 +23,26 @@ use rrpdem::run::EngineChoice;
 use rrpdem::scenario::{Backend, Scenario};
 use rrpdem::stability;
 use std::path::{Path, PathBuf};
+
+/// Whether standard output has failed (`out`).
+static STDOUT_CLOSED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Writes a report's text to standard output. Once that fails (piped into `head`, which has
+/// gone), the rest of the report is dropped instead of panicking, and the command goes on with
+/// its work and its files: what it was asked to write is not lost, and it exits as it would.
+pub(crate) fn out(args: std::fmt::Arguments<'_>) {
+    use std::io::Write;
+    use std::sync::atomic::Ordering::Relaxed;
+    if STDOUT_CLOSED.load(Relaxed) {
+        return;
+    }
+    if let Err(e) = std::io::stdout().lock().write_fmt(args) {
+        STDOUT_CLOSED.store(true, Relaxed);
+        if e.kind() != std::io::ErrorKind::BrokenPipe {
+            eprintln!("warning: cannot write to standard output ({e}); the rest of the report is not printed");
+        }
+    }
+}
 
 #[derive(Parser)]
 #[command(

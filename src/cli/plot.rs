@@ -15,12 +15,12 @@ pub(super) fn cmd_plot(dir: &Path, out: Option<PathBuf>) -> Result<()> {
                 std::fs::create_dir_all(&out)?;
                 std::fs::rename(&png, &dest)?;
             }
-            println!("wrote {}", dest.display());
+            outln!("wrote {}", dest.display());
         }
         return Ok(());
     }
     for file in rrpdem::plot::plot_dir(dir, &out)? {
-        println!("wrote {}", file.display());
+        outln!("wrote {}", file.display());
     }
     Ok(())
 }

@@ -341,7 +341,7 @@ pub(super) fn print_study_table(csv: &str) {
         (0..cols.len()).map(|c| cells.iter().map(|r| r[c].chars().count()).max().unwrap_or(0)).collect();
     for r in &cells {
         let line: Vec<String> = r.iter().zip(&width).map(|(v, w)| format!("{v:>w$}")).collect();
-        println!("{}", line.join("  "));
+        outln!("{}", line.join("  "));
     }
 }
 

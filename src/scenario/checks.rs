@@ -1,14 +1,51 @@
 //! Checks of a scenario's resolved particles and bonds (those given explicitly; generated ones
 //! are valid by construction) and of the whole model: coincident particles, starting overlaps
-//! with walls. Each check finds the first fault (lowest index) in parallel and formats a field
-//! name only for it, so millions of particles cost little.
+//! with walls; and the bodies' own fields when the scenario is read. Each check finds the first
+//! fault (lowest index) in parallel and formats a field name only for it, so millions of
+//! particles cost little.
 
-use super::{PAR_MIN, RawParticle, Scenario, num, vec3};
+use super::{Body, PAR_MIN, RawParticle, Scenario, num, vec3};
 use crate::error::ScenarioError;
 use crate::model::Particles;
 use rayon::prelude::*;
 
 impl Scenario {
+    /// The bodies: at least one; a pendulum body with its field; a particle list not empty; a
+    /// generated body's own fields (counts, diameters, lattice), which cost nothing to check,
+    /// so that a wrong one is named when the scenario is read, not first when it is built.
+    pub(super) fn validate_bodies(&self) -> Result<(), ScenarioError> {
+        if self.bodies.is_empty() {
+            return Err(self.invalid("bodies", "must list at least one body"));
+        }
+        for (b, body) in self.bodies.iter().enumerate() {
+            match body {
+                Body::Pendulum(_) if self.pendulum.is_none() => {
+                    return Err(self.invalid(
+                        format!("bodies[{b}]"),
+                        "a `pendulum` body needs the top-level `pendulum` field ({\"g\": …, \"rho0\": […], \"up\": […]}): \
+                         without it the body only spins freely",
+                    ));
+                }
+                Body::Particles(l) if l.particles.is_empty() => {
+                    return Err(
+                        self.invalid(format!("bodies[{b}].particles"), "is empty: a body needs at least one particle")
+                    );
+                }
+                // A generated body's own fields (counts, diameters, lattice), which cost nothing
+                // to check: a wrong one is named here, not first when the model is built.
+                Body::TorusRing(t) => self.ring_count(t, &format!("bodies[{b}]"))?,
+                Body::TorusSolid(t) => {
+                    t.resolve(self, &format!("bodies[{b}]"))?;
+                }
+                Body::BlockSolid(t) => {
+                    t.resolve(self, &format!("bodies[{b}]"))?;
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
     /// `neighbour_skin`: in (0, `grid::MAX_SKIN_FACTOR`] where given.
     pub(super) fn check_skin(&self) -> Result<(), ScenarioError> {
         let max = crate::grid::MAX_SKIN_FACTOR;

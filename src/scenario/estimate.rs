@@ -140,12 +140,14 @@ impl Scenario {
             return Err(self.invalid(
                 "bodies",
                 format!(
-                    "the model ({:.3e} particles, {}{:.3e} bonds) needs about {:.1} GB just to be built; this machine \
-                     has {:.1} GB of memory and swap (`rrpdem run --dry-run` estimates what a run needs)",
+                    "the model ({:.3e} particles, {}{:.3e} bonds) needs about {:.1} GB just to be built (the model's \
+                     {:.1} GB and its bonds' ends while they are found, 8 B each); this machine has {:.1} GB of memory \
+                     and swap (`rrpdem run --dry-run` estimates what a run needs)",
                     size.particles,
                     if size.exact { "" } else { "up to " },
                     size.bonds,
                     size.model_bytes() / 1e9,
+                    (size.model_bytes() - 8.0 * size.bonds) / 1e9,
                     total as f64 / 1e9
                 ),
             ));

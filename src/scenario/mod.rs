@@ -405,7 +405,8 @@ impl Scenario {
         ScenarioError::Invalid { path: self.source.clone(), field: field.into(), message: message.into() }
     }
 
-    /// Checks every scalar setting (geometry is checked when the model is built).
+    /// Checks every scalar setting and each generated body's own fields (the geometry itself,
+    /// particle lists and files are checked when the model is built).
     pub fn validate(&self) -> Result<(), ScenarioError> {
         if !is_safe_name(&self.name) {
             return Err(self.invalid(
@@ -496,27 +497,7 @@ impl Scenario {
         if self.output.and_then(|o| o.vtk_every) == Some(0) {
             return Err(self.invalid("output.vtk_every", "must be ≥ 1"));
         }
-        if self.bodies.is_empty() {
-            return Err(self.invalid("bodies", "must list at least one body"));
-        }
-        for (b, body) in self.bodies.iter().enumerate() {
-            match body {
-                Body::Pendulum(_) if self.pendulum.is_none() => {
-                    return Err(self.invalid(
-                        format!("bodies[{b}]"),
-                        "a `pendulum` body needs the top-level `pendulum` field ({\"g\": …, \"rho0\": […], \"up\": […]}): \
-                         without it the body only spins freely",
-                    ));
-                }
-                Body::Particles(l) if l.particles.is_empty() => {
-                    return Err(
-                        self.invalid(format!("bodies[{b}].particles"), "is empty: a body needs at least one particle")
-                    );
-                }
-                _ => {}
-            }
-        }
-        Ok(())
+        self.validate_bodies()
     }
 
     /// Refuses an end time that is not a whole number of steps (within `STEP_ROUNDING` of
