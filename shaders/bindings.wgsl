@@ -162,6 +162,12 @@ fn unlisted(r: u32) -> bool {
     return (reps[r].flags & FLAG_UNLISTED) != 0u;
 }
 
+/// Whether replica r's bonded pairs' contacts go with their bonds (FLAG_BOND_CONTACT): the
+/// bond kernel evaluates them, `dissipate` their dashpots, and the walks leave them out.
+fn bond_contacts(r: u32) -> bool {
+    return (reps[r].flags & FLAG_BOND_CONTACT) != 0u;
+}
+
 /// The `k`-th entry of the list that starts at slot `base` and holds `count`, `NO_PARTNER`
 /// past the last.
 fn listed_at(base: u32, count: u32, k: u32) -> u32 {

@@ -10,6 +10,18 @@ fn bond_reference(d0: vec3<real>) -> vec4<real> {
     return vec4<real>(d0 / l0, l0);
 }
 
+/// The contact force on end i of bond `e` at `d = x_i − x_j` where its replica evaluates its
+/// bonded pairs' contacts with the bonds (FLAG_BOND_CONTACT) and the two touch, else zero: the
+/// twin of the CPU bond pass's `BondContacts::contact`. (Adding a zero differs from not adding
+/// only in the sign of a zero sum, which no result depends on.)
+fn bond_contact_force(rep: u32, e: vec2<u32>, d: vec3<real>) -> vec3<real> {
+    let reach = pos_at(e.x).w + pos_at(e.y).w;
+    if !bond_contacts(rep) || dot3(d, d) >= reach * reach {
+        return vec3<real>(0.0);
+    }
+    return contact(d, reach, reps[rep].k_contact).force;
+}
+
 @compute @workgroup_size(WG)
 fn bonds(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
          @builtin(local_invocation_index) lid: u32) {
@@ -27,12 +39,17 @@ fn bonds(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: ve
         return;
     }
     let rupture_on = (reps[rep].flags & FLAG_RUPTURE) != 0u;
-    // A broken bond exerts nothing and has no energy (zeros, so the gather and the reduction
-    // need not know about rupture).
+    let edge = reps[rep].cell_edge;
+    let d = pair_vector(e.x, e.y, edge);
+    // The contact of the bond's two particles (intact or broken), where it goes with the bond
+    // (FLAG_BOND_CONTACT): added to the bond's force; its energy the particle kernel takes.
+    let f_contact = bond_contact_force(rep, e, d);
+    // A broken bond exerts nothing but that contact and has no energy (zeros, so the gather and
+    // the reduction need not know about rupture).
     let zero = vec4<real>(0.0);
     let flag = broken_bit(rep, k);
     if rupture_on && (atomicLoad(&bond_broken[flag.x]) & flag.y) != 0u {
-        bond_out[kw] = BondOutGpu(zero, zero, zero);
+        bond_out[kw] = BondOutGpu(vec4<real>(f_contact, 0.0), zero, zero);
         return;
     }
     var q_i0 = q_ref_at(e.x);
@@ -43,8 +60,6 @@ fn bonds(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: ve
     }
     let dq_i = quat_mul(quat_at(e.x), quat_conj(q_i0));
     let dq_j = quat_mul(quat_at(e.y), quat_conj(q_j0));
-    let edge = reps[rep].cell_edge;
-    let d = pair_vector(e.x, e.y, edge);
     // Reference direction and length: as `Model::new` forms them from the particles' reference
     // positions (d0 = x_i0 − x_j0, L0 = |d0| as sqrt of the dot product, d̂0 = d0 / L0, the same
     // operations in the same order, so in f64 the same bits), or stored per bond.
@@ -79,7 +94,7 @@ fn bonds(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: ve
             let released = released_energy(bend.energy + ax.energy + sh.energy, ax.force + sh.f_i, bend.moment + sh.m_i,
                                             sh.m_j - bend.moment, vel_at(e.x).xyz - vel_at(e.y).xyz, omega_at(e.x).xyz,
                                             omega_at(e.y).xyz, h);
-            bond_out[kw] = BondOutGpu(vec4<real>(vec3<real>(0.0), released), vec4<real>(vec3<real>(0.0), BROKE_NOW), zero);
+            bond_out[kw] = BondOutGpu(vec4<real>(f_contact, released), vec4<real>(vec3<real>(0.0), BROKE_NOW), zero);
             // The host sizes the records for every bond, or for what one binding holds, and
             // fails the batch with a clear error if more broke than that.
             let slot = atomicAdd(&status[STATUS_BREAKS], 1u);
@@ -92,7 +107,7 @@ fn bonds(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: ve
         }
     }
     bond_out[kw] = BondOutGpu(
-        vec4<real>(ax.force + sh.f_i, bend.energy),
+        vec4<real>(ax.force + sh.f_i + f_contact, bend.energy),
         vec4<real>(bend.moment + sh.m_i, ax.energy),
         vec4<real>(sh.m_j - bend.moment, sh.energy),
     );

@@ -1,6 +1,7 @@
 // Dissipative loads of MODEL §10 (twin of `DissPass::particle`, src/engine/cpu/dissipation.rs):
 // per particle of a dissipating replica, the viscous binder of its intact bonds (in incidence
-// order, each bond evaluated from its own ends as the CPU's bond pass does), then the normal
+// order, each bond evaluated from its own ends as the CPU's bond pass does) with, where bonded
+// pairs' contacts go with the bonds (FLAG_BOND_CONTACT), their contact dashpots, then the normal
 // dashpots of its contacts (partners in index order, from the Verlet list merged with the bonded
 // partners it leaves out or, for an overflowed list, the grid walk: shaders/walk.wgsl) and of
 // its walls (in wall order), in the CPU's order, from the positions of this evaluation and the
@@ -51,18 +52,25 @@ fn dissipate(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg
     // nine reals per bond for the other end to read (lavapipe, fcc-2e4+damped in f64: about 10 %
     // slower that way).
     let gamma = reps[r].binder_gamma;
-    // The host's test (`Dissipation::binder`, which also decides that `inc_peer` is real).
-    if any(gamma > vec4<real>(0.0)) {
+    // With them, where the bonded pairs' contacts go with the bonds (FLAG_BOND_CONTACT; no
+    // friction then), each bond's contact dashpot, added to its binder's as the CPU's bond pass
+    // adds them. The host's test (`gpu::batch::reads_bond_peers`) decides that `inc_peer` is real.
+    let binder = any(gamma > vec4<real>(0.0));
+    let dashpots = bond_contacts(r) && beta > 0.0;
+    if binder || dashpots {
         let rupture = (reps[r].flags & FLAG_RUPTURE) != 0u;
         for (var p = inc_offsets[i]; p < inc_offsets[i + 1u]; p++) {
             let e = inc_entries[p - chunk.inc_win];
             let b = e >> 1u;
+            // Broken, at this evaluation too (the bond kernel ran before): its binder exerts
+            // nothing, its pair's contact still may.
+            var broken = false;
             if rupture {
-                // Broken, at this evaluation too (the bond kernel ran before): exerts nothing.
                 let bit = broken_bit(r, b);
-                if (atomicLoad(&bond_broken[bit.x]) & bit.y) != 0u {
-                    continue;
-                }
+                broken = (atomicLoad(&bond_broken[bit.x]) & bit.y) != 0u;
+            }
+            if broken && !dashpots {
+                continue;
             }
             // The bond's ends (i, j) in its own order: this particle and its peer.
             let peer = inc_peer[p - chunk.inc_win];
@@ -70,8 +78,15 @@ fn dissipate(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg
             if (e & 1u) != 0u {
                 ends = vec2<u32>(peer, i);
             }
-            let o = binder_damping(pair_vector(ends.x, ends.y, edge), vel_at(ends.x).xyz - vel_at(ends.y).xyz,
-                                   omega_at(ends.x).xyz, omega_at(ends.y).xyz, gamma);
+            let d = pair_vector(ends.x, ends.y, edge);
+            let dv = vel_at(ends.x).xyz - vel_at(ends.y).xyz;
+            var o = BondDamping(zero, zero, zero);
+            if binder && !broken {
+                o = binder_damping(d, dv, omega_at(ends.x).xyz, omega_at(ends.y).xyz, gamma);
+            }
+            if dashpots {
+                o.f_i = o.f_i + bonded_dashpot(ends, d, dv, beta, reps[r].k_contact);
+            }
             if (e & 1u) == 0u {
                 f = f + o.f_i;
                 m = m + o.m_i;
@@ -191,6 +206,26 @@ struct PairContact {
     xi_in: vec3<real>,
 }
 
+/// The normal dashpot (`contact_dissipation` without friction) of bond `ends`'s touching
+/// particles at `d = x_i − x_j`, `dv = v_i − v_j`: its force on end i, zero where they do not
+/// touch. The twin of the CPU bond pass's `BondContacts::dashpot`, the same operations.
+fn bonded_dashpot(ends: vec2<u32>, d: vec3<real>, dv: vec3<real>, beta: real, k_contact: real) -> vec3<real> {
+    let zero = vec3<real>(0.0);
+    let reach = pos_at(ends.x).w + pos_at(ends.y).w;
+    let inv = inertial_at(ends.x).z + inertial_at(ends.y).z;
+    let l2 = dot3(d, d);
+    if !(l2 < reach * reach && l2 > 0.0 && inv > 0.0) {
+        return zero;
+    }
+    let l = sqrt(l2);
+    let s = reach - l;
+    if s <= 0.0 {
+        return zero;
+    }
+    let k_h = hertz_constant(k_contact, reach);
+    return contact_dissipation(d / l, s, 0.0, k_h, 1.0 / inv, 0.0, 0.0, dv, zero, zero, zero, 0.0, beta, 0.0, 0.0).f_i;
+}
+
 /// The walk's next candidate partner, from the list or the grid walk.
 fn pair_next(p: ptr<function, PairWalk>, walk: ptr<function, GridWalk>) -> PairPartner {
     if (*p).listed {
@@ -204,7 +239,11 @@ fn pair_next(p: ptr<function, PairWalk>, walk: ptr<function, GridWalk>) -> PairP
         let xj = pos_at(j);
         return PairPartner(j, block_vector((*p).c, (*p).xi - xj.xyz, cell_at(j).xyz, (*p).edge), xj.w);
     }
-    let at = grid_walk_next(walk);
+    var at = grid_walk_next(walk);
+    // Bonded pairs' dashpots went with their bonds (FLAG_BOND_CONTACT).
+    while at.x != STATUS_NONE && bond_contacts((*p).r) && is_bonded((*p).i, at.z) {
+        at = grid_walk_next(walk);
+    }
     if at.x == STATUS_NONE {
         return PairPartner(NO_PARTNER, vec3<real>(0.0), 0.0);
     }

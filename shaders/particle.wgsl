@@ -95,10 +95,15 @@ fn particle(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg:
         // The list overflowed: the grid (rebuilt every step while a list overflows), visited in
         // index order like a list (shaders/walk.wgsl).
         var walk = grid_walk_start(c, r, i);
+        let skip_bonded = bond_contacts(r);
         loop {
             let at = grid_walk_next(&walk);
             if at.x == STATUS_NONE {
                 break;
+            }
+            // Bonded pairs' contacts went with their bonds (FLAG_BOND_CONTACT).
+            if skip_bonded && is_bonded(i, at.z) {
+                continue;
             }
             let xj = sorted_pos_at(at.x);
             let d = block_vector(c, xi - xj.xyz, neighbour_cell(c, i32(at.y)), edge);
@@ -106,6 +111,17 @@ fn particle(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg:
             fi = fi + ct.force;
             if at.z > i {
                 u_contact = u_contact + ct.energy;
+            }
+        }
+    }
+    if bond_contacts(r) {
+        // The bond kernel added each bonded pair's contact force to its bond's; its energy is
+        // counted here, at the pair's lower index, as every contact's is.
+        for (var p = inc_offsets[i]; p < inc_offsets[i + 1u]; p++) {
+            let j = bonded[p - chunk.inc_win];
+            if j > i {
+                let xj = pos_at(j);
+                u_contact = u_contact + contact(block_vector(c, xi - xj.xyz, cell_at(j).xyz, edge), xr.w + xj.w, k_contact).energy;
             }
         }
     }

@@ -6,8 +6,9 @@
 // member and that member's index; every round takes the smallest and advances only that cell.
 
 /// A visit of particle i's Verlet list (slots from `base`, `count` in use) merged in index
-/// order with its bonded partners where its replica's lists leave them out (FLAG_UNLISTED):
-/// the twin of `grid::Contacts`. Cursors and the next partner of each.
+/// order with its bonded partners where its replica's lists leave them out (FLAG_UNLISTED) and
+/// their contacts are not evaluated with the bonds (FLAG_BOND_CONTACT): the twin of
+/// `grid::Contacts` (`NeighbourList::contacts`, or `listed`). Cursors and the next partner of each.
 struct ListWalk {
     i: u32,
     base: u32,
@@ -21,7 +22,7 @@ struct ListWalk {
 /// The list walk of particle i of replica r, before its first partner.
 fn list_walk_start(i: u32, r: u32, base: u32, count: u32) -> ListWalk {
     var kb = inc_offsets[i + 1u];
-    if unlisted(r) {
+    if unlisted(r) && !bond_contacts(r) {
         kb = inc_offsets[i];
     }
     return ListWalk(i, base, count, 0u, kb, listed_at(base, count, 0u), bonded_at(i, kb));

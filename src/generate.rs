@@ -344,11 +344,12 @@ fn memory_of(l: &Layout) -> MemoryEstimate {
         // from the list (counted in `partners`, all within reach at rest) to it, with offsets.
         + if unlisted { 4 * (n + 1) } else { 0 }
         + b * (40 + 2)
-        + if l.parallel { 52 * l.stored_ends + 24 * b.div_ceil(1024) } else { 0 };
+        + if l.parallel { 52 * l.stored_ends + 32 * b.div_ceil(1024) } else { 0 };
     // MODEL §10 (`DissState::bytes`): loads and the velocities they were formed from (48 B
     // each per particle), the history's offsets (always made), and with friction 4 + 2·24 B
     // per contact partner (listed or bonded) and 2·24 B per particle and wall; the parallel
-    // bond pass stores a deferred end's two loads (48 B more) with binder damping.
+    // bond pass stores a deferred end's two loads (48 B more) where it gives dissipative loads
+    // (binder damping, or bonded pairs' dashpots without friction: `CpuEngine::bond_contacts`).
     let (diss_cpu, diss_gpu) = match l.dissipation {
         None => (0, Box::new(|_: u64| 0u64) as Box<dyn Fn(u64) -> u64>),
         Some(d) => {
@@ -357,7 +358,7 @@ fn memory_of(l: &Layout) -> MemoryEstimate {
                 + 4 * (n + 1)
                 + if d.mu > 0.0 { 52 * partners } else { 0 }
                 + wall_pairs
-                + if d.binder() && l.parallel { 48 * l.stored_ends } else { 0 };
+                + if (d.binder() || (d.beta > 0.0 && d.mu <= 0.0)) && l.parallel { 48 * l.stored_ends } else { 0 };
             let totals = crate::gpu::batch::BatchTotals {
                 n,
                 pair_friction: d.mu > 0.0,
@@ -365,11 +366,13 @@ fn memory_of(l: &Layout) -> MemoryEstimate {
                 max_walls: l.walls,
                 ..Default::default()
             };
-            let binder = d.binder();
+            // The bonds' other ends beside the incidence (`inc_peer`: binder damping, or the
+            // bonded pairs' dashpots without friction).
+            let peers = crate::gpu::batch::reads_bond_peers(&d);
             let gpu = move |rs: u64| {
                 let history: u64 = crate::gpu::batch::history_sizes(&totals, precision_of(rs)).iter().sum();
                 // The history and its backup.
-                24 * rs * n + if binder { 8 * b } else { 0 } + 2 * history
+                24 * rs * n + if peers { 8 * b } else { 0 } + 2 * history
             };
             (cpu, Box::new(gpu) as Box<dyn Fn(u64) -> u64>)
         }

@@ -456,6 +456,13 @@ impl NeighbourList {
         &self.list[self.offsets[i] as usize..self.offsets[i + 1] as usize]
     }
 
+    /// The list's candidate partners of particle `i` alone (`partners`), as a `Contacts`: where
+    /// the contacts of bonded pairs are evaluated with their bonds.
+    #[inline]
+    pub fn listed(&self, i: usize) -> Contacts<'_> {
+        Contacts { list: self.partners(i), bonded: &[], a: 0, b: 0 }
+    }
+
     /// Every candidate contact partner of particle `i` by increasing index: the list's, and the
     /// bonded partners where the list leaves them out (`Contacts`).
     #[inline]

@@ -102,10 +102,10 @@ fn cpu_results_do_not_depend_on_thread_count() {
     // Two rings of 6000 and 3000 bonds in 5 ranges of 2048 (3 per thread, in whole blocks of
     // 1024): the ranges part a particle's two bonds only at their boundaries and at a ring's
     // closing bond (0, n − 1), so the plan is its per-particle arrays (owner, stored-end
-    // offsets: 8 B per particle, + 4), 4 B per range (+ 4), 24 B per energy block (9) and a
-    // few stored ends of 52 B.
+    // offsets: 8 B per particle, + 4), 4 B per range (+ 4), 32 B per energy block (9: bending,
+    // axial, shear and the bonded pairs' contacts) and a few stored ends of 52 B.
     let (n, ranges) = (model.particles.len(), part(&e, "bond ranges"));
-    let fixed = 8 * n + 4 + 4 * 6 + 24 * 9;
+    let fixed = 8 * n + 4 + 4 * 6 + 32 * 9;
     assert!(ranges >= fixed && (ranges - fixed) % 52 == 0 && ranges - fixed <= 52 * 8, "{ranges} B against {fixed}");
     pool(3).install(|| e.advance(10).unwrap());
     assert_eq!((e.snapshot().unwrap(), e.diagnostics().unwrap()), (s1, d1));

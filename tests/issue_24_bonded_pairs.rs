@@ -1,11 +1,16 @@
-//! Issue 24: pairs joined by a bond are not in the contact lists.
+//! Issue 24: pairs joined by a bond are not in the contact lists, and their contacts go with
+//! the bonds.
 //!
-//! Both engines' lists leave bonded pairs out (`grid::BondedPartners`) and visit them from each
-//! particle's sorted bonded partners instead, merged into the list in index order: every contact
-//! sum runs over the same pairs in the same order as when the lists held them, so a run is the
-//! same bit for bit with and without the lists holding them (the engines' `list_bonded_pairs`,
-//! for comparisons), with MODEL §10's dashpots and friction too (their tangential history kept
-//! per contact of the merged sequence on the CPU, by partner index on the GPU).
+//! Both engines' lists leave bonded pairs out (`grid::BondedPartners`). Where contacts between
+//! spheres have no friction, the bond pass (the GPU's bond kernel) evaluates each bonded
+//! pair's contact once, with its bond, and adds it to the bond's load (its dashpot to the
+//! bond's dissipative load): the particle pass visits the lists' partners alone. That sums in
+//! another order than when the lists held bonded pairs (the engines' `list_bonded_pairs`, for
+//! comparisons, which visit them from both ends in the particle pass), so those runs agree to
+//! round-off, not bit for bit; the CPU and the GPU sum in the same order as each other. Where
+//! spheres have friction, each particle still visits its sorted bonded partners merged into its
+//! list in index order (their tangential history kept per contact of that sequence on the CPU,
+//! by partner index on the GPU), the same contacts in the same order as listed: the same bits.
 
 mod common;
 use common::gpu::{bits, cpu, gpu, model_from_json};
@@ -14,8 +19,13 @@ use rrpdem::integrator::Integrator;
 
 use common::solid_torus_impact_json as impact;
 
+/// How far runs that sum the same contacts in another order may part: the impact amplifies
+/// round-off (ε·|x| ≈ 1e-16 per step) to 1.6e-14 in position after these 400 steps on the CPU
+/// (measured); the bound is tests/gpu_parity.rs's for the CPU and the GPU in f64.
+const REORDERED: f64 = 1e-12;
+
 #[test]
-fn the_cpu_lists_leave_bonded_pairs_out_and_the_run_is_the_same_bit_for_bit() {
+fn the_cpu_lists_leave_bonded_pairs_out_and_bonds_carry_their_contacts() {
     let (s, m) = model_from_json(&impact(1500, ""));
     let steps = 400;
     let mut unlisted = cpu(&m, Integrator::RrpNewmark, s.dt);
@@ -32,7 +42,9 @@ fn the_cpu_lists_leave_bonded_pairs_out_and_the_run_is_the_same_bit_for_bit() {
     let d = unlisted.diagnostics().unwrap();
     // The test means something: the torus hit the wall and bonds broke.
     assert!(d.n_broken > 50, "{}", d.n_broken);
-    assert!(bits(&mut unlisted) == bits(&mut listed), "results differ");
+    let dx = common::gpu::max_position_diff(&unlisted.snapshot().unwrap(), &listed.snapshot().unwrap());
+    assert!(dx > 0.0 && dx < REORDERED, "{dx}");
+    assert_eq!(d.n_broken, listed.diagnostics().unwrap().n_broken);
     // Broken bonds' pairs stay out of the lists (their contact is found through the bond).
     assert!(entries(&unlisted) < 1.0, "{}", entries(&unlisted));
     // Listed, every bonded neighbour within the skin is there: ~12 in the fcc interior.
@@ -40,7 +52,7 @@ fn the_cpu_lists_leave_bonded_pairs_out_and_the_run_is_the_same_bit_for_bit() {
 }
 
 #[test]
-fn the_gpu_lists_leave_bonded_pairs_out_and_the_run_is_the_same_bit_for_bit() {
+fn the_gpu_lists_leave_bonded_pairs_out_and_bonds_carry_their_contacts() {
     use rrpdem::gpu::{AdapterChoice, GpuEngine, GpuOptions};
     let (s, m) = model_from_json(&impact(1500, ""));
     let steps = 400;
@@ -58,7 +70,10 @@ fn the_gpu_lists_leave_bonded_pairs_out_and_the_run_is_the_same_bit_for_bit() {
         Engine::advance(&mut unlisted, steps).unwrap();
         Engine::advance(&mut listed, steps).unwrap();
         assert!(unlisted.diagnostics().unwrap().n_broken > 50);
-        assert!(bits(&mut unlisted) == bits(&mut listed), "{p:?}: results differ");
+        if p == Precision::F64 {
+            let dx = common::gpu::max_position_diff(&unlisted.snapshot().unwrap(), &listed.snapshot().unwrap());
+            assert!(dx > 0.0 && dx < REORDERED, "{dx}");
+        }
         let entries = unlisted.neighbour_entries_in_use().unwrap() as f64 / n;
         assert!(entries < 1.0, "{p:?}: {entries}");
         let entries = listed.neighbour_entries_in_use().unwrap() as f64 / n;
@@ -73,7 +88,8 @@ fn the_gpu_lists_leave_bonded_pairs_out_and_the_run_is_the_same_bit_for_bit() {
         chunked_runs_equal(&small, s.dt, p, steps, &bits(&mut whole));
         // The bonded partners over several pages (8 kB) beside the incidence, and lists of one
         // slot: the impact's new contacts overflow them, so the particle kernel takes the grid
-        // walk (which finds bonded and other partners alike) until the lists are laid out anew.
+        // walk (which finds bonded partners too, and leaves them to the bonds) until the lists are laid
+        // out anew.
         let o = GpuOptions { page_size: Some(1 << 13), nbr_capacity: Some(1), ..Default::default() };
         let mut paged = GpuEngine::with_options(&m, Integrator::RrpNewmark, s.dt, p, AdapterChoice::Any, o).unwrap();
         assert!(paged.page_counts().1 > 1, "{p:?}: {:?}", paged.page_counts());

@@ -237,35 +237,39 @@ fn dashpots_alone_only_take_energy() {
 
 /// The bond pass gathers the binder's dashpots with the bonds' conservative loads: on more
 /// than one thread by ranges of bonds, each particle's ends past its range stored apart (the
-/// dissipative ones beside the conservative ones) and added by the particle pass. A model with
-/// enough bonds for that pass (2736 bonds, ranges of 1024 that part some particles' two bonds)
-/// must give the same bits on any number of threads.
+/// dissipative ones beside the conservative ones) and added by the particle pass. Without
+/// friction between spheres the bond pass also evaluates each bonded pair's contact and its
+/// dashpot (`CpuEngine::bond_contacts`). A model with enough bonds for that pass (2736 bonds,
+/// ranges of 1024 that part some particles' two bonds) must give the same bits on any number
+/// of threads, with friction and without.
 #[test]
 fn parallel_bond_pass_gathers_the_binder_dashpots_bit_for_bit() {
-    let mut prm = common::gpu::lattice_params();
-    prm.gravity = DVec3::ZERO;
-    prm.dissipation = Some(rrpdem::interactions::Dissipation {
-        beta: rrpdem::interactions::restitution_beta(0.6),
-        beta_wall: rrpdem::interactions::restitution_beta(0.5),
-        mu: 0.4,
-        mu_wall: 0.3,
-        stiffness_ratio: 2.0 / 7.0,
-        binder: ALL_ON,
-    });
-    let model = common::gpu::lattice_model_with(20, 12, 12, 0.97, true, 5, prm);
-    assert!(model.bonds.len() > 2048, "{} bonds: too few for the parallel bond pass", model.bonds.len());
-    let run = |threads: usize| {
-        let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
-        pool.install(|| {
-            let mut e = CpuEngine::new(&model, Integrator::RrpNewmark, 1e-3).unwrap();
-            let bits = bits_after(&mut e, 40);
-            (bits, e.diagnostics().unwrap().e_dissipated)
-        })
-    };
-    let (reference, e_dissipated) = run(1);
-    assert!(e_dissipated > 0.0, "nothing dissipated: {e_dissipated}");
-    for threads in [2, 3] {
-        assert_eq!(run(threads).0, reference, "{threads} threads");
+    for mu in [0.4, 0.0] {
+        let mut prm = common::gpu::lattice_params();
+        prm.gravity = DVec3::ZERO;
+        prm.dissipation = Some(rrpdem::interactions::Dissipation {
+            beta: rrpdem::interactions::restitution_beta(0.6),
+            beta_wall: rrpdem::interactions::restitution_beta(0.5),
+            mu,
+            mu_wall: 0.3,
+            stiffness_ratio: 2.0 / 7.0,
+            binder: ALL_ON,
+        });
+        let model = common::gpu::lattice_model_with(20, 12, 12, 0.97, true, 5, prm);
+        assert!(model.bonds.len() > 2048, "{} bonds: too few for the parallel bond pass", model.bonds.len());
+        let run = |threads: usize| {
+            let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
+            pool.install(|| {
+                let mut e = CpuEngine::new(&model, Integrator::RrpNewmark, 1e-3).unwrap();
+                let bits = bits_after(&mut e, 40);
+                (bits, e.diagnostics().unwrap().e_dissipated)
+            })
+        };
+        let (reference, e_dissipated) = run(1);
+        assert!(e_dissipated > 0.0, "mu {mu}: nothing dissipated: {e_dissipated}");
+        for threads in [2, 3] {
+            assert_eq!(run(threads).0, reference, "mu {mu}: {threads} threads");
+        }
     }
 }
 

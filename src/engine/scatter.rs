@@ -35,8 +35,20 @@ const NONE: u32 = u32::MAX;
 /// A force and a moment on one particle from one bond.
 pub(crate) type EndLoad = (DVec3, DVec3);
 
+/// A bond's energies: bending, axial, shear, and the contact of its two particles (where the
+/// bond pass evaluates it, `CpuEngine::bond_contacts`; else 0).
+pub(crate) type BondEnergies = [f64; 4];
+
+/// Adds `e` into the sums `u`, channel by channel.
+#[inline(always)]
+pub(crate) fn add_energies(u: &mut BondEnergies, e: &BondEnergies) {
+    for (s, x) in u.iter_mut().zip(e) {
+        *s += x;
+    }
+}
+
 /// The ranges of the bonds, which range each particle's sums belong to, and where the ends past
-/// a particle's range are stored: each a load `L` (`EndLoad`; with binder damping the bond's
+/// a particle's range are stored: each a load `L` (`EndLoad`; with dissipative bond loads the bond's
 /// conservative and dissipative loads apart, `[EndLoad; 2]`, since the ledger books the latter
 /// alone).
 pub(crate) struct BondRanges<L = EndLoad> {
@@ -55,8 +67,8 @@ pub(crate) struct BondRanges<L = EndLoad> {
     /// bond order.
     deferred_off: Vec<u32>,
     deferred: Vec<L>,
-    /// Each `ENERGY_BLOCK` of bonds' energies (bending, axial, shear) of the last `pass`.
-    block_energies: Vec<[f64; 3]>,
+    /// Each `ENERGY_BLOCK` of bonds' energies (`BondEnergies`) of the last `pass`.
+    block_energies: Vec<BondEnergies>,
 }
 
 impl<L: Copy + Default + Send + Sync> BondRanges<L> {
@@ -99,7 +111,7 @@ impl<L: Copy + Default + Send + Sync> BondRanges<L> {
             "bond ends changed while the bond ranges were cut"
         );
         let deferred = vec![L::default(); slot.len()];
-        let block_energies = vec![[0.0; 3]; n_bonds.div_ceil(ENERGY_BLOCK)];
+        let block_energies = vec![[0.0; 4]; n_bonds.div_ceil(ENERGY_BLOCK)];
         BondRanges { threads, n_bonds, len, owner, range_slots, slot, deferred_off, deferred, block_energies }
     }
 
@@ -113,7 +125,7 @@ impl<L: Copy + Default + Send + Sync> BondRanges<L> {
     pub(crate) fn bytes(&self) -> usize {
         4 * (self.owner.capacity() + self.range_slots.capacity() + self.slot.capacity() + self.deferred_off.capacity())
             + self.deferred.capacity() * size_of::<L>()
-            + self.block_energies.capacity() * size_of::<[f64; 3]>()
+            + self.block_energies.capacity() * size_of::<BondEnergies>()
     }
 
     /// Runs `eval(k, &mut state[k])` for every bond, in parallel over the ranges and in bond
@@ -128,7 +140,7 @@ impl<L: Copy + Default + Send + Sync> BondRanges<L> {
         &mut self,
         state: &mut [S],
         ends: impl Fn(usize) -> (u32, u32) + Sync,
-        eval: impl Fn(usize, &mut S) -> Option<([L; 2], [f64; 3])> + Sync,
+        eval: impl Fn(usize, &mut S) -> Option<([L; 2], BondEnergies)> + Sync,
         add: impl Fn(usize, &L) + Sync,
     ) {
         assert_eq!(state.len(), self.n_bonds);
@@ -144,15 +156,13 @@ impl<L: Copy + Default + Send + Sync> BondRanges<L> {
                 let (mut s, slots_end) = (range_slots[r] as usize, range_slots[r + 1] as usize);
                 for (b, (block, energy)) in states.chunks_mut(ENERGY_BLOCK).zip(energies.iter_mut()).enumerate() {
                     let first = r * len + b * ENERGY_BLOCK;
-                    let mut u = [0.0; 3];
+                    let mut u = [0.0; 4];
                     for (l, st) in block.iter_mut().enumerate() {
                         let k = first + l;
                         let (i, j) = ends(k);
                         let out = eval(k, st);
                         if let Some((_, e)) = &out {
-                            u[0] += e[0];
-                            u[1] += e[1];
-                            u[2] += e[2];
+                            add_energies(&mut u, e);
                         }
                         for (end, p) in [(0, i as usize), (1, j as usize)] {
                             if owner[p] == r as u32 {
@@ -176,9 +186,9 @@ impl<L: Copy + Default + Send + Sync> BondRanges<L> {
             });
     }
 
-    /// The bond energies (bending, axial, shear) of each `ENERGY_BLOCK` of bonds in the last
-    /// `pass`, summed in bond order.
-    pub(crate) fn block_energies(&self) -> &[[f64; 3]] {
+    /// The bond energies (`BondEnergies`) of each `ENERGY_BLOCK` of bonds in the last `pass`,
+    /// summed in bond order.
+    pub(crate) fn block_energies(&self) -> &[BondEnergies] {
         &self.block_energies
     }
 

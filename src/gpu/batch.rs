@@ -16,6 +16,20 @@ use crate::engine::Precision;
 use crate::model::Model;
 
 /// Ranges of every replica in the batch's arrays.
+/// Whether a replica evaluates its bonded pairs' contacts with the bonds (`FLAG_BOND_CONTACT`,
+/// the CPU engine's `bond_contacts`): its lists leave them out (`unlisted`: it has bonds, and
+/// `GpuOptions::list_bonded_pairs` is off) and its spheres have no friction.
+pub(crate) fn bond_contacts(unlisted: bool, dissipation: Option<crate::interactions::Dissipation>) -> bool {
+    unlisted && dissipation.is_none_or(|d| d.mu <= 0.0)
+}
+
+/// Whether `dissipate` reads each bond's other end (`inc_peer`) for a model dissipating by `d`:
+/// its binder's dashpots, or its bonded pairs' contact dashpots, which go with the bonds where
+/// contacts have no friction (`FLAG_BOND_CONTACT`).
+pub(crate) fn reads_bond_peers(d: &crate::interactions::Dissipation) -> bool {
+    d.binder() || (d.beta > 0.0 && d.mu <= 0.0)
+}
+
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct BatchLayout {
     pub p_start: Vec<u32>,
@@ -154,8 +168,9 @@ pub struct BatchTotals {
     pub weibull: bool,
     /// Some replica dissipates (MODEL §10): the `dload_*` arrays and their backups are real.
     pub dissipation: bool,
-    /// Some replica has binder damping: `inc_peer` (4 bytes per incidence entry) is real.
-    pub binder_damping: bool,
+    /// Some replica reads the bonds' other ends (`reads_bond_peers`): `inc_peer` (4 bytes per
+    /// incidence entry) is real.
+    pub bond_peers: bool,
     /// Bonds whose pairs the contact lists leave out (all of them, unless an engine is told to
     /// list them, `GpuOptions::list_bonded_pairs`): where some, `bonded` (4 bytes per incidence
     /// entry) is real.
@@ -205,7 +220,7 @@ impl BatchTotals {
         self.dissipation |= m.params.dissipation.is_some();
         let d = m.params.dissipation.unwrap_or_default();
         self.pair_friction |= d.mu > 0.0;
-        self.binder_damping |= d.binder();
+        self.bond_peers |= reads_bond_peers(&d);
         self.unlisted_bonds += m.bonds.len() as u64;
         self.wall_friction |= d.mu_wall > 0.0;
         self.max_walls = self.max_walls.max(m.params.walls.len() as u64);
@@ -296,7 +311,10 @@ pub fn chunked_sizes(t: &BatchTotals, precision: Precision, nbr_capacity: u32) -
         ("bond reference directions and lengths", if t.bond_refs { 4 * rs * t.nb } else { 0 }),
         ("bond reference attitudes", if t.bond_attitudes { 8 * rs * t.nb } else { 0 }),
         ("incidence entries", 8 * t.nb),
-        ("the bonds' other ends beside them (binder damping)", if t.binder_damping { 8 * t.nb } else { 0 }),
+        (
+            "the bonds' other ends beside them (binder or bonded contacts' damping)",
+            if t.bond_peers { 8 * t.nb } else { 0 },
+        ),
         ("bonded partners, sorted (pairs left out of the lists)", if t.unlisted_bonds > 0 { 8 * t.nb } else { 0 }),
         ("neighbour lists", 4 * nbr_capacity as u64 * t.n),
         ("contact history (friction)", history_sizes(t, precision)[2]),
@@ -357,7 +375,7 @@ pub fn planned_sizes(t: &BatchTotals, precision: Precision, nbr_capacity: u32) -
         if super::frame::uses_blocks(precision) { 16 * n } else { 0 }, // ref_cell
         4 * (n + 1),
         8 * nb,                                        // incidence
-        if t.binder_damping { 8 * nb } else { 0 },     // the bonds' other ends (inc_peer)
+        if t.bond_peers { 8 * nb } else { 0 },         // the bonds' other ends (inc_peer)
         if t.unlisted_bonds > 0 { 8 * nb } else { 0 }, // the sorted bonded partners (bonded)
         4 * (n + 1),                                   // neighbour list offsets
         4 * (n + 1),                                   // halo offsets

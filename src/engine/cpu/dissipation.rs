@@ -1,8 +1,9 @@
 //! The CPU engine's dissipation (MODEL §10): per particle the dissipative loads of the last
 //! evaluation (the ledger books their work after the closing half kick), the contacts'
-//! tangential history, the parallel bond pass's ranges with binder damping (the bond pass
-//! evaluates the binder's dashpots, once per bond), and the loads of one particle (its
-//! contacts' added as the particle pass visits each partner for the conservative contact).
+//! tangential history, the parallel bond pass's ranges where it gives dissipative loads (it
+//! evaluates the binder's dashpots, and the bonded pairs' contact dashpots where they go with
+//! the bonds, once per bond), and the loads of one particle (its other contacts' added as the
+//! particle pass visits each partner for the conservative contact).
 //!
 //! History layout: ξ of the pair (i, j) is kept by both, each at the other's place among its
 //! contacts (the list's partners and the bonded ones it leaves out, merged by index:
@@ -159,11 +160,17 @@ impl History {
 /// What the CPU engine keeps for MODEL §10 (present only when something dissipates).
 pub(super) struct DissState {
     pub(super) coef: Dissipation,
-    /// Dissipative force and moment on each particle at the last evaluation. With binder
-    /// damping the bond pass gathers the bonds' here first (in bond order, as their
-    /// conservative loads into `acc`); the particle pass adds the contacts' and walls'.
+    /// Whether the bond pass gives dissipative loads (binder damping, or the dashpots of the
+    /// bonded pairs' contacts it evaluates: `CpuEngine::bond_contacts`), set before each
+    /// evaluation.
+    pub(super) bond_loads: bool,
+    /// Dissipative force and moment on each particle at the last evaluation. Where the bond
+    /// pass gives dissipative loads (`bond_loads`) it gathers the bonds' here first (in bond
+    /// order, as their conservative loads into `acc`); the particle pass adds the contacts' and
+    /// walls'.
     pub(super) loads: Vec<ParticleAcc>,
-    /// With binder damping, the parallel bond pass's ranges: each stored end holds the bond's
+    /// Where the bond pass gives dissipative loads, the parallel bond pass's ranges: each stored
+    /// end holds the bond's
     /// conservative and dissipative loads apart (the engine's own `ranges` stay unused).
     pub(super) ranges: Option<BondRanges<[EndLoad; 2]>>,
     pub(super) history: History,
@@ -179,6 +186,7 @@ impl DissState {
     pub(super) fn new(coef: Dissipation, n: usize, walls: usize) -> DissState {
         DissState {
             coef,
+            bond_loads: coef.binder(),
             loads: vec![ParticleAcc::default(); n],
             ranges: None,
             history: History::new(n, walls, coef.mu_wall > 0.0),
@@ -248,8 +256,10 @@ pub(super) struct ParticleDiss {
 /// `finish`): the state, the history read, and the arrays each particle writes its own part of.
 pub(super) struct DissPass<'a> {
     coef: Dissipation,
+    /// The bond pass gave dissipative loads (`DissState::bond_loads`).
+    bond_loads: bool,
     p: PassInputs<'a>,
-    /// The parallel bond pass's stored ends (with binder damping).
+    /// The parallel bond pass's stored ends (where it gives dissipative loads).
     ranges: Option<&'a BondRanges<[EndLoad; 2]>>,
     off: &'a [u32],
     /// The partners the history is aligned with (checked in debug builds).
@@ -280,9 +290,10 @@ impl DissState {
     /// The particle pass's view of this state.
     pub(super) fn pass<'a>(&'a mut self, p: PassInputs<'a>) -> DissPass<'a> {
         let hist = &mut self.history;
-        let ranges = if p.parallel && self.coef.binder() { self.ranges.as_ref() } else { None };
+        let ranges = if p.parallel && self.bond_loads { self.ranges.as_ref() } else { None };
         DissPass {
             coef: self.coef,
+            bond_loads: self.bond_loads,
             p,
             ranges,
             off: &hist.off,
@@ -315,7 +326,7 @@ impl DissPass<'_> {
     pub(super) fn start(&self, i: usize) -> ParticleDiss {
         let k = &self.p.kin[i];
         let (mut f, mut m) = (DVec3::ZERO, DVec3::ZERO);
-        if self.coef.binder() {
+        if self.bond_loads {
             // SAFETY: particle i's own entry (written by `finish`).
             let loads = unsafe { self.loads.get(i) };
             (f, m) = (loads.force, loads.moment);

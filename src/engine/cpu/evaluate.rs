@@ -1,19 +1,23 @@
 //! The CPU engine's force evaluation: the bond pass (bond by bond on one thread, by ranges of
-//! bonds in parallel, `scatter::BondRanges`), the bonds that break booked, then the particle
-//! pass (contacts, walls, fields); and the diagnostics summed from the state and the energies of
-//! the last evaluation.
+//! bonds in parallel, `scatter::BondRanges`; with each bonded pair's contact where it goes with
+//! the bond, `CpuEngine::bond_contacts`), the bonds that break booked, then the particle pass
+//! (the other contacts, walls, fields); and the diagnostics summed from the state and the
+//! energies of the last evaluation.
 
 use super::columns::{BondRef, Column, RefAttitudes};
 use super::dissipation::PassInputs;
 use super::pass::{parallel_bonds, run_pass};
 use super::{BROKE_NOW, BROKEN, CpuEngine, INTACT, ParticleAcc};
 use crate::diagnostics::Diagnostics;
-use crate::engine::scatter::{BondRanges, Disjoint, ENERGY_BLOCK, EndLoad};
+use crate::engine::scatter::{BondEnergies, BondRanges, Disjoint, ENERGY_BLOCK, EndLoad, add_energies};
 use crate::error::EngineError;
 use crate::grid::PAR_MIN;
 use crate::integrator::Kinematics;
 use crate::interactions::rupture::{BOUND_SLACK_F64, bond_breaks, released_energy};
-use crate::interactions::{BondOut, BreakEvent, binder_damping, contact, gravitation, gravity, pendulum, wall};
+use crate::interactions::{
+    BondOut, BreakEvent, DashpotConsts, binder_damping, contact, contact_dissipation_with, dashpot_eta0, gravitation,
+    gravity, hertz_constant, pendulum, wall,
+};
 use crate::model::{bond_terms_ref, bond_terms_rel};
 use glam::DVec3;
 use rayon::prelude::*;
@@ -44,9 +48,13 @@ impl CpuEngine {
     pub(super) fn evaluate(&mut self, energies: bool, moved: Option<bool>) -> Result<(), EngineError> {
         let (nb, n) = (self.bonds.len(), self.kin.len());
         let parallel = parallel_bonds(nb);
+        let bond_contacts = self.bond_contacts();
+        if let Some(d) = &mut self.diss {
+            d.bond_loads = d.coef.binder() || (bond_contacts && d.coef.pairs());
+        }
         if parallel {
-            // With binder damping the ranges store each end's two loads apart.
-            match self.diss.as_mut().filter(|d| d.coef.binder()) {
+            // Where the bond pass gives dissipative loads the ranges store each end's two apart.
+            match self.diss.as_mut().filter(|d| d.bond_loads) {
                 Some(d) => cut_ranges(&mut d.ranges, n, &self.bonds),
                 None => cut_ranges(&mut self.ranges, n, &self.bonds),
             }
@@ -95,15 +103,19 @@ impl CpuEngine {
 
     /// The bond pass: each intact bond's force and moments into its two ends (in bond order),
     /// the bonds that break in this evaluation marked, and with `energies` the bond energies
-    /// into `sums`. With binder damping (MODEL §10) each bond's dashpots are evaluated here,
-    /// once per bond from the ends the bond's own terms loaded, and gathered in bond order into
-    /// the dissipative loads (`DissState::loads`, which the ledger books apart; the particle
-    /// pass adds the contacts' and walls' onto them and the sum into `acc`). Zeroes `acc`
-    /// first unless the integration pass did.
+    /// into `sums`. Where the bond pass evaluates the contacts of bonded pairs
+    /// (`bond_contacts`), each bond's pair contact (intact or broken) is added to its force
+    /// and its energy to `U_contact`. With binder damping, or the dashpots of those contacts
+    /// (MODEL §10), each bond's dissipative loads are evaluated here, once per bond from the
+    /// ends the bond's own terms loaded, and gathered in bond order into the dissipative loads
+    /// (`DissState::loads`, which the ledger books apart; the particle pass adds the other
+    /// contacts' and the walls' onto them and the sum into `acc`). Zeroes `acc` first unless
+    /// the integration pass did.
     fn bond_pass(&mut self, parallel: bool, energies: bool, sums: &mut Sums) {
         let bonds = &self.bonds;
+        let kin = &self.kin;
         let input = BondInputs {
-            kin: &self.kin,
+            kin,
             prm: &self.params,
             bonds,
             ref_q: &self.ref_q,
@@ -111,6 +123,13 @@ impl CpuEngine {
             identity: self.ref_q.is_identity(),
         };
         let bond_eval = |k: usize, state: &mut u8| input.eval(k, state);
+        let pairs = self.bond_contacts().then_some(BondContacts {
+            radius: &self.radius,
+            inv_mass: &self.inv_mass,
+            k_contact: self.params.k_contact,
+            group: self.group.as_deref(),
+        });
+        let pair_contact = |b: &BondRef, d: DVec3| pairs.as_ref().and_then(|p| p.contact(b, d));
         if !std::mem::take(&mut self.acc_zeroed) {
             self.acc.fill(ParticleAcc::default());
         }
@@ -123,28 +142,64 @@ impl CpuEngine {
         };
         let ends = |k: usize| (bonds[k].i, bonds[k].j);
         let states = &mut self.bond_state;
-        let Some(diss) = self.diss.as_mut().filter(|d| d.coef.binder()) else {
-            // What bond `k` puts on its ends i and j, and its energies; `None` when broken.
+        let Some(diss) = self.diss.as_mut().filter(|d| d.bond_loads) else {
+            // What bond `k` puts on its ends i and j, and its energies; `None` when it puts
+            // nothing (broken, its pair's contact not evaluated here or not touching).
             let loads = |k: usize, state: &mut u8| {
-                bond_eval(k, state)
-                    .map(|(o, _, _)| ([(o.f_i, o.m_i), (-o.f_i, o.m_j)], [o.u_bend, o.u_axial, o.u_shear]))
+                let b = &bonds[k];
+                let c = pair_contact(b, kin[b.i as usize].x - kin[b.j as usize].x);
+                match (bond_eval(k, state), c) {
+                    (Some((o, _, _)), None) => {
+                        Some(([(o.f_i, o.m_i), (-o.f_i, o.m_j)], [o.u_bend, o.u_axial, o.u_shear, 0.0]))
+                    }
+                    (Some((o, _, _)), Some(c)) => {
+                        let f = o.f_i + c.force;
+                        Some(([(f, o.m_i), (-f, o.m_j)], [o.u_bend, o.u_axial, o.u_shear, c.energy]))
+                    }
+                    (None, Some(c)) => {
+                        Some(([(c.force, DVec3::ZERO), (-c.force, DVec3::ZERO)], [0.0, 0.0, 0.0, c.energy]))
+                    }
+                    (None, None) => None,
+                }
             };
             let plan = if parallel { self.ranges.as_mut() } else { None };
             gather_bonds(plan, states, ends, energies, sums, loads, add);
             return;
         };
-        let gamma = diss.coef.binder;
+        let (gamma, binder) = (diss.coef.binder, diss.coef.binder());
+        let beta = diss.coef.beta;
         diss.loads.fill(ParticleAcc::default());
         let dl = Disjoint::new(&mut diss.loads);
-        // The bond's conservative and dissipative loads on each end, apart.
+        // The bond's conservative and dissipative loads on each end, apart: its binder's
+        // dashpots (intact), then its pair contact's dashpot.
         let loads = |k: usize, state: &mut u8| {
-            bond_eval(k, state).map(|(o, ki, kj)| {
-                let d = binder_damping(ki.x - kj.x, ki.v - kj.v, ki.w, kj.w, gamma);
-                (
-                    [[(o.f_i, o.m_i), (d.f_i, d.m_i)], [(-o.f_i, o.m_j), (-d.f_i, d.m_j)]],
-                    [o.u_bend, o.u_axial, o.u_shear],
-                )
-            })
+            let b = &bonds[k];
+            let (ki, kj) = (&kin[b.i as usize], &kin[b.j as usize]);
+            let d = ki.x - kj.x;
+            let c = pair_contact(b, d);
+            let bond = bond_eval(k, state);
+            if bond.is_none() && c.is_none() {
+                return None;
+            }
+            let (mut df, mut dm_i, mut dm_j) = (DVec3::ZERO, DVec3::ZERO, DVec3::ZERO);
+            if bond.is_some() && binder {
+                let bd = binder_damping(d, ki.v - kj.v, ki.w, kj.w, gamma);
+                (df, dm_i, dm_j) = (bd.f_i, bd.m_i, bd.m_j);
+            }
+            if let (Some(p), Some(c), true) = (&pairs, &c, beta > 0.0) {
+                df += p.dashpot(b, d, c.reach, ki.v - kj.v, beta);
+            }
+            let (f, m_i, m_j, u) = match (bond, c) {
+                (Some((o, _, _)), None) => (o.f_i, o.m_i, o.m_j, [o.u_bend, o.u_axial, o.u_shear, 0.0]),
+                (Some((o, _, _)), Some(c)) => {
+                    (o.f_i + c.force, o.m_i, o.m_j, [o.u_bend, o.u_axial, o.u_shear, c.energy])
+                }
+                (None, c) => {
+                    let c = c.unwrap_or_default();
+                    (c.force, DVec3::ZERO, DVec3::ZERO, [0.0, 0.0, 0.0, c.energy])
+                }
+            };
+            Some(([[(f, m_i), (df, dm_i)], [(-f, m_j), (-df, dm_j)]], u))
         };
         let add_both = |p: usize, [c, (f, m)]: &[EndLoad; 2]| {
             add(p, c);
@@ -162,8 +217,10 @@ impl CpuEngine {
     /// into `acc`; with `energies` their energies and the wall force folded into `sums` in
     /// particle order.
     fn particle_pass(&mut self, parallel: bool, energies: bool, sums: &mut Sums) {
+        let bond_contacts = self.bond_contacts();
         let (kin, prm) = (&self.kin, &self.params);
-        // With binder damping the deferred ends are the dissipation's (`DissPass::deferred`).
+        // Where the bond pass gives dissipative loads the deferred ends are the dissipation's
+        // (`DissPass::deferred`).
         let deferred = if parallel { self.ranges.as_ref() } else { None };
         let (radius, mass, nbr) = (&self.radius, &self.mass, &self.neighbours);
         let group = self.group.as_deref();
@@ -205,7 +262,8 @@ impl CpuEngine {
                 // The dissipative sums (MODEL §10), added after the conservative loads.
                 let mut dp = diss.as_ref().map(|d| d.start(i));
                 // `a`: the partner's place among i's contacts, where its friction history is.
-                for (a, j) in nbr.contacts(i).enumerate() {
+                let partners = if bond_contacts { nbr.listed(i) } else { nbr.contacts(i) };
+                for (a, j) in partners.enumerate() {
                     // The spheres of one clump never touch each other (MODEL §12).
                     if group.is_some_and(|g| g[i] == g[j]) {
                         continue;
@@ -367,6 +425,63 @@ impl CpuEngine {
 }
 
 /// What the bond pass reads to evaluate a bond.
+/// What the bond pass reads to evaluate the contact of each bonded pair (`bond_contacts`).
+struct BondContacts<'a> {
+    radius: &'a Column<f64>,
+    inv_mass: &'a Column<f64>,
+    k_contact: f64,
+    /// The particles' clumps (MODEL §12), whose spheres never touch each other.
+    group: Option<&'a [u32]>,
+}
+
+/// A bonded pair's Hertz contact (`contact`), and its radius sum.
+#[derive(Clone, Copy, Default)]
+struct PairContact {
+    force: DVec3,
+    energy: f64,
+    reach: f64,
+}
+
+impl BondContacts<'_> {
+    /// The contact of bond `b`'s particles at `d = x_i − x_j` (`interactions::contact`, the
+    /// particle pass's law and operations), `None` where they do not touch or are spheres of
+    /// one clump.
+    #[inline(always)]
+    fn contact(&self, b: &BondRef, d: DVec3) -> Option<PairContact> {
+        let (i, j) = (b.i as usize, b.j as usize);
+        if self.group.is_some_and(|g| g[i] == g[j]) {
+            return None;
+        }
+        let reach = self.radius.get(i) + self.radius.get(j);
+        if d.length_squared() >= reach * reach {
+            return None;
+        }
+        let c = contact(d, reach, self.k_contact);
+        Some(PairContact { force: c.force, energy: c.energy, reach })
+    }
+
+    /// The normal dashpot (MODEL §10, `contact_dissipation` without friction) of bond `b`'s
+    /// touching particles at `d`, radius sum `reach`, `dv = v_i − v_j`: its force on i, formed
+    /// by the operations of `DissPass::pair`, so that the same contact gives the same bits.
+    #[inline(always)]
+    fn dashpot(&self, b: &BondRef, d: DVec3, reach: f64, dv: DVec3, beta: f64) -> DVec3 {
+        let inv = self.inv_mass.get(b.i as usize) + self.inv_mass.get(b.j as usize);
+        let l2 = d.length_squared();
+        if !(l2 < reach * reach && l2 > 0.0 && inv > 0.0) {
+            return DVec3::ZERO;
+        }
+        let l = l2.sqrt();
+        let s = reach - l;
+        if s <= 0.0 {
+            return DVec3::ZERO;
+        }
+        let k_h = hertz_constant(self.k_contact, reach);
+        let consts = DashpotConsts { k_h, eta0: dashpot_eta0(beta, 1.0 / inv, k_h) };
+        let none = DVec3::ZERO;
+        contact_dissipation_with(d / l, s, &consts, || (0.0, 0.0, 0.0), dv, none, none, none, 0.0, 0.0, 0.0).f_i
+    }
+}
+
 struct BondInputs<'a> {
     kin: &'a [Kinematics],
     prm: &'a crate::model::Params,
@@ -440,35 +555,34 @@ fn gather_bonds<L: Copy + Default + Send + Sync>(
     ends: impl Fn(usize) -> (u32, u32) + Sync,
     energies: bool,
     sums: &mut Sums,
-    loads: impl Fn(usize, &mut u8) -> Option<([L; 2], [f64; 3])> + Sync,
+    loads: impl Fn(usize, &mut u8) -> Option<([L; 2], BondEnergies)> + Sync,
     add: impl Fn(usize, &L) + Sync,
 ) {
-    let mut add_energies = |u: &[f64; 3]| {
+    let mut add_sums = |u: &BondEnergies| {
         sums.u_bend += u[0];
         sums.u_axial += u[1];
         sums.u_shear += u[2];
+        sums.u_contact += u[3];
     };
     if let Some(plan) = plan {
         plan.pass(states, ends, loads, add);
         if energies {
-            plan.block_energies().iter().for_each(add_energies);
+            plan.block_energies().iter().for_each(add_sums);
         }
         return;
     }
     for (first, states) in (0..states.len()).step_by(ENERGY_BLOCK).zip(states.chunks_mut(ENERGY_BLOCK)) {
-        let mut u = [0.0; 3];
+        let mut u = [0.0; 4];
         for (l, state) in states.iter_mut().enumerate() {
             let k = first + l;
             let Some(([load_i, load_j], e)) = loads(k, state) else { continue };
             let (i, j) = ends(k);
             add(i as usize, &load_i);
             add(j as usize, &load_j);
-            u[0] += e[0];
-            u[1] += e[1];
-            u[2] += e[2];
+            add_energies(&mut u, &e);
         }
         if energies {
-            add_energies(&u);
+            add_sums(&u);
         }
     }
 }

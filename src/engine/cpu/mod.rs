@@ -271,9 +271,19 @@ impl CpuEngine {
         self.neighbours.bonded_entries()
     }
 
+    /// Whether the bond pass evaluates the contact of each bonded pair (intact or broken), with
+    /// its dashpot where contacts dissipate (MODEL §10), instead of the particle pass visiting
+    /// it from both ends: wherever the lists leave bonded pairs out, unless contacts between
+    /// particles have friction (whose history is kept per contact of the particle pass).
+    pub(super) fn bond_contacts(&self) -> bool {
+        self.neighbours.bonded_entries() > 0 && !self.diss.as_ref().is_some_and(|d| d.coef.mu > 0.0)
+    }
+
     /// Lists bonded pairs as any other pair (as before they were left out,
-    /// `grid::BondedPartners`), the list rebuilt now: the same contacts in the same
-    /// order, so the same results bit for bit. For comparisons and measurements.
+    /// `grid::BondedPartners`), the list rebuilt now, and visits their contacts in the particle
+    /// pass from both ends, as before they were evaluated with their bonds (`bond_contacts`):
+    /// the same contacts, summed in another order, so the same results to round-off. For
+    /// comparisons and measurements.
     pub fn list_bonded_pairs(&mut self) -> Result<(), EngineError> {
         self.neighbours.list_bonded();
         self.place_neighbours(None)

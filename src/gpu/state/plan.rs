@@ -123,7 +123,8 @@ impl Shape {
                 "internal: kernels compiled for {parts:?} per-particle bindings, the state needs {two:?}; please report this"
             )));
         }
-        let binder = s.models.iter().any(|m| m.params.dissipation.is_some_and(|d| d.binder()));
+        let binder =
+            s.models.iter().any(|m| m.params.dissipation.is_some_and(|d| crate::gpu::batch::reads_bond_peers(&d)));
         let (inc_offsets, inc_entries, inc_peers) = incidence(s.models, &layout, binder);
         let unlisted = s.unlisted && s.models.iter().any(|m| !m.bonds.is_empty());
         let bonded = if unlisted { bonded_partners(s.models, &layout, &inc_offsets) } else { Vec::new() };
