@@ -12,7 +12,7 @@ fn bond_reference(d0: vec3<real>) -> vec4<real> {
 
 /// The contact force on end i of bond `e` at `d = x_i − x_j` where its replica evaluates its
 /// bonded pairs' contacts with the bonds (FLAG_BOND_CONTACT) and the two touch, else zero: the
-/// twin of the CPU bond pass's `BondContacts::contact`. (Adding a zero differs from not adding
+/// twin of the CPU bond pass's `BondContacts::bond_contact`. (Adding a zero differs from not adding
 /// only in the sign of a zero sum, which no result depends on.)
 fn bond_contact_force(rep: u32, e: vec2<u32>, d: vec3<real>) -> vec3<real> {
     let reach = pos_at(e.x).w + pos_at(e.y).w;

@@ -208,7 +208,7 @@ struct PairContact {
 
 /// The normal dashpot (`contact_dissipation` without friction) of bond `ends`'s touching
 /// particles at `d = x_i − x_j`, `dv = v_i − v_j`: its force on end i, zero where they do not
-/// touch. The twin of the CPU bond pass's `BondContacts::dashpot`, the same operations.
+/// touch. The twin of the CPU bond pass's `BondContacts::bonded_dashpot`, the same operations.
 fn bonded_dashpot(ends: vec2<u32>, d: vec3<real>, dv: vec3<real>, beta: real, k_contact: real) -> vec3<real> {
     let zero = vec3<real>(0.0);
     let reach = pos_at(ends.x).w + pos_at(ends.y).w;

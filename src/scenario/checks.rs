@@ -11,8 +11,8 @@ use rayon::prelude::*;
 
 impl Scenario {
     /// The bodies: at least one; a pendulum body with its field; a particle list not empty; a
-    /// generated body's own fields (counts, diameters, lattice), which cost nothing to check,
-    /// so that a wrong one is named when the scenario is read, not first when it is built.
+    /// generated body's own fields that cost nothing to check (a ring's count, a solid's
+    /// shape), so that a wrong one is named when the scenario is read, not first when it is built.
     pub(super) fn validate_bodies(&self) -> Result<(), ScenarioError> {
         if self.bodies.is_empty() {
             return Err(self.invalid("bodies", "must list at least one body"));
@@ -31,15 +31,11 @@ impl Scenario {
                         self.invalid(format!("bodies[{b}].particles"), "is empty: a body needs at least one particle")
                     );
                 }
-                // A generated body's own fields (counts, diameters, lattice), which cost nothing
-                // to check: a wrong one is named here, not first when the model is built.
                 Body::TorusRing(t) => self.ring_count(t, &format!("bodies[{b}]"))?,
-                Body::TorusSolid(t) => {
-                    t.resolve(self, &format!("bodies[{b}]"))?;
-                }
-                Body::BlockSolid(t) => {
-                    t.resolve(self, &format!("bodies[{b}]"))?;
-                }
+                // (Not the solids' particle count: solving for their diameter counts the
+                // lattice, a second at 10⁸ spheres; building does it.)
+                Body::TorusSolid(t) => t.check_shape(self, &format!("bodies[{b}]"))?,
+                Body::BlockSolid(t) => t.check_shape(self, &format!("bodies[{b}]"))?,
                 _ => {}
             }
         }

@@ -129,7 +129,7 @@ impl CpuEngine {
             k_contact: self.params.k_contact,
             group: self.group.as_deref(),
         });
-        let pair_contact = |b: &BondRef, d: DVec3| pairs.as_ref().and_then(|p| p.contact(b, d));
+        let pair_contact = |b: &BondRef, d: DVec3| pairs.as_ref().and_then(|p| p.bond_contact(b, d));
         if !std::mem::take(&mut self.acc_zeroed) {
             self.acc.fill(ParticleAcc::default());
         }
@@ -148,19 +148,8 @@ impl CpuEngine {
             let loads = |k: usize, state: &mut u8| {
                 let b = &bonds[k];
                 let c = pair_contact(b, kin[b.i as usize].x - kin[b.j as usize].x);
-                match (bond_eval(k, state), c) {
-                    (Some((o, _, _)), None) => {
-                        Some(([(o.f_i, o.m_i), (-o.f_i, o.m_j)], [o.u_bend, o.u_axial, o.u_shear, 0.0]))
-                    }
-                    (Some((o, _, _)), Some(c)) => {
-                        let f = o.f_i + c.force;
-                        Some(([(f, o.m_i), (-f, o.m_j)], [o.u_bend, o.u_axial, o.u_shear, c.energy]))
-                    }
-                    (None, Some(c)) => {
-                        Some(([(c.force, DVec3::ZERO), (-c.force, DVec3::ZERO)], [0.0, 0.0, 0.0, c.energy]))
-                    }
-                    (None, None) => None,
-                }
+                let bond = bond_eval(k, state).map(|(o, _, _)| o);
+                bond_loads(bond, c).map(|(f, m_i, m_j, u)| ([(f, m_i), (-f, m_j)], u))
             };
             let plan = if parallel { self.ranges.as_mut() } else { None };
             gather_bonds(plan, states, ends, energies, sums, loads, add);
@@ -177,28 +166,17 @@ impl CpuEngine {
             let (ki, kj) = (&kin[b.i as usize], &kin[b.j as usize]);
             let d = ki.x - kj.x;
             let c = pair_contact(b, d);
-            let bond = bond_eval(k, state);
-            if bond.is_none() && c.is_none() {
-                return None;
-            }
+            let bond = bond_eval(k, state).map(|(o, _, _)| o);
+            let intact = bond.is_some();
+            let (f, m_i, m_j, u) = bond_loads(bond, c)?;
             let (mut df, mut dm_i, mut dm_j) = (DVec3::ZERO, DVec3::ZERO, DVec3::ZERO);
-            if bond.is_some() && binder {
+            if intact && binder {
                 let bd = binder_damping(d, ki.v - kj.v, ki.w, kj.w, gamma);
                 (df, dm_i, dm_j) = (bd.f_i, bd.m_i, bd.m_j);
             }
             if let (Some(p), Some(c), true) = (&pairs, &c, beta > 0.0) {
-                df += p.dashpot(b, d, c.reach, ki.v - kj.v, beta);
+                df += p.bonded_dashpot(b, d, c.reach, ki.v - kj.v, beta);
             }
-            let (f, m_i, m_j, u) = match (bond, c) {
-                (Some((o, _, _)), None) => (o.f_i, o.m_i, o.m_j, [o.u_bend, o.u_axial, o.u_shear, 0.0]),
-                (Some((o, _, _)), Some(c)) => {
-                    (o.f_i + c.force, o.m_i, o.m_j, [o.u_bend, o.u_axial, o.u_shear, c.energy])
-                }
-                (None, c) => {
-                    let c = c.unwrap_or_default();
-                    (c.force, DVec3::ZERO, DVec3::ZERO, [0.0, 0.0, 0.0, c.energy])
-                }
-            };
             Some(([[(f, m_i), (df, dm_i)], [(-f, m_j), (-df, dm_j)]], u))
         };
         let add_both = |p: usize, [c, (f, m)]: &[EndLoad; 2]| {
@@ -424,7 +402,6 @@ impl CpuEngine {
     }
 }
 
-/// What the bond pass reads to evaluate a bond.
 /// What the bond pass reads to evaluate the contact of each bonded pair (`bond_contacts`).
 struct BondContacts<'a> {
     radius: &'a Column<f64>,
@@ -435,7 +412,7 @@ struct BondContacts<'a> {
 }
 
 /// A bonded pair's Hertz contact (`contact`), and its radius sum.
-#[derive(Clone, Copy, Default)]
+#[derive(Clone, Copy)]
 struct PairContact {
     force: DVec3,
     energy: f64,
@@ -445,9 +422,9 @@ struct PairContact {
 impl BondContacts<'_> {
     /// The contact of bond `b`'s particles at `d = x_i − x_j` (`interactions::contact`, the
     /// particle pass's law and operations), `None` where they do not touch or are spheres of
-    /// one clump.
+    /// one clump. The twin of WGSL `bond_contact_force` (shaders/bonds.wgsl).
     #[inline(always)]
-    fn contact(&self, b: &BondRef, d: DVec3) -> Option<PairContact> {
+    fn bond_contact(&self, b: &BondRef, d: DVec3) -> Option<PairContact> {
         let (i, j) = (b.i as usize, b.j as usize);
         if self.group.is_some_and(|g| g[i] == g[j]) {
             return None;
@@ -462,9 +439,10 @@ impl BondContacts<'_> {
 
     /// The normal dashpot (MODEL §10, `contact_dissipation` without friction) of bond `b`'s
     /// touching particles at `d`, radius sum `reach`, `dv = v_i − v_j`: its force on i, formed
-    /// by the operations of `DissPass::pair`, so that the same contact gives the same bits.
+    /// by the operations of `DissPass::pair`, so that the same contact gives the same bits. The
+    /// twin of WGSL `bonded_dashpot` (shaders/dissipation.wgsl).
     #[inline(always)]
-    fn dashpot(&self, b: &BondRef, d: DVec3, reach: f64, dv: DVec3, beta: f64) -> DVec3 {
+    fn bonded_dashpot(&self, b: &BondRef, d: DVec3, reach: f64, dv: DVec3, beta: f64) -> DVec3 {
         let inv = self.inv_mass.get(b.i as usize) + self.inv_mass.get(b.j as usize);
         let l2 = d.length_squared();
         if !(l2 < reach * reach && l2 > 0.0 && inv > 0.0) {
@@ -482,6 +460,20 @@ impl BondContacts<'_> {
     }
 }
 
+/// A bond's conservative loads with its pair's contact where the bond pass evaluates it: the
+/// force on end i (its negative on j), the moments on i and j and the energies; `None` where it
+/// exerts nothing (broken, its pair not touching or not evaluated here).
+#[inline(always)]
+fn bond_loads(bond: Option<BondOut>, c: Option<PairContact>) -> Option<(DVec3, DVec3, DVec3, BondEnergies)> {
+    match (bond, c) {
+        (Some(o), None) => Some((o.f_i, o.m_i, o.m_j, [o.u_bend, o.u_axial, o.u_shear, 0.0])),
+        (Some(o), Some(c)) => Some((o.f_i + c.force, o.m_i, o.m_j, [o.u_bend, o.u_axial, o.u_shear, c.energy])),
+        (None, Some(c)) => Some((c.force, DVec3::ZERO, DVec3::ZERO, [0.0, 0.0, 0.0, c.energy])),
+        (None, None) => None,
+    }
+}
+
+/// What the bond pass reads to evaluate a bond.
 struct BondInputs<'a> {
     kin: &'a [Kinematics],
     prm: &'a crate::model::Params,

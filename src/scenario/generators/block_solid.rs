@@ -50,10 +50,16 @@ pub struct BlockSolid {
 }
 
 impl BlockSolid {
-    pub(crate) fn resolve(&self, s: &Scenario, field: &str) -> Result<Fill, ScenarioError> {
+    /// Its shape's own fields (the size), which cost nothing to check (`Scenario::validate`).
+    pub(crate) fn check_shape(&self, s: &Scenario, field: &str) -> Result<(), ScenarioError> {
         for (a, v) in self.size.to_array().into_iter().enumerate() {
             positive(s, &format!("{field}.size[{a}]"), v)?;
         }
+        Ok(())
+    }
+
+    pub(crate) fn resolve(&self, s: &Scenario, field: &str) -> Result<Fill, ScenarioError> {
+        self.check_shape(s, field)?;
         let fields = SolidFields {
             kind: "block_solid",
             particle_diameter: self.particle_diameter,

@@ -56,7 +56,8 @@ pub struct TorusSolid {
 }
 
 impl TorusSolid {
-    pub(crate) fn resolve(&self, s: &Scenario, field: &str) -> Result<Fill, ScenarioError> {
+    /// Its shape's own fields (diameters), which cost nothing to check (`Scenario::validate`).
+    pub(crate) fn check_shape(&self, s: &Scenario, field: &str) -> Result<(), ScenarioError> {
         positive(s, &format!("{field}.torus_diameter"), self.torus_diameter)?;
         positive(s, &format!("{field}.tube_diameter"), self.tube_diameter)?;
         if self.tube_diameter > self.torus_diameter {
@@ -68,6 +69,11 @@ impl TorusSolid {
                 ),
             ));
         }
+        Ok(())
+    }
+
+    pub(crate) fn resolve(&self, s: &Scenario, field: &str) -> Result<Fill, ScenarioError> {
+        self.check_shape(s, field)?;
         let region = Region::torus(self.torus_diameter, self.tube_diameter);
         let fields = SolidFields {
             kind: "torus_solid",
