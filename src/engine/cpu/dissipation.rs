@@ -182,6 +182,10 @@ pub(super) struct DissState {
     /// from (`v_{k−½}`, `Ω_{k−½}` of the RRP maps): part of the state, since a saved state
     /// holds `v_k` and the loads at node k cannot be formed again from it.
     pub(super) v_eval: Vec<[DVec3; 2]>,
+    /// Whether an evaluation writes `v_eval`: only a state between `advance`s is ever saved,
+    /// so the steps of an advance but its last leave it (`CpuEngine::steps`), 48 B per
+    /// particle-step not written.
+    pub(super) keep_v_eval: bool,
 }
 
 impl DissState {
@@ -194,6 +198,7 @@ impl DissState {
             history: History::new(n, walls, coef.mu_wall > 0.0),
             e_dissipated: 0.0,
             v_eval: vec![[DVec3::ZERO; 2]; n],
+            keep_v_eval: true,
         }
     }
 
@@ -272,7 +277,8 @@ pub(super) struct DissPass<'a> {
     next: Disjoint<'a, DVec3>,
     wall_next: Disjoint<'a, DVec3>,
     loads: Disjoint<'a, ParticleAcc>,
-    v_eval: Disjoint<'a, [DVec3; 2]>,
+    /// `None` where this evaluation leaves `v_eval` (`DissState::keep_v_eval`).
+    v_eval: Option<Disjoint<'a, [DVec3; 2]>>,
 }
 
 /// The constants a `DissPass` reads besides the dissipation's own arrays.
@@ -306,7 +312,7 @@ impl DissState {
             next: Disjoint::new(&mut hist.next),
             wall_next: Disjoint::new(&mut hist.wall_next),
             loads: Disjoint::new(&mut self.loads),
-            v_eval: Disjoint::new(&mut self.v_eval),
+            v_eval: self.keep_v_eval.then(|| Disjoint::new(&mut self.v_eval)),
         }
     }
 }
@@ -436,7 +442,10 @@ impl DissPass<'_> {
         }
         // SAFETY: particle i's own entries.
         *unsafe { self.loads.get(i) } = ParticleAcc { force: f, moment: m };
-        *unsafe { self.v_eval.get(i) } = [k.v, k.w];
+        if let Some(v) = &self.v_eval {
+            // SAFETY: particle i's own entry.
+            *unsafe { v.get(i) } = [k.v, k.w];
+        }
         (f, m, f_wall)
     }
 

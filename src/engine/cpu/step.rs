@@ -90,9 +90,22 @@ impl CpuEngine {
     /// Steps `steps` steps from the current state (the caller saved it).
     pub(super) fn steps(&mut self, steps: u64) -> Result<(), EngineError> {
         let mut post_pending = false;
-        for s in 0..steps {
-            post_pending = self.one_step(post_pending, s + 1 == steps)?;
+        let mut run = || {
+            for s in 0..steps {
+                let last = s + 1 == steps;
+                if let Some(d) = &mut self.diss {
+                    d.keep_v_eval = last;
+                }
+                post_pending = self.one_step(post_pending, last)?;
+            }
+            Ok(())
+        };
+        let done: Result<(), EngineError> = run();
+        // Every other evaluation (a state set, a rollback) writes it.
+        if let Some(d) = &mut self.diss {
+            d.keep_v_eval = true;
         }
+        done?;
         self.check_finite()
     }
 
