@@ -10,6 +10,7 @@ use crate::guard::Budget;
 use crate::integrator::{Integrator, Kinematics};
 use crate::model::Model;
 use crate::rrp;
+use crate::scenario::STEP_ROUNDING;
 use serde::Serialize;
 use thiserror::Error;
 
@@ -51,14 +52,15 @@ pub struct ConvergenceRow {
     pub step_seconds: f64,
 }
 
-/// CSV header of `converge.csv`.
+/// CSV header of a convergence table's rows (`csv_row`); `converge.csv` puts a `scenario`
+/// column before them.
 pub const CONVERGE_HEADER: &str = "integrator,dt,steps,E_error,E_order,traj_error_paper,traj_order_paper,traj_error_norm,traj_order_norm,invariant_drift";
 
 impl ConvergenceRow {
     pub fn csv_row(&self) -> String {
         let o = |v: Option<f64>| v.map(|v| format!("{v:.6}")).unwrap_or_default();
         format!(
-            "{},{:e},{},{:.16e},{},{:.16e},{},{:.16e},{},{:.3e}",
+            "{},{:e},{},{:.16e},{},{:.16e},{},{:.16e},{},{:.16e}",
             self.integrator,
             self.dt,
             self.steps,
@@ -141,8 +143,66 @@ fn sq_diff(a: &[Kinematics], b: &[Kinematics]) -> f64 {
         .sum()
 }
 
-/// Runs the study. Every `dt` must divide the largest one (the sampling interval) into an
-/// integer number of steps; the reference is the same scheme at `min(dt)/ref_factor`.
+/// The study's sampling: the number of samples and their interval (the largest step), after
+/// checking what `converge` needs of its arguments: distinct finite positive steps, each
+/// dividing the largest into whole steps, a reference factor of at least 2 (the reference must
+/// be finer than every step studied), and an end time that is a whole number of the largest
+/// step (within `scenario::STEP_ROUNDING`, as a run's end time).
+pub fn plan(dts: &[f64], t_end: f64, ref_factor: u32) -> Result<(u64, f64), ConvergeError> {
+    let setup = |m: String| Err(ConvergeError::Setup(m));
+    if dts.is_empty() || dts.iter().any(|d| !(d.is_finite() && *d > 0.0)) {
+        return setup("time steps must be finite and positive".into());
+    }
+    if ref_factor < 2 {
+        return setup(format!(
+            "the reference factor is {ref_factor}: it must be at least 2, so that the reference solution \
+             (min dt / factor) is finer than every step studied"
+        ));
+    }
+    let mut sorted = dts.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    if let Some(w) = sorted.windows(2).find(|w| w[0] == w[1]) {
+        return setup(format!("dt = {} is given twice: each step is studied once", w[0]));
+    }
+    let coarse = sorted[sorted.len() - 1];
+    for &dt in dts {
+        if whole_steps(coarse, dt).is_none() {
+            return setup(format!("dt = {dt} does not divide the largest step {coarse} into whole steps"));
+        }
+    }
+    let fine = sorted[0] / ref_factor as f64;
+    if whole_steps(coarse, fine).is_none() {
+        return setup(format!(
+            "the reference step min dt / {ref_factor} = {fine} does not divide the largest step {coarse} into whole \
+             steps: choose steps that are whole multiples of the smallest"
+        ));
+    }
+    if !(t_end.is_finite() && t_end > 0.0) {
+        return setup(format!("t_end = {t_end}: it must be a finite time > 0"));
+    }
+    let n_samples = (t_end / coarse).round() as u64;
+    if n_samples == 0 || (n_samples as f64 * coarse - t_end).abs() > STEP_ROUNDING * t_end {
+        let below = (t_end / coarse).floor().max(1.0);
+        let above = (t_end / coarse).ceil().max(1.0);
+        let also = if above != below { format!(" or {} ({above} of them)", above * coarse) } else { String::new() };
+        return setup(format!(
+            "t_end = {t_end} is not a whole number of the largest step {coarse} (the sampling interval): give t_end = \
+             {} ({below} of them){also}",
+            below * coarse
+        ));
+    }
+    Ok((n_samples, coarse))
+}
+
+/// `coarse / dt` where it is a whole number (within 10⁻⁹ of it).
+fn whole_steps(coarse: f64, dt: f64) -> Option<u64> {
+    let r = coarse / dt;
+    ((r - r.round()).abs() <= 1e-9 * r).then(|| r.round() as u64)
+}
+
+/// Runs the study (`plan` checks its arguments). Every `dt` divides the largest one (the
+/// sampling interval) into an integer number of steps; the reference is the same scheme at
+/// `min(dt)/ref_factor`.
 pub fn converge(
     model: &Model,
     integrators: &[Integrator],
@@ -150,26 +210,10 @@ pub fn converge(
     t_end: f64,
     ref_factor: u32,
 ) -> Result<Vec<ConvergenceRow>, ConvergeError> {
-    if dts.is_empty() || dts.iter().any(|d| !(d.is_finite() && *d > 0.0)) {
-        return Err(ConvergeError::Setup("time steps must be finite and positive".into()));
-    }
-    if ref_factor == 0 {
-        return Err(ConvergeError::Setup("the reference factor must be ≥ 1".into()));
-    }
-    let coarse = dts.iter().copied().fold(0.0, f64::max);
+    let (n_samples, coarse) = plan(dts, t_end, ref_factor)?;
     let fine = dts.iter().copied().fold(f64::INFINITY, f64::min) / ref_factor as f64;
-    let n_samples = (t_end / coarse).round() as u64;
-    if n_samples == 0 {
-        return Err(ConvergeError::Setup(format!("t_end = {t_end} is shorter than the largest step {coarse}")));
-    }
     let ratio = |dt: f64| -> Result<u64, ConvergeError> {
-        let r = coarse / dt;
-        if (r - r.round()).abs() > 1e-9 * r {
-            return Err(ConvergeError::Setup(format!(
-                "dt = {dt} does not divide the largest step {coarse} into whole steps"
-            )));
-        }
-        Ok(r.round() as u64)
+        whole_steps(coarse, dt).ok_or_else(|| ConvergeError::Setup(format!("dt = {dt} does not divide {coarse}")))
     };
     let t = n_samples as f64 * coarse;
     let mut rows = Vec::new();

@@ -52,6 +52,10 @@ pub const RUN_OUTPUTS: [&str; 14] = [
     "particles.pvd.tmp",
 ];
 
+/// The file that marks a study's output folder (`crate::study` writes it; a run refuses the
+/// folder).
+pub const STUDY_FILE: &str = "study.json";
+
 /// Name of the lock file that keeps a second run out of a folder in use.
 pub const LOCK_FILE: &str = ".rrpdem.lock";
 
@@ -69,6 +73,10 @@ pub enum OutputDirError {
          folder with --out"
     )]
     Occupied { path: PathBuf, files: String },
+    #[error(
+        "{path} holds a study (study.json); a run's outputs go into a folder of their own: choose another with --out"
+    )]
+    StudyFolder { path: PathBuf },
     #[error("{path} holds no run to resume ({missing} is missing)")]
     NothingToResume { path: PathBuf, missing: String },
     #[error("{path}: {problem}: `rrpdem resume` takes the output folder of a run")]
@@ -104,6 +112,10 @@ impl OutputDir {
 
     /// Takes a folder for a new run. Earlier outputs are removed with `overwrite`, refused without.
     pub fn create(path: &Path, overwrite: bool) -> Result<OutputDir, OutputDirError> {
+        // A study's folder holds its variants' runs below it, never a run of its own.
+        if path.join(STUDY_FILE).is_file() {
+            return Err(OutputDirError::StudyFolder { path: path.to_owned() });
+        }
         let dir = OutputDir::lock(path)?;
         let present: Vec<&str> = RUN_OUTPUTS.iter().copied().filter(|f| path.join(f).exists()).collect();
         if !present.is_empty() {

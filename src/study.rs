@@ -15,6 +15,7 @@ use thiserror::Error;
 mod engines;
 mod folder;
 mod resume;
+mod shape;
 mod table;
 pub use folder::{
     Difference, Holder, ResumePlan, VariantState, holder, inspect, list, plan_resume, prepare_folder, study_difference,
@@ -114,6 +115,7 @@ impl Study {
     /// `load` of study text that was not read from a file (the Python package's study dicts):
     /// `path` names it in errors, and its folder anchors a `base` file name and CSV bodies.
     pub fn from_json(text: &str, path: &Path) -> Result<Study, StudyError> {
+        shape::check_shape(text).map_err(|m| invalid(path, m))?;
         let file: StudyFile = serde_json::from_str(text).map_err(|e| invalid(path, e.to_string()))?;
         if !is_safe_name(&file.name) {
             return Err(invalid(path, format!("field `name`: `{}` cannot name the output folder", file.name)));
@@ -437,8 +439,8 @@ fn set_impact(v: &mut Value, speed: Option<f64>, angle_deg: f64) -> Result<(), S
             .and_then(|x| serde_json::from_value::<[f64; 3]>(x.clone()).ok())
             .map_or(0.0, |x| glam::DVec3::from(x).length());
         let s = speed.unwrap_or(current);
-        let a = angle_deg.to_radians();
-        let vel = -s * (a.cos() * n + a.sin() * t);
+        let (sin, cos) = shape::sin_cos_degrees(angle_deg);
+        let vel = -s * (cos * n + sin * t);
         o.insert("velocity".into(), serde_json::json!(vel.to_array()));
     }
     Ok(())
@@ -691,7 +693,7 @@ fn run_batch(
 }
 
 /// Name of the resolved study written into its output folder (what `--merge` reads).
-pub const STUDY_FILE: &str = "study.json";
+pub const STUDY_FILE: &str = crate::output::STUDY_FILE;
 
 /// Writes the resolved study into its output folder, atomically (a file beside it, renamed):
 /// a shard starting meanwhile never reads half of it.

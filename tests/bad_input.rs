@@ -225,3 +225,24 @@ fn a_generated_body_s_own_fields_are_checked_when_the_scenario_is_read() {
         }
     }
 }
+
+/// A file of the wrong kind, or one that ends early, says so: a study read as a scenario was
+/// a dump of unknown fields (`base`, `vary`), a scenario read as a study the same, a `vary` of
+/// two kinds or none "expected value at line 1 column 69", a truncated file "field `?`: EOF".
+#[test]
+fn the_wrong_kind_of_file_and_a_truncated_one_are_named_as_such() {
+    let study = r#"{"name": "s", "base": "torus_impact.json", "vary": {"list": [{"/dt": 0.001}]}}"#;
+    assert_mentions(&error_of(study), &["this is a study", "rrpdem study"]);
+    assert_mentions(&error_of(&GOOD[..GOOD.len() / 2]), &["ends before its JSON is complete", "line "]);
+    let path = Path::new("bad_study.json");
+    let study_error = |text: &str| rrpdem::study::Study::from_json(text, path).unwrap_err().to_string();
+    assert_mentions(&study_error(GOOD), &["bad_study.json", "this is a scenario", "rrpdem run"]);
+    assert_mentions(&study_error(&study[..40]), &["bad_study.json", "ends before its JSON is complete"]);
+    let two = r#"{"name": "s", "base": "t.json", "vary": {"list": [{"/dt": 0.001}], "grid": {"/dt": [0.001]}}}"#;
+    assert_mentions(
+        &study_error(two),
+        &["field `vary`", "exactly one of `list`, `grid` or `random`", "`grid`, `list`"],
+    );
+    let none = r#"{"name": "s", "base": "t.json", "vary": {}}"#;
+    assert_mentions(&study_error(none), &["field `vary`", "(found none)"]);
+}

@@ -162,7 +162,27 @@ fn converge_prints_orders_and_writes_csv() {
     let stdout = String::from_utf8_lossy(&o.stdout);
     assert_eq!(stdout.lines().filter(|l| l.starts_with("rrp-") || l.starts_with("campello")).count(), 9, "{stdout}");
     let csv = std::fs::read_to_string(dir.path().join("converge.csv")).unwrap();
-    assert!(csv.starts_with("integrator,dt,steps,E_error,E_order"));
+    assert!(csv.starts_with("scenario,integrator,dt,steps,E_error,E_order"), "{csv}");
+    // Every value with 17 significant digits, the scenario named on every row (`plot` titles
+    // the figure with it).
+    let row: Vec<&str> = csv.lines().nth(1).unwrap().split(',').collect();
+    assert_eq!((row[0], row[1]), ("pendulum", "rrp-newmark"), "{csv}");
+    assert!(row[10].split('e').next().unwrap().len() == 18, "invariant_drift {}", row[10]);
+    // An end time that is no whole number of the largest step was run to the nearest one and
+    // reported as asked (t = 0.15 for one step of 0.1); a step given twice gave NaN orders; a
+    // reference factor of 1 made the finest step its own reference ("order" 46.8).
+    for (args, expected) in [
+        (&["--dt", "0.1,0.05", "--t-end", "0.15"][..], "t_end = 0.15 is not a whole number of the largest step 0.1"),
+        (&["--dt", "0.1,0.1"][..], "dt = 0.1 is given twice"),
+        (&["--ref-factor", "1"][..], "the reference factor is 1: it must be at least 2"),
+        (&["--dt", "0.3,0.07", "--t-end", "9.9"][..], "dt = 0.07 does not divide the largest step 0.3"),
+    ] {
+        let mut a = vec!["converge", "scenarios/pendulum.json", "--out", dir.path().to_str().unwrap()];
+        a.extend_from_slice(args);
+        let o = rrpdem(&a);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success() && err.contains(expected), "{args:?}: {err}");
+    }
 }
 
 #[test]
@@ -621,4 +641,53 @@ fn a_drift_along_no_conserved_direction_is_null_not_zero() {
     assert!(b["conserved"]["p"].as_array().unwrap().is_empty(), "{b}");
     let text = String::from_utf8_lossy(&o.stdout);
     assert!(text.contains("conserved exactly along no direction"), "{text}");
+}
+
+/// A run's outputs and a study's never share a folder: a run into a study's folder, and a
+/// study into a run's (with --overwrite too, which replaces a study's files, not a run's), are
+/// refused before anything is written. Before, both were accepted, and `rrpdem plot` of the
+/// folder drew the study alone, silently ignoring the run's series.csv.
+#[test]
+fn run_and_study_outputs_never_share_a_folder() {
+    let dir = tempfile::tempdir().unwrap();
+    let scenario = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/torus_impact.json");
+    std::fs::copy(&scenario, dir.path().join("torus_impact.json")).unwrap();
+    let study = dir.path().join("s.json");
+    std::fs::write(
+        &study,
+        r#"{"name": "s", "base": "torus_impact.json", "set": {"/t_end": 0.01}, "vary": {"list": [{"/@impact_speed": 1}]}}"#,
+    )
+    .unwrap();
+    let (study_out, run_out) = (dir.path().join("study"), dir.path().join("run"));
+    let study_args = |out: &Path, extra: &[&str]| {
+        let mut a = vec!["study".to_string(), study.display().to_string(), "--out".into(), out.display().to_string()];
+        a.extend(extra.iter().map(|s| s.to_string()));
+        a
+    };
+    let run_args = |out: &Path, extra: &[&str]| {
+        let mut a: Vec<String> = ["run", "scenarios/torus_impact.json", "--t-end", "0.01", "--backend", "cpu", "--out"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        a.push(out.display().to_string());
+        a.extend(extra.iter().map(|s| s.to_string()));
+        a
+    };
+    let go = |a: Vec<String>| rrpdem(&a.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(go(study_args(&study_out, &[])).status.success());
+    assert!(go(run_args(&run_out, &[])).status.success());
+    for extra in [&[][..], &["--overwrite"][..]] {
+        let o = go(run_args(&study_out, extra));
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success() && err.contains("holds a study (study.json)"), "{extra:?}: {err}");
+        assert!(!study_out.join("series.csv").exists());
+        let o = go(study_args(&run_out, extra));
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success() && err.contains("holds the outputs of a run (series.csv"), "{extra:?}: {err}");
+        assert!(!run_out.join("study.json").exists());
+    }
+    // A file where the folder would be: named as such (it was "cannot read: File exists").
+    let o = go(study_args(&study, &[]));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success() && err.contains("is a file, not a folder"), "{err}");
 }

@@ -228,6 +228,17 @@ fn overrides_grid_random_and_impact_pointers_resolve_as_documented() {
     let rrpdem::scenario::Body::TorusRing(r) = &s.bodies[0] else { panic!() };
     assert!((r.velocity.length() - 2.0).abs() < 1e-12);
     assert!((r.velocity.x + 2.0 * 30f64.to_radians().cos()).abs() < 1e-12, "{}", r.velocity);
+    // At 90° along the wall exactly (cos 90° in radians is 6e-17: the body drifted towards the
+    // wall at round-off and "rebounded" with a restitution of 5.25), at 0° straight at it.
+    for (angle, normal) in [(90, 0.0), (0, -2.0)] {
+        let text = format!(
+            r#"{{"name": "i", "base": "torus_impact.json", "vary": {{"list": [{{"/@impact_speed": 2, "/@impact_angle": {angle}}}]}}}}"#
+        );
+        std::fs::write(&p, text).unwrap();
+        let s = Study::load(&p).unwrap().scenario(0, &p).unwrap();
+        let rrpdem::scenario::Body::TorusRing(r) = &s.bodies[0] else { panic!() };
+        assert_eq!((r.velocity.x, r.velocity.length()), (normal, 2.0), "{angle}°: {}", r.velocity);
+    }
 }
 
 /// A batch whose replicas end differently: one trips the energy guard (a limit below what the

@@ -43,9 +43,6 @@ pub(super) fn cmd_converge(args: ConvergeArgs) -> Result<()> {
     if dt.is_none() && !(1..=40).contains(&levels) {
         bail!("--levels {levels}: use 1 to 40 (each level halves dt and doubles the work)");
     }
-    if ref_factor == 0 {
-        bail!("--ref-factor must be at least 1");
-    }
     let dts = dt.unwrap_or_else(|| (0..levels).map(|k| scenario.dt / 2f64.powi(k as i32)).collect());
     if let Some(bad) = dts.iter().find(|d| !(d.is_finite() && **d > 0.0)) {
         bail!("--dt {bad}: every step must be a finite number > 0");
@@ -60,6 +57,8 @@ pub(super) fn cmd_converge(args: ConvergeArgs) -> Result<()> {
         Integrator::EVERY.into_iter().filter(|&i| i != Integrator::Lgvi && (implicit || !i.is_implicit())).collect()
     });
     let t_end = t_end.unwrap_or(scenario.t_end);
+    // The steps, the reference factor and the end time, checked before any work.
+    converge::plan(&dts, t_end, ref_factor).context("rrpdem converge")?;
     // The reference solution is the longest run: min(dt)/ref_factor to t_end.
     let finest = dts.iter().copied().fold(f64::INFINITY, f64::min) / ref_factor as f64;
     let ref_steps = t_end / finest;
@@ -120,11 +119,10 @@ pub(super) fn cmd_converge(args: ConvergeArgs) -> Result<()> {
     let out_dir = out.unwrap_or_else(|| Path::new("out").join(&scenario.name));
     std::fs::create_dir_all(&out_dir).with_context(|| format!("creating {}", out_dir.display()))?;
     let file = out_dir.join("converge.csv");
-    let mut text = String::from(CONVERGE_HEADER);
-    text.push('\n');
+    // The scenario's name first, so that `rrpdem plot DIR` titles the figure with it.
+    let mut text = format!("scenario,{CONVERGE_HEADER}\n");
     for r in &rows {
-        text.push_str(&r.csv_row());
-        text.push('\n');
+        text.push_str(&format!("{},{}\n", scenario.name, r.csv_row()));
     }
     std::fs::write(&file, text).with_context(|| format!("writing {}", file.display()))?;
     eprintln!("wrote {}", file.display());

@@ -33,6 +33,7 @@ pub(crate) fn parse(text: &str, path: &Path) -> Result<Scenario, ScenarioError> 
             )));
         }
     }
+    check_kind(text).map_err(parse_err)?;
     check_objects(text).map_err(parse_err)?;
     let mut de = serde_json::Deserializer::from_str(text);
     let parsed: Result<Scenario, _> = serde_path_to_error::deserialize(&mut de);
@@ -60,6 +61,22 @@ pub(crate) fn parse(text: &str, path: &Path) -> Result<Scenario, ScenarioError> 
     };
     de.end().map_err(|e| parse_err(e.to_string()))?;
     Ok(scenario)
+}
+
+/// Refuses a study file given where a scenario is read (its fields `base` and `vary` would be
+/// listed as unknown, which does not say what the file is) and text that ends early.
+fn check_kind(text: &str) -> Result<(), String> {
+    match serde_json::from_str::<Value>(text) {
+        Ok(Value::Object(o)) if o.contains_key("base") && o.contains_key("vary") => {
+            Err("this is a study (it has `base` and `vary`), not a scenario: run it with `rrpdem study FILE`".into())
+        }
+        Err(e) if e.is_eof() => Err(format!(
+            "the file ends before its JSON is complete (line {}, column {}): a bracket or brace is not closed",
+            e.line(),
+            e.column()
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// For an error at `bodies[k]` (a path that stops at a body), the path inside the body: the body

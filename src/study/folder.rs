@@ -224,6 +224,33 @@ pub fn prepare_folder(
     whole: bool,
     overwrite: bool,
 ) -> Result<(), StudyError> {
+    if let Some(file) = out.ancestors().find(|a| !a.as_os_str().is_empty() && a.exists() && !a.is_dir()) {
+        return Err(folder_error(
+            out,
+            format!(
+                "{} is a file, not a folder; an output folder (--out) must be a folder or not exist yet",
+                file.display()
+            ),
+        ));
+    }
+    // A run's own outputs (and its lock) are not a study's: refused with or without
+    // --overwrite, which replaces a study's files, not a run's.
+    let run: Vec<&str> = crate::output::RUN_OUTPUTS
+        .iter()
+        .chain([&crate::output::LOCK_FILE])
+        .copied()
+        .filter(|f| out.join(f).exists())
+        .collect();
+    if !run.is_empty() {
+        return Err(folder_error(
+            out,
+            format!(
+                "holds the outputs of a run ({}), not of a study; a study's outputs go into a folder of their own: \
+                 choose another with --out",
+                run.join(", ")
+            ),
+        ));
+    }
     let held = holder(study, out);
     if !overwrite {
         match &held {
