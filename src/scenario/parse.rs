@@ -66,8 +66,14 @@ pub(crate) fn parse(text: &str, path: &Path) -> Result<Scenario, ScenarioError> 
 /// Refuses a study file given where a scenario is read (its fields `base` and `vary` would be
 /// listed as unknown, which does not say what the file is) and text that ends early.
 fn check_kind(text: &str) -> Result<(), String> {
-    match serde_json::from_str::<Value>(text) {
-        Ok(Value::Object(o)) if o.contains_key("base") && o.contains_key("vary") => {
+    // Only these two fields are kept: a scenario with 10⁸ particles inline is not copied.
+    #[derive(serde::Deserialize)]
+    struct Kind {
+        base: Option<serde::de::IgnoredAny>,
+        vary: Option<serde::de::IgnoredAny>,
+    }
+    match serde_json::from_str::<Kind>(text) {
+        Ok(Kind { base: Some(_), vary: Some(_) }) => {
             Err("this is a study (it has `base` and `vary`), not a scenario: run it with `rrpdem study FILE`".into())
         }
         Err(e) if e.is_eof() => Err(format!(
