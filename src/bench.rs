@@ -17,6 +17,10 @@ use std::path::Path;
 use std::time::Instant;
 
 pub mod report;
+mod traffic;
+pub use traffic::{
+    cpu_bytes_per_step, cpu_dissipation_bytes_per_step, gpu_bytes_per_step, gpu_dissipation_bytes_per_step,
+};
 
 /// Spheres per ring in the ring lattices.
 const RING: usize = 100;
@@ -129,6 +133,12 @@ pub fn check_options(steps: u64, threads: &[usize], min_seconds: f64, bandwidth:
 pub fn case(name: &str) -> Result<Case, String> {
     let mut parts = name.split('+');
     let base = parts.next().unwrap_or_default();
+    if base.is_empty() {
+        return Err(format!(
+            "`{name}`: no case before its suffixes; a case is torus, rings-N, fcc-N, solid-torus-N, \
+             solid-torus-rupture-N, solid-torus-impact-N or tori-N, then suffixes, e.g. fcc-1e5+damped"
+        ));
+    }
     let (mut dissipation, mut listed, mut skin, mut every_step, mut bond_refs) = (None, false, None, false, false);
     for suffix in parts {
         let twice = || format!("`{name}`: `+{suffix}` given twice (or with its alternative)");
@@ -186,8 +196,8 @@ fn base_case(name: &str) -> Result<Case, String> {
     let n = |s: &str| -> Result<usize, String> {
         match s.parse::<f64>() {
             Ok(v) if v >= 1.0 && v <= max => Ok(v as usize),
-            Ok(v) => Err(format!("{name}: {v:e} particles; a case has from 1 to {max:e}")),
-            Err(_) => Err(format!("`{s}`: expected a particle count such as 1e5")),
+            Ok(v) => Err(format!("{name}: {v} particles; a case has from 1 to {max:e}")),
+            Err(_) => Err(format!("{name}: `{s}` is not a particle count; give one such as 1e5 (e.g. fcc-1e5)")),
         }
     };
     let model: Box<dyn Fn() -> Result<Model, String> + Send + Sync> = if name == "torus" {
@@ -443,7 +453,8 @@ pub struct Measurement {
     /// Bytes held by the engine's arrays: `CpuEngine::memory` on the CPU, the device buffers
     /// (`GpuEngine::device_bytes`) on the GPU.
     pub engine_bytes: Option<u64>,
-    /// The same by part.
+    /// The same by part (every part; the screen shows the eight largest). For `tori-N` the
+    /// engines' parts summed over the copies on the CPU, the batch's buffers on the GPU.
     pub engine_parts: Vec<(String, u64)>,
     /// Peak resident memory of the process so far (Linux `VmHWM`), bytes.
     pub peak_rss: Option<u64>,
@@ -454,14 +465,15 @@ pub struct Measurement {
     /// `--stages` too: the same per kernel (`GpuEngine::time_kernels`: each dispatch its own
     /// timed pass, a kernel's chunks and levels summed), as (stage, kernel, seconds).
     pub kernel_seconds: Option<Vec<(String, String, f64)>>,
-    /// Contact-list rebuilds per 1000 timed steps, and list entries per particle at the end
+    /// Contact-list rebuilds per 1000 steps, counted over the warm-up and the timed steps
+    /// together (`warm_up_steps`: a tenth more), and list entries per particle at the end
     /// (`Engine::list_figures`; one-model cases): what the contact search costs, the same on
     /// any device.
     #[serde(default)]
     pub rebuilds_per_1000_steps: Option<f64>,
     #[serde(default)]
     pub list_entries_per_particle: Option<f64>,
-    /// Each replica's rebuilds per 1000 timed steps, smallest and largest over the replicas
+    /// Each replica's rebuilds per 1000 steps (warm-up included), smallest and largest over the replicas
     /// (`tori-N`): each replica decides its own rebuilds (issue 24).
     #[serde(default)]
     pub replica_rebuilds_per_1000_steps: Option<(f64, f64)>,
@@ -500,75 +512,6 @@ pub fn peak_rss() -> Option<u64> {
     let line = s.lines().find(|l| l.starts_with("VmHWM:"))?;
     let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
     Some(kb * 1024)
-}
-
-/// Estimated bytes of memory traffic of one step of the CPU engine (f64), from its data layout
-/// (`src/engine/cpu.rs`): every array a pass streams through counted once per pass, and what the
-/// bond pass touches at the bond ends (positions, attitudes, the force and moment sums it adds
-/// into) counted once per particle: bonds join nearby indices, so those accesses mostly hit the
-/// cache. Not counted: the bond ends stored past a range boundary on several threads (52 B
-/// each, written and read; a few % of the ends), and neighbour-list rebuilds (every ~0.3 r_max
-/// of motion). `partners` is the number of contact neighbour-list entries.
-pub fn cpu_bytes_per_step(n: usize, bonds: usize, partners: usize) -> f64 {
-    const KIN: f64 = 104.0; // x, v, q, Ω
-    const ACC: f64 = 48.0; // force, moment
-    let per_particle = (KIN + ACC + KIN) // pre-force: read state and forces, write state
-        + (24.0 + 24.0) // neighbour-list staleness check: x and x at the last rebuild
-        + 56.0 + 2.0 * ACC // bond pass: the ends' x and q, their sums read and written
-        + (4.0 + 4.0 + 24.0 + 2.0 * ACC) // particle pass: stored-end and list offsets, x, the sums
-        + (48.0 + ACC + 48.0); // post-force: read v, Ω and forces, write v, Ω
-    let per_bond = 40.0 + 1.0 + 1.0; // bond pass: ends, d̂0, L0; state read and written
-    let per_partner = 4.0; // the list entry (the partner's position is counted as cached)
-    per_particle * n as f64 + per_bond * bonds as f64 + per_partner * partners as f64
-}
-
-/// Estimated bytes of memory traffic of one step of the GPU engine, from its buffer layout
-/// (`src/gpu/state/plan.rs`: vec4 arrays of reals `rs` bytes wide per lane) and what each kernel reads
-/// and writes: `integrate` reads pos, vel, quat, omega, inertial, force, moment and writes the
-/// first four (and its second half reads vel, omega, inertial, force, moment and writes vel,
-/// omega); the staleness check reads pos and x_ref; `bonds` reads the bond's ends, the ends'
-/// pos, quat, reference attitude q_ref and reference position ref_pos (with its block in f32;
-/// counted once per particle: a particle's bonds read them from nearby threads), and writes 12
-/// reals; `particle` reads the incidence (4 bytes per particle, 8 per
-/// bond), each bond result once per end (2 × 12 reals), pos, the list count and entries (with
-/// the bonded partners the lists leave out: `partners` counts both, 4 bytes each), and
-/// writes force, moment and pot. In f32, positions carry a block (`gpu::frame`, vec4<i32>) that
-/// `integrate`, the bond ends and the particle kernel read with pos. Grid rebuilds and the
-/// diagnostics reduction are not counted.
-pub fn gpu_bytes_per_step(n: usize, bonds: usize, partners: usize, precision: Precision) -> f64 {
-    let rs = match precision {
-        Precision::F32 => 4.0,
-        Precision::F64 => 8.0,
-    };
-    let v4 = 4.0 * rs;
-    let blocks = if crate::gpu::frame::uses_blocks(precision) { 3.0 * 16.0 } else { 0.0 };
-    let per_particle = blocks
-        + 11.0 * v4 // integrate, first half
-        + 2.0 * v4 // staleness check
-        + 4.0 * v4 + blocks / 3.0 // bond ends' pos, quat, reference attitude and position
-        + 4.0 + v4 + 4.0 + 3.0 * v4 // particle kernel: offsets, pos, list count, force/moment/pot
-        + 7.0 * v4; // integrate, second half
-    let per_bond = 8.0 + 12.0 * rs + 8.0 + 24.0 * rs;
-    per_particle * n as f64 + per_bond * bonds as f64 + 4.0 * partners as f64
-}
-
-/// The bytes MODEL §10's dashpots add to a GPU step (`gpu_bytes_per_step`'s conventions):
-/// `dissipate` reads the particle's pos (and block), vel, omega, inertial, its list count and
-/// offset, each list entry and bonded partner (merged as the particle kernel merges them) and,
-/// per bond end, the incidence entry and the bond's ends (the partners' and ends' arrays counted
-/// as cached), and writes three vec4 of `dload_*`; the particle
-/// kernel reads and writes two of them (loads and ledger lanes) and writes the ledger at the
-/// evaluated step into the third's lane w (one real); the watch reads the third (the walls'
-/// force and that ledger).
-pub fn gpu_dissipation_bytes_per_step(n: usize, bonds: usize, partners: usize, precision: Precision) -> f64 {
-    let rs = match precision {
-        Precision::F32 => 4.0,
-        Precision::F64 => 8.0,
-    };
-    let v4 = 4.0 * rs;
-    let block = if crate::gpu::frame::uses_blocks(precision) { 16.0 } else { 0.0 };
-    let per_particle = 4.0 * v4 + block + 8.0 + 3.0 * v4 + 4.0 * v4 + rs + v4;
-    per_particle * n as f64 + 24.0 * bonds as f64 + 4.0 * partners as f64
 }
 
 /// `--stages` on a GPU engine: after a warm-up, the device time per step of each stage, then of
@@ -611,9 +554,7 @@ pub fn measure(
     bandwidth_gbs: Option<f64>,
 ) -> Result<Measurement, String> {
     let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().map_err(|e| e.to_string())?;
-    if let Some(copies) = case.name.strip_prefix("tori-") {
-        let copies = copies.trim_end_matches("+every-step");
-        let copies = copies.parse::<f64>().map_err(|e| e.to_string())? as usize;
+    if let Some(copies) = copies(&case.name) {
         return pool
             .install(|| measure_copies(case, &model, engine, threads, copies, steps, min_seconds, bandwidth_gbs));
     }
@@ -634,7 +575,11 @@ pub fn measure(
                 engine_parts = e.memory().into_iter().map(|(k, v)| (k.to_string(), v as u64)).collect();
                 let bytes = engine_parts.iter().map(|m| m.1).sum::<u64>();
                 // The list's partners and the bonded ones it leaves out, each entry read once.
-                let per_step = cpu_bytes_per_step(n, nb, e.neighbour_entries() + e.bonded_entries());
+                let entries = e.neighbour_entries() + e.bonded_entries();
+                let mut per_step = cpu_bytes_per_step(n, nb, entries);
+                if let Some(d) = &model.params.dissipation {
+                    per_step += cpu_dissipation_bytes_per_step(n, entries, model.params.walls.len(), d);
+                }
                 (Box::new(e), Some(bytes), per_step)
             }
             EngineKind::GpuF32 | EngineKind::GpuF64 => {
@@ -650,13 +595,13 @@ pub fn measure(
                 let listed = e.neighbour_entries_in_use().map_err(|e| e.to_string())? as usize;
                 // The particle kernel also reads the bonded partners the lists leave out.
                 let partners = listed + if !case.listed { 2 * nb } else { 0 };
-                engine_parts = e.buffer_parts().into_iter().take(8).map(|(k, v)| (k.to_string(), v)).collect();
+                engine_parts = gpu_parts(&e);
                 let bytes = e.device_bytes();
                 let (all, grid, waits) = e.step_costs();
                 step_costs = Some(((all, grid), waits));
                 let mut per_step = gpu_bytes_per_step(n, nb, partners, p);
-                if model.params.dissipation.is_some() {
-                    per_step += gpu_dissipation_bytes_per_step(n, nb, partners, p);
+                if let Some(d) = &model.params.dissipation {
+                    per_step += gpu_dissipation_bytes_per_step(n, nb, partners, model.params.walls.len(), d, p);
                 }
                 (Box::new(e), Some(bytes), per_step)
             }
@@ -714,6 +659,23 @@ pub fn measure(
             ..m
         })
     })
+}
+
+/// A GPU engine's buffers by name, with what `device_bytes` counts besides them (uniform and
+/// parameter buffers) as one more part, so that the parts add up to `engine_bytes`.
+fn gpu_parts(e: &GpuEngine) -> Vec<(String, u64)> {
+    let mut parts: Vec<(String, u64)> = e.buffer_parts().into_iter().map(|(k, v)| (k.to_string(), v)).collect();
+    let rest = e.device_bytes().saturating_sub(parts.iter().map(|p| p.1).sum());
+    if rest > 0 {
+        parts.push(("other (uniform and parameter buffers)".into(), rest));
+    }
+    parts
+}
+
+/// The number of copies a `tori-N` case steps (`None` for any other case).
+pub fn copies(name: &str) -> Option<usize> {
+    let count = name.strip_prefix("tori-")?.split('+').next()?;
+    count.parse::<f64>().ok().map(|c| c as usize)
 }
 
 /// `k` steps in advances of at most `stride`.
@@ -814,13 +776,23 @@ fn measure_copies(
         .map(|c| c.neighbour_entries() + c.bonded_entries())
         .unwrap_or(0);
     let (n1, b1) = (model.particles.len(), model.bonds.len());
+    let engine_parts: Vec<(String, u64)>;
     let (mut batch, engine_bytes, bytes_per_step): (Box<dyn BatchEngine>, Option<u64>, f64) = match engine {
         EngineKind::Cpu => {
             let engines: Vec<CpuEngine> = (0..copies)
                 .into_par_iter()
                 .map(|_| CpuEngine::new(model, Integrator::RrpNewmark, BENCH_DT).map_err(|e| e.to_string()))
                 .collect::<Result<_, _>>()?;
-            let bytes = engines.iter().flat_map(|e| e.memory()).map(|m| m.1 as u64).sum::<u64>();
+            // Each part summed over the copies, in the engine's order of parts.
+            let mut parts: Vec<(String, u64)> = Vec::new();
+            for (k, v) in engines.iter().flat_map(|e| e.memory()) {
+                match parts.iter_mut().find(|p| p.0 == k) {
+                    Some(p) => p.1 += v as u64,
+                    None => parts.push((k.to_string(), v as u64)),
+                }
+            }
+            engine_parts = parts;
+            let bytes = engine_parts.iter().map(|m| m.1).sum::<u64>();
             let per_step = copies as f64 * cpu_bytes_per_step(n1, b1, partners);
             (Box::new(Separate::new(engines, true)), Some(bytes), per_step)
         }
@@ -836,6 +808,7 @@ fn measure_copies(
                 case.gpu_options(),
             )
             .map_err(|e| e.to_string())?;
+            engine_parts = gpu_parts(&e);
             let bytes = e.device_bytes();
             let per_step = copies as f64 * gpu_bytes_per_step(n1, b1, partners, p);
             (Box::new(e), Some(bytes), per_step)
@@ -848,7 +821,7 @@ fn measure_copies(
         engine_setup_s: setup.elapsed().as_secs_f64(),
         bytes_per_step,
         engine_bytes,
-        engine_parts: Vec::new(),
+        engine_parts,
     };
     // Watched and stopped as `rrpdem study` runs a batch.
     let d0 = batch.diagnostics().map_err(|e| e.to_string())?;

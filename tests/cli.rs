@@ -691,3 +691,51 @@ fn run_and_study_outputs_never_share_a_folder() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(!o.status.success() && err.contains("is a file, not a folder"), "{err}");
 }
+
+/// What the bench's report says of dissipation, of its parts and of batches (a new-user pass
+/// found): the estimated traffic grows with the dashpots and again with friction's history on
+/// both engines (the CPU's stayed at its conservative figure, the GPU's ignored friction), the
+/// parts of the engine's memory add up to its total (the GPU's listed eight buffers), `tori-N`
+/// reports its parts (none) and says that it builds one torus for its copies; bad case names
+/// name the case; `--from` refuses measuring options it would ignore.
+#[test]
+fn bench_reports_dissipation_traffic_every_part_and_refuses_what_it_would_ignore() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("b.json");
+    let cases = "fcc-1e3,fcc-1e3+damped,fcc-1e3+friction,tori-3";
+    let args = ["bench", "--cases", cases, "--engines", "cpu,gpu-f32", "--steps", "5", "--min-seconds", "0"];
+    let o = rrpdem(&[&args[..], &["--json", json.to_str().unwrap()]].concat());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(err.contains("built tori-3") && err.contains("(3 copies of 80 particles"), "{err}");
+    let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let m = v["measurements"].as_array().unwrap();
+    let find = |case: &str, engine: &str| {
+        m.iter().find(|x| x["case"] == case && x["engine"] == engine).unwrap_or_else(|| panic!("{case} {engine}"))
+    };
+    for engine in ["Cpu", "GpuF32"] {
+        let bytes = |case: &str| find(case, engine)["bytes_per_particle_step"].as_f64().unwrap();
+        let (plain, damped, friction) = (bytes("fcc-1e3"), bytes("fcc-1e3+damped"), bytes("fcc-1e3+friction"));
+        assert!(plain < damped && damped < friction, "{engine}: {plain} {damped} {friction}");
+        for case in ["fcc-1e3+friction", "tori-3"] {
+            let x = find(case, engine);
+            let parts: u64 = x["engine_parts"].as_array().unwrap().iter().map(|p| p[1].as_u64().unwrap()).sum();
+            assert_eq!(Some(parts), x["engine_bytes"].as_u64(), "{case} {engine}");
+            assert!(x["engine_parts"].as_array().unwrap().len() > 1, "{case} {engine}");
+        }
+    }
+    for (case, expected) in [
+        ("fcc-abc", "fcc-abc: `abc` is not a particle count"),
+        ("rings-0", "rings-0: 0 particles"),
+        ("+damped+damped", "no case before its suffixes"),
+    ] {
+        let o = rrpdem(&["bench", "--cases", case]);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success() && err.contains(expected), "{case}: {err}");
+    }
+    let md = dir.path().join("x.md");
+    let o =
+        rrpdem(&["bench", "--from", json.to_str().unwrap(), "--markdown", md.to_str().unwrap(), "--cases", "torus"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success() && err.contains("cannot be used with"), "{err}");
+}

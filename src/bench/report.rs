@@ -127,7 +127,8 @@ impl Report {
         s.push_str(
             "\nParticle-steps and bond-steps per second of `advance` (models built outside the timing); \
              B/particle-step is the estimated memory traffic (`bench::cpu_bytes_per_step`, \
-             `gpu_bytes_per_step`); engine memory is the engine's arrays (the device buffers on a GPU) \
+             `gpu_bytes_per_step`, with MODEL §10 on `cpu_dissipation_bytes_per_step`, \
+             `gpu_dissipation_bytes_per_step`); engine memory is the engine's arrays (the device buffers on a GPU) \
              per particle; peak RSS is the process's so far.\n\n",
         );
         s.push_str(

@@ -37,8 +37,10 @@ pub(super) fn cmd_bench(
         let mut model = Some((case.model)().map_err(anyhow::Error::msg)?);
         let only_one = engines.len() * threads.len() == 1 && !name.starts_with("tori-");
         let built = model.as_ref().expect("built above");
+        // `tori-N` builds the one torus its N copies are made of.
+        let copies = bench::copies(name).map_or(String::new(), |c| format!("{c} copies of "));
         eprintln!(
-            "built {name} in {:.2} s ({} particles, {} bonds; peak memory so far {:.0} MB)",
+            "built {name} in {:.2} s ({copies}{} particles, {} bonds; peak memory so far {:.0} MB)",
             start.elapsed().as_secs_f64(),
             built.particles.len(),
             built.bonds.len(),
@@ -177,7 +179,13 @@ fn print_measurement(m: &rrpdem::bench::Measurement) {
         eprintln!("  dt = {dt:e} (the scenario's step, halved to below half the stable-step estimate where needed)");
     }
     if let Some(b) = m.engine_bytes {
-        let parts: Vec<String> = m.engine_parts.iter().map(|(k, v)| format!("{k} {:.1}", *v as f64 / 1e6)).collect();
+        let mut largest = m.engine_parts.clone();
+        largest.sort_by_key(|p| std::cmp::Reverse(p.1));
+        let mut parts: Vec<String> =
+            largest.iter().take(8).map(|(k, v)| format!("{k} {:.1}", *v as f64 / 1e6)).collect();
+        if largest.len() > 8 {
+            parts.push(format!("{} more (--json has every part)", largest.len() - 8));
+        }
         eprintln!("  engine arrays {:.1} MB: {}", b as f64 / 1e6, parts.join(", "));
     }
     match &m.stage_seconds {

@@ -124,7 +124,8 @@ enum Command {
         /// shared device; larger batches are split) [default: what the adapter's buffers allow].
         #[arg(long, value_name = "BYTES")]
         gpu_memory: Option<u64>,
-        /// Draw study.png: each outcome against each varied parameter.
+        /// Draw study.png (each outcome against each varied parameter) and, where bonds can
+        /// break, study_fragments.png (docs/PLOTS.md).
         #[arg(long)]
         plots: bool,
         #[command(flatten)]
@@ -194,7 +195,11 @@ enum Command {
         markdown: Option<PathBuf>,
         /// Measure nothing: take the report from this JSON file (written by --json) and write
         /// its --markdown section.
-        #[arg(long, requires = "markdown")]
+        #[arg(
+            long,
+            requires = "markdown",
+            conflicts_with_all = ["cases", "engines", "threads", "steps", "min_seconds", "json", "bandwidth", "stages"]
+        )]
         from: Option<PathBuf>,
         /// Memory bandwidth of the device in GB/s: also print the fraction of it that the
         /// estimated bytes per step imply.
@@ -239,7 +244,8 @@ struct RunControl {
     /// new one is complete). An interrupt (Ctrl-C, SIGTERM) always writes one.
     #[arg(long, value_name = "N")]
     checkpoint_every: Option<u64>,
-    /// Draw the run's figures (energy budget, energy error, momentum drift) into DIR as PNG.
+    /// Draw the run's figures (energy budget, energy error, momentum drift, and fragments.png
+    /// where bonds can break) into DIR as PNG (docs/PLOTS.md).
     #[arg(long)]
     plots: bool,
     #[command(flatten)]
