@@ -4,7 +4,7 @@
 use crate::engine::Precision;
 
 /// Estimated bytes of memory traffic of one step of the CPU engine (f64), from its data layout
-/// (`src/engine/cpu.rs`): every array a pass streams through counted once per pass, and what the
+/// (`src/engine/cpu/`): every array a pass streams through counted once per pass, and what the
 /// bond pass touches at the bond ends (positions, attitudes, the force and moment sums it adds
 /// into) counted once per particle: bonds join nearby indices, so those accesses mostly hit the
 /// cache. Not counted: the bond ends stored past a range boundary on several threads (52 B
