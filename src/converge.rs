@@ -146,9 +146,9 @@ fn sq_diff(a: &[Kinematics], b: &[Kinematics]) -> f64 {
 /// The study's sampling: the number of samples and their interval (the largest step), after
 /// checking what `converge` needs of its arguments: distinct finite positive steps, each
 /// dividing the largest into whole steps, a reference factor of at least 1 (1 where only the
-/// energy error is wanted, which needs no reference: the trajectory errors are then against the
-/// finest step itself, and `rrpdem converge` asks for 2 or more), and an end time that is a whole number of the largest
-/// step (within `scenario::STEP_ROUNDING`, as a run's end time).
+/// energy error is wanted, which needs no reference: the trajectory errors are then against
+/// the finest step itself; `rrpdem converge` asks for 2 or more), and an end time that is a
+/// whole number of the largest step (within `scenario::STEP_ROUNDING`, as a run's end time).
 pub fn plan(dts: &[f64], t_end: f64, ref_factor: u32) -> Result<(u64, f64), ConvergeError> {
     let setup = |m: String| Err(ConvergeError::Setup(m));
     if dts.is_empty() || dts.iter().any(|d| !(d.is_finite() && *d > 0.0)) {

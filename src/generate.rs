@@ -584,7 +584,7 @@ pub fn check_targets(dir: &Path, overwrite: bool) -> Result<Written, OutputError
         path: path.to_owned(),
         source: std::io::Error::new(std::io::ErrorKind::AlreadyExists, message),
     };
-    if let Some(file) = dir.ancestors().find(|a| !a.as_os_str().is_empty() && a.exists() && !a.is_dir()) {
+    if let Some(file) = crate::output::file_in_the_way(dir) {
         return Err(refuse(dir, format!("{} is a file, not a folder (--out names a folder)", file.display())));
     }
     let files = Written {

@@ -194,6 +194,7 @@ impl ImpactWatch {
         // The flight's velocity at the first contact step: v_cm(0) + g t (the integrators give
         // the nodes' velocities exactly so under a constant force, up to round-off).
         let flight = t(self.first_contact_step).map_or(DVec3::ZERO, |t1| gravity * t1);
+        // `0.0 −`, not a negation: a velocity along the wall gives +0, not −0 ("−0 ≤ 0").
         let impact = n.zip(self.v_cm0).map(|(n, v)| 0.0 - (v + flight).dot(n));
         // The speed along the wall's normal is only an impact where it is more than the
         // velocity's round-off: a body sent along the wall (cos 90° = 6e-17 in floating point)

@@ -96,7 +96,7 @@ pub struct OutputDir {
 impl OutputDir {
     fn lock(path: &Path) -> Result<OutputDir, OutputDirError> {
         // `create_dir_all` would only say "File exists" (or "Not a directory" for a file above).
-        if let Some(file) = path.ancestors().find(|a| !a.as_os_str().is_empty() && a.exists() && !a.is_dir()) {
+        if let Some(file) = file_in_the_way(path) {
             return Err(OutputDirError::NotAFolder { path: path.to_owned(), file: file.to_owned() });
         }
         std::fs::create_dir_all(path).map_err(wrap(path))?;
@@ -153,6 +153,12 @@ impl OutputDir {
     pub fn join(&self, name: &str) -> PathBuf {
         self.path.join(name)
     }
+}
+
+/// The first of `path` and its ancestors that exists and is not a folder: what keeps `path`
+/// from being made an output folder (`create_dir_all` would only say "File exists").
+pub fn file_in_the_way(path: &Path) -> Option<&Path> {
+    path.ancestors().find(|a| !a.as_os_str().is_empty() && a.exists() && !a.is_dir())
 }
 
 /// What keeps `path` from being a folder to read outputs from, if anything: that it does not

@@ -174,7 +174,7 @@ fn converge_prints_orders_and_writes_csv() {
     for (args, expected) in [
         (&["--dt", "0.1,0.05", "--t-end", "0.15"][..], "t_end = 0.15 is not a whole number of the largest step 0.1"),
         (&["--dt", "0.1,0.1"][..], "dt = 0.1 is given twice"),
-        (&["--ref-factor", "1"][..], "the reference factor is 1: it must be at least 2"),
+        (&["--ref-factor", "1"][..], "--ref-factor 1: it must be at least 2"),
         (&["--dt", "0.3,0.07", "--t-end", "9.9"][..], "dt = 0.07 does not divide the largest step 0.3"),
     ] {
         let mut a = vec!["converge", "scenarios/pendulum.json", "--out", dir.path().to_str().unwrap()];

@@ -59,9 +59,9 @@ pub(super) fn cmd_converge(args: ConvergeArgs) -> Result<()> {
     let t_end = t_end.unwrap_or(scenario.t_end);
     if ref_factor < 2 {
         bail!(
-            "--ref-factor {ref_factor}: the reference factor is {ref_factor}: it must be at least 2, so that the \
-             reference solution (min dt / factor) is finer than every step studied (at 1 the finest step is its own \
-             reference and its trajectory order means nothing)"
+            "--ref-factor {ref_factor}: it must be at least 2, so that the reference solution (min dt / factor) is \
+             finer than every step studied (at 1 the finest step is its own reference and its trajectory order means \
+             nothing)"
         );
     }
     // The steps, the reference factor and the end time, checked before any work.

@@ -12,6 +12,7 @@ pub use estimate::memory_total;
 pub mod generators;
 pub mod inputs;
 mod parse;
+pub(crate) use parse::unfinished;
 
 pub use crate::engine::Backend;
 use crate::error::ScenarioError;

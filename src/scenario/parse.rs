@@ -76,13 +76,21 @@ fn check_kind(text: &str) -> Result<(), String> {
         Ok(Kind { base: Some(_), vary: Some(_) }) => {
             Err("this is a study (it has `base` and `vary`), not a scenario: run it with `rrpdem study FILE`".into())
         }
-        Err(e) if e.is_eof() => Err(format!(
+        Err(e) => unfinished(&e).map_or(Ok(()), Err),
+        _ => Ok(()),
+    }
+}
+
+/// What to say of a JSON file that ends early (serde's "EOF while parsing" under a field `?`);
+/// `None` for any other error. Scenario and study files alike.
+pub(crate) fn unfinished(e: &serde_json::Error) -> Option<String> {
+    e.is_eof().then(|| {
+        format!(
             "the file ends before its JSON is complete (line {}, column {}): a bracket or brace is not closed",
             e.line(),
             e.column()
-        )),
-        _ => Ok(()),
-    }
+        )
+    })
 }
 
 /// For an error at `bodies[k]` (a path that stops at a body), the path inside the body: the body

@@ -224,7 +224,7 @@ pub fn prepare_folder(
     whole: bool,
     overwrite: bool,
 ) -> Result<(), StudyError> {
-    if let Some(file) = out.ancestors().find(|a| !a.as_os_str().is_empty() && a.exists() && !a.is_dir()) {
+    if let Some(file) = crate::output::file_in_the_way(out) {
         return Err(folder_error(
             out,
             format!(

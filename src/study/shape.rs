@@ -9,14 +9,7 @@ use serde_json::Value;
 pub(super) fn check_shape(text: &str) -> Result<(), String> {
     let v = match serde_json::from_str::<Value>(text) {
         Ok(v) => v,
-        Err(e) if e.is_eof() => {
-            return Err(format!(
-                "the file ends before its JSON is complete (line {}, column {}): a bracket or brace is not closed",
-                e.line(),
-                e.column()
-            ));
-        }
-        Err(_) => return Ok(()),
+        Err(e) => return crate::scenario::unfinished(&e).map_or(Ok(()), Err),
     };
     let Some(o) = v.as_object() else { return Ok(()) };
     if !o.contains_key("base") && !o.contains_key("vary") && (o.contains_key("bodies") || o.contains_key("dt")) {
