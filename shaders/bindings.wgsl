@@ -162,10 +162,20 @@ fn unlisted(r: u32) -> bool {
     return (reps[r].flags & FLAG_UNLISTED) != 0u;
 }
 
-/// Whether replica r's bonded pairs' contacts go with their bonds (FLAG_BOND_CONTACT): the
-/// bond kernel evaluates them, `dissipate` their dashpots, and the walks leave them out.
+/// Whether replica r's bonded pairs' contacts go with their bonds (the CPU engine's
+/// `bond_contacts`): wherever its lists leave them out (FLAG_UNLISTED). The bond kernel then
+/// evaluates their Hertz contacts, and the particle kernel's walks leave them out; their
+/// dissipation: `walks_bonded`.
 fn bond_contacts(r: u32) -> bool {
-    return (reps[r].flags & FLAG_BOND_CONTACT) != 0u;
+    return unlisted(r);
+}
+
+/// Whether `dissipate` visits replica r's bonded partners in its walk (merged into its list in
+/// index order, or not skipped in the grid walk): where their contacts go with their bonds but
+/// its spheres have friction, whose history the GPU keeps per particle by partner index
+/// (`hist_*`). Without friction their dashpots go with the bonds (`dissipate`'s incidence loop).
+fn walks_bonded(r: u32) -> bool {
+    return bond_contacts(r) && reps[r].damping.z > 0.0;
 }
 
 /// The `k`-th entry of the list that starts at slot `base` and holds `count`, `NO_PARTNER`

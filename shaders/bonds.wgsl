@@ -11,7 +11,7 @@ fn bond_reference(d0: vec3<real>) -> vec4<real> {
 }
 
 /// The contact force on end i of bond `e` at `d = x_i − x_j` where its replica evaluates its
-/// bonded pairs' contacts with the bonds (FLAG_BOND_CONTACT) and the two touch, else zero: the
+/// bonded pairs' contacts with the bonds (`bond_contacts`) and the two touch, else zero: the
 /// twin of the CPU bond pass's `BondContacts::bond_contact`. (Adding a zero differs from not adding
 /// only in the sign of a zero sum, which no result depends on.)
 fn bond_contact_force(rep: u32, e: vec2<u32>, d: vec3<real>) -> vec3<real> {
@@ -42,7 +42,7 @@ fn bonds(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: ve
     let edge = reps[rep].cell_edge;
     let d = pair_vector(e.x, e.y, edge);
     // The contact of the bond's two particles (intact or broken), where it goes with the bond
-    // (FLAG_BOND_CONTACT): added to the bond's force; its energy the particle kernel takes.
+    // (`bond_contacts`): added to the bond's force; its energy the particle kernel takes.
     let f_contact = bond_contact_force(rep, e, d);
     // A broken bond exerts nothing but that contact and has no energy (zeros, so the gather and
     // the reduction need not know about rupture).

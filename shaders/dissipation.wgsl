@@ -1,10 +1,12 @@
 // Dissipative loads of MODEL §10 (twin of `DissPass::particle`, src/engine/cpu/dissipation.rs):
 // per particle of a dissipating replica, the viscous binder of its intact bonds (in incidence
 // order, each bond evaluated from its own ends as the CPU's bond pass does) with, where bonded
-// pairs' contacts go with the bonds (FLAG_BOND_CONTACT), their contact dashpots, then the normal
-// dashpots of its contacts (partners in index order, from the Verlet list merged with the bonded
-// partners it leaves out or, for an overflowed list, the grid walk: shaders/walk.wgsl) and of
-// its walls (in wall order), in the CPU's order, from the positions of this evaluation and the
+// pairs' contacts go with the bonds without friction (`bond_contacts`, not `walks_bonded`), their
+// contact dashpots, then the dashpots and sliders of its contacts (partners in index order, from
+// the Verlet list, merged with the bonded partners it leaves out where spheres have friction
+// (`walks_bonded`: the CPU evaluates those with their bonds, so the two engines sum these in
+// different orders), or, for an overflowed list, the grid walk: shaders/walk.wgsl) and of its
+// walls (in wall order), from the positions of this evaluation and the
 // velocities the step already knows (v_{k+½}, Ω_{k+½}: right-endpoint
 // forcing), with the spring–sliders of the frictional contacts, whose history ξ it reads from
 // particle i's own row of `hist_*`/`whist` and rewrites there (shaders/bindings.wgsl: each
@@ -52,11 +54,12 @@ fn dissipate(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg
     // nine reals per bond for the other end to read (lavapipe, fcc-2e4+damped in f64: about 10 %
     // slower that way).
     let gamma = reps[r].binder_gamma;
-    // With them, where the bonded pairs' contacts go with the bonds (FLAG_BOND_CONTACT; no
-    // friction then), each bond's contact dashpot, added to its binder's as the CPU's bond pass
-    // adds them. The host's test (`gpu::batch::reads_bond_peers`) decides that `inc_peer` is real.
+    // With them, where the bonded pairs' contacts go with the bonds without friction
+    // (`bond_contacts`, not `walks_bonded`), each bond's contact dashpot, added to its binder's
+    // as the CPU's bond pass adds them. The host's test (`gpu::batch::reads_bond_peers`)
+    // decides that `inc_peer` is real.
     let binder = any(gamma > vec4<real>(0.0));
-    let dashpots = bond_contacts(r) && beta > 0.0;
+    let dashpots = bond_contacts(r) && !walks_bonded(r) && beta > 0.0;
     if binder || dashpots {
         let rupture = (reps[r].flags & FLAG_RUPTURE) != 0u;
         for (var p = inc_offsets[i]; p < inc_offsets[i + 1u]; p++) {
@@ -107,7 +110,7 @@ fn dissipate(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg
         pw.listed = cnt <= nbr_offsets[i + 1u] - base;
         var walk: GridWalk;
         if pw.listed {
-            pw.list_walk = list_walk_start(i, r, base, cnt);
+            pw.list_walk = list_walk_start(i, r, base, cnt, walks_bonded(r));
         } else {
             walk = grid_walk_start(c, r, i);
         }
@@ -240,8 +243,9 @@ fn pair_next(p: ptr<function, PairWalk>, walk: ptr<function, GridWalk>) -> PairP
         return PairPartner(j, block_vector((*p).c, (*p).xi - xj.xyz, cell_at(j).xyz, (*p).edge), xj.w);
     }
     var at = grid_walk_next(walk);
-    // Bonded pairs' dashpots went with their bonds (FLAG_BOND_CONTACT).
-    while at.x != STATUS_NONE && bond_contacts((*p).r) && is_bonded((*p).i, at.z) {
+    // Bonded pairs' dashpots went with their bonds (`bond_contacts`, not `walks_bonded`).
+    let skip = bond_contacts((*p).r) && !walks_bonded((*p).r);
+    while at.x != STATUS_NONE && skip && is_bonded((*p).i, at.z) {
         at = grid_walk_next(walk);
     }
     if at.x == STATUS_NONE {

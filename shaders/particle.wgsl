@@ -76,9 +76,9 @@ fn particle(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg:
     let cnt = nbr_count[i];
     let base = nbr_offsets[i];
     if cnt <= nbr_offsets[i + 1u] - base {
-        // Verlet list: the candidates of the last rebuild, by index, merged in index order with
-        // the bonded partners where the list leaves them out (`grid::NeighbourList::contacts`).
-        var walk = list_walk_start(i, r, base, cnt);
+        // Verlet list: the candidates of the last rebuild, by index (`grid::NeighbourList::
+        // listed`; bonded pairs' contacts go with their bonds where the list leaves them out).
+        var walk = list_walk_start(i, r, base, cnt, false);
         loop {
             let j = list_walk_next(&walk);
             if j == NO_PARTNER {
@@ -101,7 +101,7 @@ fn particle(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg:
             if at.x == STATUS_NONE {
                 break;
             }
-            // Bonded pairs' contacts went with their bonds (FLAG_BOND_CONTACT).
+            // Bonded pairs' contacts went with their bonds (`bond_contacts`).
             if skip_bonded && is_bonded(i, at.z) {
                 continue;
             }

@@ -1,14 +1,14 @@
 // A particle's contact partners in particle-index order, as the kernels that visit contacts
-// (shaders/particle.wgsl, shaders/dissipation.wgsl) take them: from its Verlet list merged with
-// its bonded partners where the list leaves them out (`ListWalk`), or, where the list
+// (shaders/particle.wgsl, shaders/dissipation.wgsl) take them: from its Verlet list, merged with
+// its bonded partners where `dissipate` walks them (`ListWalk`), or, where the list
 // overflowed, the grid walk: its replica's members of the 27 cells around its own (bonded or
 // not), as a merge of the 27 buckets (sorted by index). Each cell keeps a cursor at its next
 // member and that member's index; every round takes the smallest and advances only that cell.
 
-/// A visit of particle i's Verlet list (slots from `base`, `count` in use) merged in index
-/// order with its bonded partners where its replica's lists leave them out (FLAG_UNLISTED) and
-/// their contacts are not evaluated with the bonds (FLAG_BOND_CONTACT): the twin of
-/// `grid::Contacts` (`NeighbourList::contacts`, or `listed`). Cursors and the next partner of each.
+/// A visit of particle i's Verlet list (slots from `base`, `count` in use), with `bonded` merged
+/// in index order with its bonded partners (which its replica's lists leave out, FLAG_UNLISTED):
+/// the twin of `grid::Contacts` (`NeighbourList::contacts` with them, `listed` without).
+/// Cursors and the next partner of each.
 struct ListWalk {
     i: u32,
     base: u32,
@@ -19,10 +19,11 @@ struct ListWalk {
     jb: u32,
 }
 
-/// The list walk of particle i of replica r, before its first partner.
-fn list_walk_start(i: u32, r: u32, base: u32, count: u32) -> ListWalk {
+/// The list walk of particle i of replica r, before its first partner; `bonded`: with its
+/// bonded partners merged in (only where the lists leave them out).
+fn list_walk_start(i: u32, r: u32, base: u32, count: u32, bonded: bool) -> ListWalk {
     var kb = inc_offsets[i + 1u];
-    if unlisted(r) && !bond_contacts(r) {
+    if bonded && unlisted(r) {
         kb = inc_offsets[i];
     }
     return ListWalk(i, base, count, 0u, kb, listed_at(base, count, 0u), bonded_at(i, kb));

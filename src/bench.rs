@@ -574,11 +574,13 @@ pub fn measure(
                 }
                 engine_parts = e.memory().into_iter().map(|(k, v)| (k.to_string(), v as u64)).collect();
                 let bytes = engine_parts.iter().map(|m| m.1).sum::<u64>();
-                // The list's partners and the bonded ones it leaves out, each entry read once.
-                let entries = e.neighbour_entries() + e.bonded_entries();
+                // The list's partners, each entry read once; the bonded pairs the lists leave out
+                // go with their bonds (`CpuEngine::bonded_entries`).
+                let entries = e.neighbour_entries();
+                let bonded = if e.bonded_entries() > 0 { nb } else { 0 };
                 let mut per_step = cpu_bytes_per_step(n, nb, entries);
                 if let Some(d) = &model.params.dissipation {
-                    per_step += cpu_dissipation_bytes_per_step(n, entries, model.params.walls.len(), d);
+                    per_step += cpu_dissipation_bytes_per_step(n, entries, bonded, model.params.walls.len(), d);
                 }
                 (Box::new(e), Some(bytes), per_step)
             }

@@ -347,18 +347,20 @@ fn memory_of(l: &Layout) -> MemoryEstimate {
         + if l.parallel { 52 * l.stored_ends + 32 * b.div_ceil(1024) } else { 0 };
     // MODEL §10 (`DissState::bytes`): loads and the velocities they were formed from (48 B
     // each per particle), the history's offsets (always made), and with friction 4 + 2·24 B
-    // per contact partner (listed or bonded) and 2·24 B per particle and wall; the parallel
-    // bond pass stores a deferred end's two loads (48 B more) where it gives dissipative loads
-    // (binder damping, or bonded pairs' dashpots without friction: `CpuEngine::bond_contacts`).
+    // per listed contact partner, 2·24 B per bond (its pair's, kept with the bond where the
+    // lists leave bonded pairs out: `CpuEngine::bond_contacts`) and 2·24 B per particle and
+    // wall; the parallel bond pass stores a deferred end's two loads (48 B more) where it gives
+    // dissipative loads (binder damping, or the bonded pairs' dashpots and sliders).
     let (diss_cpu, diss_gpu) = match l.dissipation {
         None => (0, Box::new(|_: u64| 0u64) as Box<dyn Fn(u64) -> u64>),
         Some(d) => {
             let wall_pairs = if d.mu_wall > 0.0 { 48 * n * l.walls } else { 0 };
+            let listed = if unlisted { partners.saturating_sub(2 * b) } else { partners };
             let cpu = 96 * n
                 + 4 * (n + 1)
-                + if d.mu > 0.0 { 52 * partners } else { 0 }
+                + if d.mu > 0.0 { 52 * listed + 48 * b } else { 0 }
                 + wall_pairs
-                + if (d.binder() || (d.beta > 0.0 && d.mu <= 0.0)) && l.parallel { 48 * l.stored_ends } else { 0 };
+                + if (d.binder() || d.pairs()) && l.parallel { 48 * l.stored_ends } else { 0 };
             let totals = crate::gpu::batch::BatchTotals {
                 n,
                 pair_friction: d.mu > 0.0,

@@ -8,9 +8,10 @@
 //! another order than when the lists held bonded pairs (the engines' `list_bonded_pairs`, for
 //! comparisons, which visit them from both ends in the particle pass), so those runs agree to
 //! round-off, not bit for bit; the CPU and the GPU sum in the same order as each other. Where
-//! spheres have friction, each particle still visits its sorted bonded partners merged into its
-//! list in index order (their tangential history kept per contact of that sequence on the CPU,
-//! by partner index on the GPU), the same contacts in the same order as listed: the same bits.
+//! spheres have friction, the CPU's bond pass evaluates the bonded pairs' sliders too (their
+//! tangential history kept per bond), while the GPU's `dissipate` still visits its sorted bonded
+//! partners merged into its list in index order (history by partner index): there the GPU's
+//! listed and unlisted runs give the same bits, and the two engines agree to round-off.
 
 mod common;
 use common::gpu::{bits, cpu, gpu, model_from_json};
@@ -113,10 +114,12 @@ const DISSIPATIVE: &str = r#", "damping": {"restitution": 0.4, "wall_restitution
 
 #[test]
 fn dissipative_contacts_leave_bonded_pairs_out_and_keep_their_history_on_the_cpu() {
-    // The dashpots and sliders of a bonded pair are evaluated as its Hertz contact is: from the
-    // bonded partners merged into the list, the pair's ξ kept at its place in that merged
-    // sequence. Listed or not, and switched from one to the other mid-run (the history then
-    // follows each pair into the new sequence), the run is the same bit for bit.
+    // The dashpots and sliders of a bonded pair are evaluated as its Hertz contact is: with its
+    // bond, once, the pair's ξ kept per bond. Listed instead (each pair visited from both ends
+    // in the particle pass, ξ kept per contact of each end), or switched to that mid-run (the
+    // history then moves from the bonds into the rows), the same contacts sum in another order:
+    // the runs agree to round-off, with the same breaks. A save mid-run loaded into a fresh
+    // engine goes on bit for bit (the saved history holds each pair once, whoever keeps it).
     let (s, m) = model_from_json(&impact(1500, DISSIPATIVE));
     let steps = 300;
     let mut unlisted = cpu(&m, Integrator::RrpNewmark, s.dt);
@@ -131,6 +134,7 @@ fn dissipative_contacts_leave_bonded_pairs_out_and_keep_their_history_on_the_cpu
     let xi = Engine::tangential_displacement(&mut switched).unwrap().unwrap();
     let sliding = xi.iter().filter(|&&x| x > 0.0).count();
     assert!(sliding > xi.len() / 2, "{sliding} of {}", xi.len());
+    let saved = unlisted.save_state().unwrap();
     switched.list_bonded_pairs().unwrap();
     for e in [&mut unlisted, &mut listed, &mut switched] {
         e.advance(steps / 2).unwrap();
@@ -139,11 +143,26 @@ fn dissipative_contacts_leave_bonded_pairs_out_and_keep_their_history_on_the_cpu
     assert!(d.n_broken > 20 && d.e_dissipated > 1e-2 * d.total(), "{} breaks, {d:?}", d.n_broken);
     // The history followed its pairs through rebuilds of the lists (6 in these steps).
     assert!(unlisted.neighbour_rebuilds() >= 5, "{}", unlisted.neighbour_rebuilds());
-    let reference = bits(&mut listed);
-    assert!(bits(&mut unlisted) == reference, "unlisted differs from listed");
-    assert!(bits(&mut switched) == reference, "switched mid-run differs");
-    let xi = |e: &mut rrpdem::engine::CpuEngine| Engine::tangential_displacement(e).unwrap().unwrap();
-    assert!(xi(&mut unlisted) == xi(&mut listed), "the tangential history differs");
+    let reference = listed.snapshot().unwrap();
+    for (name, e) in [("unlisted", &mut unlisted), ("switched mid-run", &mut switched)] {
+        let dx = common::gpu::max_position_diff(&e.snapshot().unwrap(), &reference);
+        // Measured: 1.6e-14 for both (the switched run parts from the unlisted one by 7e-16).
+        assert!(dx > 0.0 && dx < REORDERED, "{name}: {dx}");
+        assert_eq!(e.diagnostics().unwrap().n_broken, listed.diagnostics().unwrap().n_broken, "{name}");
+        let xi = |e: &mut rrpdem::engine::CpuEngine| Engine::tangential_displacement(e).unwrap().unwrap();
+        let (a, b) = (xi(e), xi(&mut listed));
+        let scale = b.iter().copied().fold(0.0, f64::max);
+        let worst = a.iter().zip(&b).map(|(x, y)| (x - y).abs()).fold(0.0, f64::max);
+        // ξ is a length like the positions (h·v_t summed): the same round-off bound, relative.
+        assert!(
+            scale > 0.0 && worst <= REORDERED * scale.max(1.0),
+            "{name}: the tangential history differs by {worst:e}"
+        );
+    }
+    let mut resumed = cpu(&m, Integrator::RrpNewmark, s.dt);
+    resumed.load_state(&saved).unwrap();
+    resumed.advance(steps / 2).unwrap();
+    assert!(bits(&mut resumed) == bits(&mut unlisted), "resumed at step {} differs", steps / 2);
     let n = m.particles.len() as f64;
     assert!((unlisted.neighbour_entries() as f64) < n, "{}", unlisted.neighbour_entries());
     assert!(listed.neighbour_entries() as f64 > 6.0 * n, "{}", listed.neighbour_entries());
@@ -151,10 +170,12 @@ fn dissipative_contacts_leave_bonded_pairs_out_and_keep_their_history_on_the_cpu
 
 #[test]
 fn dissipative_contacts_leave_bonded_pairs_out_on_the_gpu_and_a_batch_mixes_models() {
-    // The GPU's `dissipate` merges the bonded partners as the particle kernel does (its friction
-    // history is keyed by partner index, not by list slot): listed or not, the same bits; a
-    // batch of a conservative, a damped and a frictional torus gives each its run alone; and the
-    // frictional one matches the CPU to round-off with the same breaks.
+    // The bonded pairs' Hertz contacts go with their bonds (the bond kernel), while the GPU's
+    // `dissipate` merges the bonded partners into its walk for their dashpots and sliders (its
+    // friction history is keyed by partner index): listed or not, the same contacts in another
+    // order, so the same to round-off with the same breaks; a batch of a conservative, a damped
+    // and a frictional torus gives each its run alone; and the frictional one matches the CPU to
+    // round-off with the same breaks.
     use rrpdem::engine::BatchEngine;
     use rrpdem::gpu::{AdapterChoice, GpuEngine, GpuOptions};
     let (s, plain) = model_from_json(&impact(300, ""));
@@ -175,14 +196,26 @@ fn dissipative_contacts_leave_bonded_pairs_out_on_the_gpu_and_a_batch_mixes_mode
         Engine::advance(&mut listed, steps).unwrap();
         let d = Engine::diagnostics(&mut unlisted).unwrap();
         assert!(d.n_broken > 10 && d.e_dissipated > 1e-2 * d.total(), "{p:?}: {d:?}");
-        assert!(bits(&mut unlisted) == bits(&mut listed), "{p:?}: listed and unlisted differ");
         let xi = |e: &mut GpuEngine| Engine::tangential_displacement(e).unwrap().unwrap();
         let x = xi(&mut unlisted);
-        assert!(x.iter().any(|&v| v > 0.0) && x == xi(&mut listed), "{p:?}: the tangential history differs");
+        assert!(x.iter().any(|&v| v > 0.0), "{p:?}: no tangential history");
+        if p == Precision::F64 {
+            let dx = common::gpu::max_position_diff(
+                &Engine::snapshot(&mut unlisted).unwrap(),
+                &Engine::snapshot(&mut listed).unwrap(),
+            );
+            // Measured: 1.3e-15 (ξ: 1.4e-15 of 6.8e-3).
+            assert!(dx > 0.0 && dx < REORDERED, "{dx}");
+            assert_eq!(d.n_broken, Engine::diagnostics(&mut listed).unwrap().n_broken);
+            let (y, scale) = (xi(&mut listed), x.iter().copied().fold(0.0, f64::max));
+            let worst = x.iter().zip(&y).map(|(a, b)| (a - b).abs()).fold(0.0, f64::max);
+            assert!(worst <= REORDERED * scale.max(1.0), "the tangential history differs by {worst:e}");
+        }
         assert!(unlisted.neighbour_entries_in_use().unwrap() < friction.particles.len() as u64, "{p:?}");
         if p == Precision::F64 {
             // tests/v13_dissipation_gpu.rs's bound for the CPU twin.
             let dx = common::gpu::max_position_diff(&Engine::snapshot(&mut unlisted).unwrap(), &c.snapshot().unwrap());
+            // (Measured 1.2e-15: the engines sum the sliders of bonded pairs in different orders.)
             assert!(dx < 1e-12, "{dx}");
             assert_eq!(d.n_broken, c.diagnostics().unwrap().n_broken);
         }

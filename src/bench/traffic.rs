@@ -24,22 +24,25 @@ pub fn cpu_bytes_per_step(n: usize, bonds: usize, partners: usize) -> f64 {
 }
 
 /// The bytes MODEL §10 adds to a CPU step (`cpu_bytes_per_step`'s conventions), for `walls`
-/// walls and `entries` contacts visited per step (list and bonded entries): the dissipative sums
-/// zeroed, gathered by the bond pass (which also reads the ends' v and Ω), read and written by
-/// the particle pass and read by the integration pass (48 B each way); with friction between
-/// spheres, each visited contact's ξ read and its successor written (48 B), counted as if every
-/// visited pair touched (an upper bound: the interior of a solid has them all touching or
+/// walls, `entries` contacts the particle pass visits per step (its list's entries, and the
+/// bonded partners where the list holds them) and `bonded` pairs the bond pass evaluates (the
+/// bonds, where the lists leave their pairs out): the dissipative sums zeroed, gathered by the
+/// bond pass (which also reads the ends' v and Ω), read and written by the particle pass and
+/// read by the integration pass (48 B each way); with friction between spheres, each visited
+/// contact's ξ read and its successor written (48 B, in the rows or per bond), counted as if
+/// every visited pair touched (an upper bound: the interior of a solid has them all touching or
 /// nearly); with friction at the walls, each particle's ξ per wall likewise. Not counted:
 /// `v_eval`, written in an advance's last step only.
 pub fn cpu_dissipation_bytes_per_step(
     n: usize,
     entries: usize,
+    bonded: usize,
     walls: usize,
     d: &crate::interactions::Dissipation,
 ) -> f64 {
     const ACC: f64 = 48.0;
     let per_particle = ACC + (48.0 + 2.0 * ACC) + 2.0 * ACC + ACC;
-    let pairs = if d.mu > 0.0 { 48.0 * entries as f64 } else { 0.0 };
+    let pairs = if d.mu > 0.0 { 48.0 * (entries + bonded) as f64 } else { 0.0 };
     let wall = if d.mu_wall > 0.0 { 48.0 * walls as f64 } else { 0.0 };
     (per_particle + wall) * n as f64 + pairs
 }

@@ -16,16 +16,9 @@ use crate::engine::Precision;
 use crate::model::Model;
 
 /// Ranges of every replica in the batch's arrays.
-/// Whether a replica evaluates its bonded pairs' contacts with the bonds (`FLAG_BOND_CONTACT`,
-/// the CPU engine's `bond_contacts`): its lists leave them out (`unlisted`: it has bonds, and
-/// `GpuOptions::list_bonded_pairs` is off) and its spheres have no friction.
-pub(crate) fn bond_contacts(unlisted: bool, dissipation: Option<crate::interactions::Dissipation>) -> bool {
-    unlisted && dissipation.is_none_or(|d| d.mu <= 0.0)
-}
-
 /// Whether `dissipate` reads each bond's other end (`inc_peer`) for a model dissipating by `d`:
 /// its binder's dashpots, or its bonded pairs' contact dashpots, which go with the bonds where
-/// contacts have no friction (`FLAG_BOND_CONTACT`).
+/// contacts have no friction (else its walk visits the bonded partners: shaders/walk.wgsl).
 pub(crate) fn reads_bond_peers(d: &crate::interactions::Dissipation) -> bool {
     d.binder() || (d.beta > 0.0 && d.mu <= 0.0)
 }

@@ -37,13 +37,6 @@ pub const FLAG_UNLISTED: u32 = 256;
 /// replicas that rebuild rarely (`EARLY_INTERVAL`), so that batches of them can record the grid
 /// stage only at grid steps (docs/GPU.md, "Quiet steps").
 pub const FLAG_EARLY: u32 = 512;
-/// Bit of `ReplicaGpu::flags`: the bond kernel evaluates the contact of each bonded pair (intact
-/// or broken) with the bond, and `dissipate` its dashpot with the bond's (the CPU engine's
-/// `bond_contacts`): an unlisted replica whose contacts between particles have no friction.
-/// The particle and `dissipate` kernels then visit the lists' partners alone (and skip bonded
-/// ones in the grid walk); the particle kernel still takes each bonded pair's contact energy
-/// from its lower index.
-pub const FLAG_BOND_CONTACT: u32 = 1024;
 
 /// Steps between the grid steps of a batch that records the grid stage only there (and at its
 /// first step): the steps whose absolute number is a multiple of it (docs/GPU.md, "Quiet
@@ -123,8 +116,6 @@ pub struct ReplicaInputs<'a> {
     pub broken_word: u32,
     /// Its lists leave its bonded pairs out (`FLAG_UNLISTED`).
     pub unlisted: bool,
-    /// Its bonded pairs' contacts go with their bonds (`FLAG_BOND_CONTACT`).
-    pub bond_contacts: bool,
     /// Wall slots per particle of the wall history.
     pub wall_slots: u32,
 }
@@ -260,9 +251,6 @@ macro_rules! sim_params {
                 }
                 if p.unlisted {
                     flags |= FLAG_UNLISTED;
-                }
-                if p.bond_contacts {
-                    flags |= FLAG_BOND_CONTACT;
                 }
                 let rupture = prm.rupture.as_ref();
                 let inv = rupture.map_or([0.0; 4], |r| r.inv_thresholds);

@@ -19,7 +19,7 @@
 //! partner lists: which list finds a contact, and when, changes nothing.
 
 use super::ParticleAcc;
-use super::columns::Column;
+use super::columns::{BondRef, Column};
 use crate::engine::scatter::{BondRanges, Disjoint, EndLoad};
 use crate::grid::NeighbourList;
 use crate::integrator::Kinematics;
@@ -45,27 +45,38 @@ pub(super) struct History {
     wall_next: Vec<DVec3>,
     /// The next evaluation starts from `next` (false right after a load).
     promote: bool,
+    /// Where the bond pass evaluates the bonded pairs' contacts with friction
+    /// (`CpuEngine::bond_contacts`): ξ of each bond's pair seen from its end i, the input and
+    /// the output of an evaluation as `xi`/`next` (one per bond; empty without pair friction).
+    bond_xi: Vec<DVec3>,
+    bond_next: Vec<DVec3>,
 }
 
 impl History {
-    fn new(n: usize, walls: usize, wall_friction: bool) -> History {
+    /// `bonds`: the bonds whose pairs keep a history of their own (pair friction, else 0).
+    fn new(n: usize, walls: usize, wall_friction: bool, bonds: usize) -> History {
         let nw = if wall_friction { walls * n } else { 0 };
         History {
             off: vec![0; n + 1],
             walls: if wall_friction { walls } else { 0 },
             wall_xi: vec![DVec3::ZERO; nw],
             wall_next: vec![DVec3::ZERO; nw],
+            bond_xi: vec![DVec3::ZERO; bonds],
+            bond_next: vec![DVec3::ZERO; bonds],
             ..Default::default()
         }
     }
 
     /// Before an evaluation: takes the last one's output as this one's input, and aligns the
     /// pair values with the current neighbour list.
-    /// `pairs`: whether pair contacts keep a history (else only the walls' is kept).
-    fn prepare(&mut self, nbr: &NeighbourList, pairs: bool) {
+    /// `pairs`: whether pair contacts keep a history (else only the walls' is kept);
+    /// `with_bonds`: whether the bonded pairs' go with their bonds (`bond_xi`), so that the rows
+    /// hold the list's partners alone, else every contact of `NeighbourList::contacts`.
+    fn prepare(&mut self, nbr: &NeighbourList, pairs: bool, with_bonds: bool) {
         if self.promote {
             std::mem::swap(&mut self.xi, &mut self.next);
             std::mem::swap(&mut self.wall_xi, &mut self.wall_next);
+            std::mem::swap(&mut self.bond_xi, &mut self.bond_next);
         }
         self.promote = true;
         if !pairs || self.aligned == Some(nbr.rebuilds()) {
@@ -73,7 +84,7 @@ impl History {
         }
         let n = self.off.len() - 1;
         let mut off = Vec::with_capacity(n + 1);
-        let entries = nbr.entries() + nbr.bonded_entries();
+        let entries = nbr.entries() + if with_bonds { 0 } else { nbr.bonded_entries() };
         let mut keys = Vec::with_capacity(entries);
         let mut xi = Vec::with_capacity(entries);
         off.push(0u32);
@@ -81,7 +92,8 @@ impl History {
             let old = &self.keys[self.off[i] as usize..self.off[i + 1] as usize];
             let base = self.off[i] as usize;
             let mut a = 0;
-            for j in nbr.contacts(i) {
+            let partners = if with_bonds { nbr.listed(i) } else { nbr.contacts(i) };
+            for j in partners {
                 let j = j as u32;
                 while a < old.len() && old[a] < j {
                     a += 1;
@@ -108,8 +120,10 @@ impl History {
         self.aligned = Some(nbr.rebuilds());
     }
 
-    /// The input of the last evaluation: active pairs (lower index first) and wall contacts.
-    pub(super) fn saved(&self) -> (Vec<HistoryEntry>, Vec<HistoryEntry>) {
+    /// The input of the last evaluation: active pairs (lower index first; the rows' and, where
+    /// bonded pairs keep theirs with the bonds, the bonds' of `bonds`, so that the saved state
+    /// is the same whichever keeps a pair) and wall contacts.
+    pub(super) fn saved(&self, bonds: &[BondRef]) -> (Vec<HistoryEntry>, Vec<HistoryEntry>) {
         let mut pairs = Vec::new();
         for i in 0..self.off.len() - 1 {
             for e in self.off[i] as usize..self.off[i + 1] as usize {
@@ -118,6 +132,16 @@ impl History {
                     pairs.push((i as u32, j, self.xi[e]));
                 }
             }
+        }
+        if !self.bond_xi.is_empty() {
+            for (b, &x) in bonds.iter().zip(&self.bond_xi) {
+                if x != DVec3::ZERO {
+                    pairs.push(if b.i < b.j { (b.i, b.j, x) } else { (b.j, b.i, -x) });
+                }
+            }
+            // Two bonds on one pair evaluate its one contact alike: saved once.
+            pairs.sort_by_key(|&(i, j, _)| (i, j));
+            pairs.dedup_by_key(|p| (p.0, p.1));
         }
         let walls = if self.walls == 0 {
             Vec::new()
@@ -130,8 +154,21 @@ impl History {
         (pairs, walls)
     }
 
-    /// Loads a saved history (pairs sorted by i then j, i < j) as the next evaluation's input.
-    pub(super) fn load(&mut self, pairs: &[HistoryEntry], walls: &[HistoryEntry]) {
+    /// Loads a saved history (pairs sorted by i then j, i < j) as the next evaluation's input;
+    /// where bonded pairs keep theirs with the bonds (`bond_xi` in use), each bond of `bonds`
+    /// takes its pair's (the rows keep them too until the next `prepare` aligns them with the
+    /// list's partners alone).
+    pub(super) fn load(&mut self, pairs: &[HistoryEntry], walls: &[HistoryEntry], bonds: &[BondRef]) {
+        if !self.bond_xi.is_empty() {
+            for (b, x) in bonds.iter().zip(&mut self.bond_xi) {
+                let key = (b.i.min(b.j), b.i.max(b.j));
+                *x = match pairs.binary_search_by_key(&key, |&(i, j, _)| (i, j)) {
+                    Ok(k) if b.i < b.j => pairs[k].2,
+                    Ok(k) => -pairs[k].2,
+                    Err(_) => DVec3::ZERO,
+                };
+            }
+        }
         let n = self.off.len() - 1;
         self.off = vec![0; n + 1];
         for &(i, _, _) in pairs {
@@ -153,9 +190,17 @@ impl History {
         self.promote = false;
     }
 
+    /// Where bonded pairs keep their history with their bonds: ξ of bond k's pair seen from
+    /// its end i, this evaluation's input and where its output goes (the bond pass's; `None`
+    /// where they do not).
+    pub(super) fn bond_history(&mut self) -> Option<(&[DVec3], Disjoint<'_, DVec3>)> {
+        (!self.bond_xi.is_empty()).then(|| (&self.bond_xi[..], Disjoint::new(&mut self.bond_next)))
+    }
+
     fn bytes(&self) -> usize {
         4 * (self.off.capacity() + self.keys.capacity())
             + 24 * (self.xi.capacity() + self.next.capacity() + self.wall_xi.capacity() + self.wall_next.capacity())
+            + 24 * (self.bond_xi.capacity() + self.bond_next.capacity())
     }
 }
 
@@ -189,13 +234,16 @@ pub(super) struct DissState {
 }
 
 impl DissState {
-    pub(super) fn new(coef: Dissipation, n: usize, walls: usize) -> DissState {
+    /// `bonds`: where the bond pass evaluates the bonded pairs' contacts
+    /// (`CpuEngine::bond_contacts`), the bonds, whose pairs then keep their history with them.
+    pub(super) fn new(coef: Dissipation, n: usize, walls: usize, bonds: usize) -> DissState {
+        let bonds = if coef.mu > 0.0 { bonds } else { 0 };
         DissState {
             coef,
             bond_loads: coef.binder(),
             loads: vec![ParticleAcc::default(); n],
             ranges: None,
-            history: History::new(n, walls, coef.mu_wall > 0.0),
+            history: History::new(n, walls, coef.mu_wall > 0.0, bonds),
             e_dissipated: 0.0,
             v_eval: vec![[DVec3::ZERO; 2]; n],
             keep_v_eval: true,
@@ -213,7 +261,8 @@ impl DissState {
     /// With friction, each particle's largest |ξ| after the last evaluation (its output,
     /// `next`): over its entries for its partners (each pair's two copies are exact negatives,
     /// so each end sees the pair's length) and its walls.
-    pub(super) fn tangential_displacement(&self, n: usize) -> Option<Vec<f64>> {
+    /// (the bonded pairs' with their bonds', `bonds`),
+    pub(super) fn tangential_displacement(&self, n: usize, bonds: &[BondRef]) -> Option<Vec<f64>> {
         if !self.coef.friction() {
             return None;
         }
@@ -222,6 +271,12 @@ impl DissState {
         if self.coef.mu > 0.0 && h.off.len() == n + 1 && h.next.len() == h.keys.len() {
             for (i, o) in out.iter_mut().enumerate() {
                 for x in &h.next[h.off[i] as usize..h.off[i + 1] as usize] {
+                    *o = o.max(x.length());
+                }
+            }
+            for (b, x) in bonds.iter().zip(&h.bond_next) {
+                for end in [b.i, b.j] {
+                    let o = &mut out[end as usize];
                     *o = o.max(x.length());
                 }
             }
@@ -236,11 +291,19 @@ impl DissState {
         Some(out)
     }
 
-    /// Readies the history for an evaluation with the current neighbour list.
-    pub(super) fn prepare(&mut self, nbr: &NeighbourList) {
+    /// Readies the history for an evaluation with the current neighbour list; `with_bonds`:
+    /// whether the bond pass evaluates the bonded pairs' contacts (`CpuEngine::bond_contacts`).
+    pub(super) fn prepare(&mut self, nbr: &NeighbourList, with_bonds: bool) {
         if self.coef.friction() {
-            self.history.prepare(nbr, self.coef.mu > 0.0);
+            self.history.prepare(nbr, self.coef.mu > 0.0, with_bonds);
         }
+    }
+
+    /// Leaves the bonds' own history (the bonded pairs are listed from now on,
+    /// `CpuEngine::list_bonded_pairs`): the rows keep every pair after the next load.
+    pub(super) fn drop_bond_history(&mut self) {
+        self.history.bond_xi = Vec::new();
+        self.history.bond_next = Vec::new();
     }
 }
 

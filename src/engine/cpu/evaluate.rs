@@ -15,8 +15,8 @@ use crate::grid::PAR_MIN;
 use crate::integrator::Kinematics;
 use crate::interactions::rupture::{BOUND_SLACK_F64, bond_breaks, released_energy};
 use crate::interactions::{
-    BondOut, BreakEvent, DashpotConsts, binder_damping, contact, contact_dissipation_with, dashpot_eta0, gravitation,
-    gravity, hertz_constant, pendulum, wall,
+    BondOut, BreakEvent, ContactLoad, DashpotConsts, Dissipation, binder_damping, contact, contact_dissipation_with,
+    dashpot_eta0, gravitation, gravity, hertz_constant, pendulum, wall,
 };
 use crate::model::{bond_terms_ref, bond_terms_rel};
 use glam::DVec3;
@@ -61,7 +61,7 @@ impl CpuEngine {
         }
         self.place_neighbours(moved)?;
         if let Some(d) = &mut self.diss {
-            d.prepare(&self.neighbours);
+            d.prepare(&self.neighbours, bond_contacts);
         }
         let mut sums = Sums::default();
         self.bond_pass(parallel, energies, &mut sums);
@@ -156,11 +156,14 @@ impl CpuEngine {
             return;
         };
         let (gamma, binder) = (diss.coef.binder, diss.coef.binder());
-        let beta = diss.coef.beta;
+        let coef = diss.coef;
+        let h = self.dt;
         diss.loads.fill(ParticleAcc::default());
         let dl = Disjoint::new(&mut diss.loads);
+        // With pair friction, the bonded pairs' history: read at bond k, rewritten at bond k.
+        let slider = diss.history.bond_history();
         // The bond's conservative and dissipative loads on each end, apart: its binder's
-        // dashpots (intact), then its pair contact's dashpot.
+        // dashpots (intact), then its pair contact's dashpot and spring–slider.
         let loads = |k: usize, state: &mut u8| {
             let b = &bonds[k];
             let (ki, kj) = (&kin[b.i as usize], &kin[b.j as usize]);
@@ -168,15 +171,25 @@ impl CpuEngine {
             let c = pair_contact(b, d);
             let bond = bond_eval(k, state).map(|(o, _, _)| o);
             let intact = bond.is_some();
-            let (f, m_i, m_j, u) = bond_loads(bond, c)?;
             let (mut df, mut dm_i, mut dm_j) = (DVec3::ZERO, DVec3::ZERO, DVec3::ZERO);
             if intact && binder {
                 let bd = binder_damping(d, ki.v - kj.v, ki.w, kj.w, gamma);
                 (df, dm_i, dm_j) = (bd.f_i, bd.m_i, bd.m_j);
             }
-            if let (Some(p), Some(c), true) = (&pairs, &c, beta > 0.0) {
-                df += p.bonded_dashpot(b, d, c.reach, ki.v - kj.v, beta);
+            let mut xi_new = DVec3::ZERO;
+            if let (Some(p), Some(c), true) = (&pairs, &c, coef.pairs()) {
+                let xi = slider.as_ref().map_or(DVec3::ZERO, |(xi, _)| xi[k]);
+                let o = p.bonded_dissipation(b, d, c.reach, ki, kj, xi, h, &coef);
+                df += o.f_i;
+                dm_i += o.m_i;
+                dm_j += o.m_j;
+                xi_new = o.xi;
             }
+            if let Some((_, next)) = &slider {
+                // SAFETY: bond k's own entry; each bond is evaluated once per pass.
+                *unsafe { next.get(k) } = xi_new;
+            }
+            let (f, m_i, m_j, u) = bond_loads(bond, c)?;
             Some(([[(f, m_i), (df, dm_i)], [(-f, m_j), (-df, dm_j)]], u))
         };
         let add_both = |p: usize, [c, (f, m)]: &[EndLoad; 2]| {
@@ -437,26 +450,52 @@ impl BondContacts<'_> {
         Some(PairContact { force: c.force, energy: c.energy, reach })
     }
 
-    /// The normal dashpot (MODEL §10, `contact_dissipation` without friction) of bond `b`'s
-    /// touching particles at `d`, radius sum `reach`, `dv = v_i − v_j`: its force on i, formed
-    /// by the operations of `DissPass::pair`, so that the same contact gives the same bits. The
-    /// twin of WGSL `bonded_dashpot` (shaders/dissipation.wgsl).
+    /// The dissipative loads (MODEL §10, `contact_dissipation`: normal dashpot and, with
+    /// `coef.mu` > 0, spring–slider from ξ seen from end i, `xi`) of bond `b`'s touching
+    /// particles `ki`, `kj` at `d = x_i − x_j`, radius sum `reach`; zero where they do not touch.
+    /// Formed by the operations of `DissPass::pair` seen from end i, so that the same contact
+    /// gives the same bits. Without friction, the twin of WGSL `bonded_dashpot`
+    /// (shaders/dissipation.wgsl; the GPU keeps friction between spheres in its walk).
+    #[allow(clippy::too_many_arguments)]
     #[inline(always)]
-    fn bonded_dashpot(&self, b: &BondRef, d: DVec3, reach: f64, dv: DVec3, beta: f64) -> DVec3 {
+    fn bonded_dissipation(
+        &self,
+        b: &BondRef,
+        d: DVec3,
+        reach: f64,
+        ki: &Kinematics,
+        kj: &Kinematics,
+        xi: DVec3,
+        h: f64,
+        coef: &Dissipation,
+    ) -> ContactLoad {
         let inv = self.inv_mass.get(b.i as usize) + self.inv_mass.get(b.j as usize);
         let l2 = d.length_squared();
         if !(l2 < reach * reach && l2 > 0.0 && inv > 0.0) {
-            return DVec3::ZERO;
+            return ContactLoad::default();
         }
         let l = l2.sqrt();
         let s = reach - l;
         if s <= 0.0 {
-            return DVec3::ZERO;
+            return ContactLoad::default();
         }
         let k_h = hertz_constant(self.k_contact, reach);
-        let consts = DashpotConsts { k_h, eta0: dashpot_eta0(beta, 1.0 / inv, k_h) };
-        let none = DVec3::ZERO;
-        contact_dissipation_with(d / l, s, &consts, || (0.0, 0.0, 0.0), dv, none, none, none, 0.0, 0.0, 0.0).f_i
+        let consts = DashpotConsts { k_h, eta0: dashpot_eta0(coef.beta, 1.0 / inv, k_h) };
+        let (ri, rj) = (self.radius.get(b.i as usize), self.radius.get(b.j as usize));
+        let slider = || (k_h * s * s.sqrt(), l * ri / reach, l * rj / reach);
+        contact_dissipation_with(
+            d / l,
+            s,
+            &consts,
+            slider,
+            ki.v - kj.v,
+            ki.w,
+            kj.w,
+            xi,
+            h,
+            coef.mu,
+            coef.stiffness_ratio,
+        )
     }
 }
 

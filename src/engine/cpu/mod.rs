@@ -205,7 +205,7 @@ impl CpuEngine {
             e.group = Some(r.groups());
             e.rigid = Some(r);
         }
-        e.diss = model.params.dissipation.map(|c| DissState::new(c, n, model.params.walls.len()));
+        e.diss = model.params.dissipation.map(|c| DissState::new(c, n, model.params.walls.len(), nb));
         if nb > 0 {
             e.neighbours.leave_out_bonded(BondedPartners::new(n, || model.bonds.iter().map(|b| (b.i, b.j))));
         }
@@ -272,11 +272,11 @@ impl CpuEngine {
     }
 
     /// Whether the bond pass evaluates the contact of each bonded pair (intact or broken), with
-    /// its dashpot where contacts dissipate (MODEL §10), instead of the particle pass visiting
-    /// it from both ends: wherever the lists leave bonded pairs out, unless contacts between
-    /// particles have friction (whose history is kept per contact of the particle pass).
+    /// its dashpot and spring–slider where contacts dissipate (MODEL §10; the slider's history
+    /// then kept per bond), instead of the particle pass visiting it from both ends: wherever
+    /// the lists leave bonded pairs out.
     pub(super) fn bond_contacts(&self) -> bool {
-        self.neighbours.bonded_entries() > 0 && !self.diss.as_ref().is_some_and(|d| d.coef.mu > 0.0)
+        self.neighbours.bonded_entries() > 0
     }
 
     /// Lists bonded pairs as any other pair (as before they were left out,
@@ -285,8 +285,17 @@ impl CpuEngine {
     /// the same contacts, summed in another order, so the same results to round-off. For
     /// comparisons and measurements.
     pub fn list_bonded_pairs(&mut self) -> Result<(), EngineError> {
+        if self.neighbours.bonded_entries() == 0 {
+            return Ok(());
+        }
+        // The bonded pairs' friction history moves from their bonds into the rows: the state is
+        // set again (as a resume does), the history loaded into the rows alone.
+        let state = self.current();
         self.neighbours.list_bonded();
-        self.place_neighbours(None)
+        if let Some(d) = &mut self.diss {
+            d.drop_bond_history();
+        }
+        self.set_state(state)
     }
 
     /// How many times the contact neighbour list was rebuilt.
@@ -448,7 +457,7 @@ impl Engine for CpuEngine {
     }
 
     fn tangential_displacement(&mut self) -> Result<Option<Vec<f64>>, EngineError> {
-        Ok(self.diss.as_ref().and_then(|d| d.tangential_displacement(self.kin.len())))
+        Ok(self.diss.as_ref().and_then(|d| d.tangential_displacement(self.kin.len(), &self.bonds)))
     }
 
     /// Builds the engine anew from `model` (the bond ranges, neighbour lists and per-particle

@@ -187,7 +187,7 @@ impl CpuEngine {
     /// The dissipation's part of the current state (`None` without dissipation).
     pub(super) fn current_dissipation(&self) -> Option<SavedDissipation> {
         self.diss.as_ref().map(|d| {
-            let (pairs, walls) = d.history.saved();
+            let (pairs, walls) = d.history.saved(&self.bonds);
             SavedDissipation { e_dissipated: d.e_dissipated, v_eval: d.v_eval.clone(), pairs, walls }
         })
     }
@@ -221,7 +221,7 @@ impl CpuEngine {
         if let Some(d) = &mut self.diss {
             let saved = s.dissipation.unwrap_or_default();
             d.e_dissipated = saved.e_dissipated;
-            d.history.load(&saved.pairs, &saved.walls);
+            d.history.load(&saved.pairs, &saved.walls, &self.bonds);
             if saved.v_eval.len() == self.kin.len() {
                 let node: Vec<[DVec3; 2]> = self.kin.iter().map(|k| [k.v, k.w]).collect();
                 for (k, [v, w]) in self.kin.iter_mut().zip(saved.v_eval) {

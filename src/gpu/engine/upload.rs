@@ -53,7 +53,6 @@ pub(super) fn reps_bytes(reps: &[Replica], layout: &BatchLayout, precision: Prec
         bond_attitudes: reps[r].bond_attitudes,
         bond_refs: reps[r].bond_refs,
         unlisted: reps[r].unlisted,
-        bond_contacts: crate::gpu::batch::bond_contacts(reps[r].unlisted, reps[r].params.dissipation),
         broken_word: layout.broken_word[r],
         wall_slots,
     };
