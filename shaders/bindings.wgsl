@@ -150,9 +150,16 @@ fn broke_now(o: BondOutGpu) -> bool {
 @group(2) @binding(38) var<storage, read_write> inc_peer: array<u32>;
 /// Beside each particle's incidence range, its bonded partners (batch indices) sorted by index,
 /// `NO_PARTNER` after them for a repeated pair (where some replica's lists leave bonded pairs
-/// out, FLAG_UNLISTED; a placeholder otherwise): what the particle kernel merges into the list
-/// and `nbr_build` leaves out (`grid::BondedPartners` on the CPU).
+/// out, FLAG_UNLISTED; a placeholder otherwise): what `nbr_build` and the grid walks leave out
+/// and the particle kernel takes the contact energies of (`grid::BondedPartners` on the CPU).
 @group(2) @binding(39) var<storage, read_write> bonded: array<u32>;
+/// Beside each incidence entry, the tangential history ξ (xyz) of its bond's pair seen from the
+/// bond's end i (MODEL §10; the CPU keeps one per bond), where some replica has friction between
+/// spheres and its lists leave bonded pairs out (a placeholder otherwise): both ends of a bond
+/// evaluate its slider alike from the bond's own ends and each rewrites its own copy in place,
+/// so the two copies stay equal with no race. Saved, with the rows', by lower index
+/// (src/gpu/engine/history.rs).
+@group(2) @binding(40) var<storage, read_write> inc_xi: array<vec4<real>>;
 
 /// `bonded`'s filler, after a particle's partners.
 const NO_PARTNER: u32 = 0xffffffffu;
@@ -164,18 +171,20 @@ fn unlisted(r: u32) -> bool {
 
 /// Whether replica r's bonded pairs' contacts go with their bonds (the CPU engine's
 /// `bond_contacts`): wherever its lists leave them out (FLAG_UNLISTED). The bond kernel then
-/// evaluates their Hertz contacts, and the particle kernel's walks leave them out; their
-/// dissipation: `walks_bonded`.
+/// evaluates their Hertz contacts, `dissipate` their dashpots and sliders in its incidence loop
+/// (their history in `inc_xi`) but where it walks them (`walks_bonded`), and the walks leave
+/// them out.
 fn bond_contacts(r: u32) -> bool {
     return unlisted(r);
 }
 
 /// Whether `dissipate` visits replica r's bonded partners in its walk (merged into its list in
-/// index order, or not skipped in the grid walk): where their contacts go with their bonds but
-/// its spheres have friction, whose history the GPU keeps per particle by partner index
-/// (`hist_*`). Without friction their dashpots go with the bonds (`dissipate`'s incidence loop).
+/// index order, or not skipped in the grid walk) for their dashpots and sliders, their history
+/// in the rows (`hist_*`, by partner index): where its spheres have friction but the batch's
+/// incidence with `inc_xi` would need more than one buffer (FLAG_BOND_HISTORY off: pages of
+/// the incidence overlap, and a copy in an overlap is not the one the host reads).
 fn walks_bonded(r: u32) -> bool {
-    return bond_contacts(r) && reps[r].damping.z > 0.0;
+    return bond_contacts(r) && reps[r].damping.z > 0.0 && (reps[r].flags & FLAG_BOND_HISTORY) == 0u;
 }
 
 /// The `k`-th entry of the list that starts at slot `base` and holds `count`, `NO_PARTNER`

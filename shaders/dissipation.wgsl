@@ -1,16 +1,15 @@
 // Dissipative loads of MODEL §10 (twin of `DissPass::particle`, src/engine/cpu/dissipation.rs):
 // per particle of a dissipating replica, the viscous binder of its intact bonds (in incidence
 // order, each bond evaluated from its own ends as the CPU's bond pass does) with, where bonded
-// pairs' contacts go with the bonds without friction (`bond_contacts`, not `walks_bonded`), their
-// contact dashpots, then the dashpots and sliders of its contacts (partners in index order, from
-// the Verlet list, merged with the bonded partners it leaves out where spheres have friction
-// (`walks_bonded`: the CPU evaluates those with their bonds, so the two engines sum these in
-// different orders), or, for an overflowed list, the grid walk: shaders/walk.wgsl) and of its
-// walls (in wall order), from the positions of this evaluation and the
+// pairs' contacts go with the bonds (`bond_contacts`), their contact dashpots and sliders (the
+// sliders' history beside the incidence, `inc_xi`), then the dashpots and sliders of its other
+// contacts (partners in index order, from the Verlet list or, for an overflowed list, the grid
+// walk: shaders/walk.wgsl) and of its walls (in wall order), in the CPU's order, from the
+// positions of this evaluation and the
 // velocities the step already knows (v_{k+½}, Ω_{k+½}: right-endpoint
 // forcing), with the spring–sliders of the frictional contacts, whose history ξ it reads from
-// particle i's own row of `hist_*`/`whist` and rewrites there (shaders/bindings.wgsl: each
-// pair's ξ kept by both its particles). Written into `dload_*` before the particle
+// particle i's own row of `hist_*`/`whist` (its own copy in `inc_xi` for a bonded pair) and
+// rewrites there (shaders/bindings.wgsl: each pair's ξ kept by both its particles). Written into `dload_*` before the particle
 // kernel adds them: a kernel of its own, since the particle kernel kicks the velocities this one
 // reads at the partners.
 
@@ -54,12 +53,11 @@ fn dissipate(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg
     // nine reals per bond for the other end to read (lavapipe, fcc-2e4+damped in f64: about 10 %
     // slower that way).
     let gamma = reps[r].binder_gamma;
-    // With them, where the bonded pairs' contacts go with the bonds without friction
-    // (`bond_contacts`, not `walks_bonded`), each bond's contact dashpot, added to its binder's
-    // as the CPU's bond pass adds them. The host's test (`gpu::batch::reads_bond_peers`)
-    // decides that `inc_peer` is real.
+    // With them, where the bonded pairs' contacts go with the bonds (`bond_contacts`), each
+    // bond's contact dashpot and slider, added to its binder's as the CPU's bond pass adds them.
+    // The host's test (`gpu::batch::reads_bond_peers`) decides that `inc_peer` is real.
     let binder = any(gamma > vec4<real>(0.0));
-    let dashpots = bond_contacts(r) && !walks_bonded(r) && beta > 0.0;
+    let dashpots = bond_contacts(r) && !walks_bonded(r) && (beta > 0.0 || mu > 0.0);
     if binder || dashpots {
         let rupture = (reps[r].flags & FLAG_RUPTURE) != 0u;
         for (var p = inc_offsets[i]; p < inc_offsets[i + 1u]; p++) {
@@ -83,12 +81,26 @@ fn dissipate(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg
             }
             let d = pair_vector(ends.x, ends.y, edge);
             let dv = vel_at(ends.x).xyz - vel_at(ends.y).xyz;
+            let w_i = omega_at(ends.x).xyz;
+            let w_j = omega_at(ends.y).xyz;
             var o = BondDamping(zero, zero, zero);
             if binder && !broken {
-                o = binder_damping(d, dv, omega_at(ends.x).xyz, omega_at(ends.y).xyz, gamma);
+                o = binder_damping(d, dv, w_i, w_j, gamma);
             }
             if dashpots {
-                o.f_i = o.f_i + bonded_dashpot(ends, d, dv, beta, reps[r].k_contact);
+                // ξ of the bond's pair seen from its end i: this end's copy, rewritten in place.
+                let at = p - chunk.inc_win;
+                var xi_in = zero;
+                if mu > 0.0 {
+                    xi_in = inc_xi[at].xyz;
+                }
+                let c = bonded_dissipation(ends, d, dv, w_i, w_j, xi_in, h, beta, mu, kappa, reps[r].k_contact);
+                o.f_i = o.f_i + c.f_i;
+                o.m_i = o.m_i + c.m_i;
+                o.m_j = o.m_j + c.m_j;
+                if mu > 0.0 {
+                    inc_xi[at] = vec4<real>(c.xi, 0.0);
+                }
             }
             if (e & 1u) == 0u {
                 f = f + o.f_i;
@@ -209,24 +221,31 @@ struct PairContact {
     xi_in: vec3<real>,
 }
 
-/// The normal dashpot (`contact_dissipation` without friction) of bond `ends`'s touching
-/// particles at `d = x_i − x_j`, `dv = v_i − v_j`: its force on end i, zero where they do not
-/// touch. The twin of the CPU bond pass's `BondContacts::bonded_dashpot`, the same operations.
-fn bonded_dashpot(ends: vec2<u32>, d: vec3<real>, dv: vec3<real>, beta: real, k_contact: real) -> vec3<real> {
+/// The dissipative loads (`contact_dissipation`: normal dashpot and, with `mu` > 0, the
+/// spring–slider from ξ seen from end i, `xi`) of bond `ends`'s touching particles at
+/// `d = x_i − x_j`, `dv = v_i − v_j`, angular velocities `w_i`, `w_j`; zero (ξ too) where they
+/// do not touch. The twin of the CPU bond pass's `BondContacts::bonded_dissipation`, the same
+/// operations.
+fn bonded_dissipation(ends: vec2<u32>, d: vec3<real>, dv: vec3<real>, w_i: vec3<real>, w_j: vec3<real>,
+                      xi: vec3<real>, h: real, beta: real, mu: real, kappa: real, k_contact: real) -> ContactLoad {
     let zero = vec3<real>(0.0);
-    let reach = pos_at(ends.x).w + pos_at(ends.y).w;
+    let none = ContactLoad(zero, zero, zero, zero);
+    let ri = pos_at(ends.x).w;
+    let rj = pos_at(ends.y).w;
+    let reach = ri + rj;
     let inv = inertial_at(ends.x).z + inertial_at(ends.y).z;
     let l2 = dot3(d, d);
     if !(l2 < reach * reach && l2 > 0.0 && inv > 0.0) {
-        return zero;
+        return none;
     }
     let l = sqrt(l2);
     let s = reach - l;
     if s <= 0.0 {
-        return zero;
+        return none;
     }
     let k_h = hertz_constant(k_contact, reach);
-    return contact_dissipation(d / l, s, 0.0, k_h, 1.0 / inv, 0.0, 0.0, dv, zero, zero, zero, 0.0, beta, 0.0, 0.0).f_i;
+    return contact_dissipation(d / l, s, k_h * s * sqrt(s), k_h, 1.0 / inv, l * ri / reach, l * rj / reach, dv, w_i,
+                               w_j, xi, h, beta, mu, kappa);
 }
 
 /// The walk's next candidate partner, from the list or the grid walk.
@@ -243,7 +262,8 @@ fn pair_next(p: ptr<function, PairWalk>, walk: ptr<function, GridWalk>) -> PairP
         return PairPartner(j, block_vector((*p).c, (*p).xi - xj.xyz, cell_at(j).xyz, (*p).edge), xj.w);
     }
     var at = grid_walk_next(walk);
-    // Bonded pairs' dashpots went with their bonds (`bond_contacts`, not `walks_bonded`).
+    // Bonded pairs' dashpots and sliders went with their bonds (`bond_contacts`), but where
+    // this walk takes them (`walks_bonded`).
     let skip = bond_contacts((*p).r) && !walks_bonded((*p).r);
     while at.x != STATUS_NONE && skip && is_bonded((*p).i, at.z) {
         at = grid_walk_next(walk);

@@ -1,13 +1,15 @@
 // A particle's contact partners in particle-index order, as the kernels that visit contacts
-// (shaders/particle.wgsl, shaders/dissipation.wgsl) take them: from its Verlet list, merged with
-// its bonded partners where `dissipate` walks them (`ListWalk`), or, where the list
+// (shaders/particle.wgsl, shaders/dissipation.wgsl) take them: from its Verlet list
+// (`ListWalk`; bonded pairs the lists leave out go with their bonds, but for `dissipate` where
+// it walks them, `walks_bonded`), or, where the list
 // overflowed, the grid walk: its replica's members of the 27 cells around its own (bonded or
 // not), as a merge of the 27 buckets (sorted by index). Each cell keeps a cursor at its next
 // member and that member's index; every round takes the smallest and advances only that cell.
 
 /// A visit of particle i's Verlet list (slots from `base`, `count` in use), with `bonded` merged
-/// in index order with its bonded partners (which its replica's lists leave out, FLAG_UNLISTED):
-/// the twin of `grid::Contacts` (`NeighbourList::contacts` with them, `listed` without).
+/// in index order with its bonded partners (which its replica's lists leave out, FLAG_UNLISTED;
+/// `dissipate` where it walks them, `walks_bonded`): the twin of `grid::Contacts`
+/// (`NeighbourList::contacts` with them, `listed` without).
 /// Cursors and the next partner of each.
 struct ListWalk {
     i: u32,

@@ -369,12 +369,20 @@ fn memory_of(l: &Layout) -> MemoryEstimate {
                 ..Default::default()
             };
             // The bonds' other ends beside the incidence (`inc_peer`: binder damping, or the
-            // bonded pairs' dashpots without friction).
+            // bonded pairs' dashpots and sliders).
             let peers = crate::gpu::batch::reads_bond_peers(&d);
+            // The bonded pairs' history beside the incidence (`inc_xi`) and its backup.
+            let bond_totals = crate::gpu::batch::BatchTotals {
+                nb: b,
+                pair_friction: d.mu > 0.0,
+                unlisted_bonds: if unlisted { b } else { 0 },
+                ..Default::default()
+            };
             let gpu = move |rs: u64| {
                 let history: u64 = crate::gpu::batch::history_sizes(&totals, precision_of(rs)).iter().sum();
+                let bond_history = crate::gpu::batch::bond_history_bytes(&bond_totals, precision_of(rs));
                 // The history and its backup.
-                24 * rs * n + if peers { 8 * b } else { 0 } + 2 * history
+                24 * rs * n + if peers { 8 * b } else { 0 } + 2 * history + 2 * bond_history
             };
             (cpu, Box::new(gpu) as Box<dyn Fn(u64) -> u64>)
         }

@@ -78,6 +78,7 @@ impl Case {
             part_len: self.part_len,
             bond_pages: self.pages[0],
             inc_pages: self.pages[1],
+            inc_bytes: 4,
             nbr_pages: self.pages[2],
             hist_bytes: self.hist_bytes,
             hist_pages: self.hist_pages,

@@ -295,6 +295,7 @@ fn host_elem_sizes(p: Precision) -> Vec<(String, u32)> {
             ("hist_count", 4),
             ("hist_key", 4),
             ("hist_xi", 4 * rs),
+            ("inc_xi", 4 * rs),
             ("whist", 4 * rs),
         ]
         .map(|(n, e)| (n.to_string(), e)),

@@ -8,10 +8,10 @@
 //! another order than when the lists held bonded pairs (the engines' `list_bonded_pairs`, for
 //! comparisons, which visit them from both ends in the particle pass), so those runs agree to
 //! round-off, not bit for bit; the CPU and the GPU sum in the same order as each other. Where
-//! spheres have friction, the CPU's bond pass evaluates the bonded pairs' sliders too (their
-//! tangential history kept per bond), while the GPU's `dissipate` still visits its sorted bonded
-//! partners merged into its list in index order (history by partner index): there the GPU's
-//! listed and unlisted runs give the same bits, and the two engines agree to round-off.
+//! spheres have friction the bonds carry their pairs' sliders too, the tangential history kept
+//! per bond on the CPU and per incidence entry on the GPU (`inc_xi`; where that would need more
+//! than one buffer the GPU's `dissipate` walks the bonded partners instead:
+//! tests/v13_dissipation_gpu.rs).
 
 mod common;
 use common::gpu::{bits, cpu, gpu, model_from_json};
@@ -170,11 +170,11 @@ fn dissipative_contacts_leave_bonded_pairs_out_and_keep_their_history_on_the_cpu
 
 #[test]
 fn dissipative_contacts_leave_bonded_pairs_out_on_the_gpu_and_a_batch_mixes_models() {
-    // The bonded pairs' Hertz contacts go with their bonds (the bond kernel), while the GPU's
-    // `dissipate` merges the bonded partners into its walk for their dashpots and sliders (its
-    // friction history is keyed by partner index): listed or not, the same contacts in another
-    // order, so the same to round-off with the same breaks; a batch of a conservative, a damped
-    // and a frictional torus gives each its run alone; and the frictional one matches the CPU to
+    // The bonded pairs' contacts go with their bonds (the bond kernel's Hertz force, and in
+    // `dissipate`'s incidence loop their dashpots and sliders, ξ beside the incidence): listed
+    // instead (visited from both ends, ξ in the rows), the same contacts in another order, so the
+    // same to round-off with the same breaks; a batch of a conservative, a damped and a
+    // frictional torus gives each its run alone; and the frictional one matches the CPU to
     // round-off with the same breaks.
     use rrpdem::engine::BatchEngine;
     use rrpdem::gpu::{AdapterChoice, GpuEngine, GpuOptions};
@@ -204,7 +204,7 @@ fn dissipative_contacts_leave_bonded_pairs_out_on_the_gpu_and_a_batch_mixes_mode
                 &Engine::snapshot(&mut unlisted).unwrap(),
                 &Engine::snapshot(&mut listed).unwrap(),
             );
-            // Measured: 1.3e-15 (ξ: 1.4e-15 of 6.8e-3).
+            // Measured: 1.1e-15.
             assert!(dx > 0.0 && dx < REORDERED, "{dx}");
             assert_eq!(d.n_broken, Engine::diagnostics(&mut listed).unwrap().n_broken);
             let (y, scale) = (xi(&mut listed), x.iter().copied().fold(0.0, f64::max));
@@ -215,7 +215,7 @@ fn dissipative_contacts_leave_bonded_pairs_out_on_the_gpu_and_a_batch_mixes_mode
         if p == Precision::F64 {
             // tests/v13_dissipation_gpu.rs's bound for the CPU twin.
             let dx = common::gpu::max_position_diff(&Engine::snapshot(&mut unlisted).unwrap(), &c.snapshot().unwrap());
-            // (Measured 1.2e-15: the engines sum the sliders of bonded pairs in different orders.)
+            // (Measured 1.1e-15: both engines evaluate the bonded pairs' sliders with the bonds.)
             assert!(dx < 1e-12, "{dx}");
             assert_eq!(d.n_broken, c.diagnostics().unwrap().n_broken);
         }

@@ -17,10 +17,10 @@ use crate::model::Model;
 
 /// Ranges of every replica in the batch's arrays.
 /// Whether `dissipate` reads each bond's other end (`inc_peer`) for a model dissipating by `d`:
-/// its binder's dashpots, or its bonded pairs' contact dashpots, which go with the bonds where
-/// contacts have no friction (else its walk visits the bonded partners: shaders/walk.wgsl).
+/// its binder's dashpots, or its bonded pairs' contact dashpots and sliders, which go with the
+/// bonds.
 pub(crate) fn reads_bond_peers(d: &crate::interactions::Dissipation) -> bool {
-    d.binder() || (d.beta > 0.0 && d.mu <= 0.0)
+    d.binder() || d.pairs()
 }
 
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -169,7 +169,8 @@ pub struct BatchTotals {
     /// entry) is real.
     pub unlisted_bonds: u64,
     /// Some replica has pair friction, some wall friction (the contact history is real), and
-    /// the most walls of a replica.
+    /// the most walls of a replica. With pair friction and bonds left out of the lists
+    /// (`bond_history`), the bonded pairs' history beside the incidence (`inc_xi`) is real too.
     pub pair_friction: bool,
     pub wall_friction: bool,
     pub max_walls: u64,
@@ -184,6 +185,12 @@ pub struct BatchTotals {
 }
 
 impl BatchTotals {
+    /// Whether the bonded pairs' tangential history beside the incidence (`inc_xi`, a vec4 per
+    /// incidence entry, and its backup) is real: pair friction, and bonds the lists leave out.
+    pub fn bond_history(&self) -> bool {
+        self.pair_friction && self.unlisted_bonds > 0
+    }
+
     pub fn of(models: &[&Model]) -> BatchTotals {
         let mut t = BatchTotals::default();
         for m in models {
@@ -309,6 +316,7 @@ pub fn chunked_sizes(t: &BatchTotals, precision: Precision, nbr_capacity: u32) -
             if t.bond_peers { 8 * t.nb } else { 0 },
         ),
         ("bonded partners, sorted (pairs left out of the lists)", if t.unlisted_bonds > 0 { 8 * t.nb } else { 0 }),
+        ("bonded pairs' contact history (friction)", bond_history_bytes(t, precision)),
         ("neighbour lists", 4 * nbr_capacity as u64 * t.n),
         ("contact history (friction)", history_sizes(t, precision)[2]),
         ("wall contact history (friction)", history_sizes(t, precision)[3]),
@@ -323,6 +331,21 @@ pub fn history_sizes(t: &BatchTotals, precision: Precision) -> [u64; 4] {
     let rows = history_rows(precision, t.max_walls);
     let real = [t.pair_friction, t.pair_friction, t.pair_friction, t.wall_friction];
     std::array::from_fn(|k| if real[k] { rows[k] * t.n } else { 0 })
+}
+
+/// Whether the bonded pairs' tangential history (`inc_xi`) of a batch of `nb` bonds fits one
+/// buffer of `max_buffer` bytes: the incidence's pages overlap, and a copy in an overlap is not
+/// the one the host reads, so where it would need several the batch keeps that history in its
+/// rows instead (`params::FLAG_BOND_HISTORY` off; the memory estimates still count it).
+pub fn bond_history_fits(nb: u64, precision: Precision, max_buffer: u64) -> bool {
+    2 * nb * 4 * real_size(precision) as u64 <= max_buffer
+}
+
+/// Bytes of the bonded pairs' tangential history (`inc_xi`: ξ of the bond's pair seen from its
+/// end i, a vec4 per incidence entry, each end rewriting its own copy) where it is real
+/// (`BatchTotals::bond_history`), else 0; its backup is as large.
+pub fn bond_history_bytes(t: &BatchTotals, precision: Precision) -> u64 {
+    if t.bond_history() { 2 * t.nb * 4 * real_size(precision) as u64 } else { 0 }
 }
 
 /// Bytes per particle of `HISTORY_ARRAYS` (`walls` wall slots per particle).
@@ -397,6 +420,9 @@ pub fn planned_sizes(t: &BatchTotals, precision: Precision, nbr_capacity: u32) -
     // The contact history and its backup: counts, partners, ξ, walls' ξ.
     let [count, keys, xi, walls] = history_sizes(t, precision);
     v.extend([count, count, keys, keys, xi, xi, walls, walls]);
+    // The bonded pairs' history beside the incidence, and its backup.
+    let bond_xi = bond_history_bytes(t, precision);
+    v.extend([bond_xi, bond_xi]);
     // Scan levels: auxiliary arrays, the top-sum placeholder and one uniform per level.
     let block = 2 * SCAN_WG as u64;
     let mut lens = vec![buckets + 1];

@@ -190,6 +190,9 @@ pub struct ChunkInputs<'a> {
     /// How the per-bond arrays, the incidence entries and the neighbour lists lie in buffers.
     pub bond_pages: Pages,
     pub inc_pages: Pages,
+    /// Bytes per incidence entry of the widest array beside the incidence (4, or a vec4 of
+    /// reals where the bonded pairs' friction history is real).
+    pub inc_bytes: u64,
     pub nbr_pages: Pages,
     /// Bytes per particle of the contact history's widest rows (0 without friction), and how
     /// its rows lie in buffers, in particles.
@@ -255,7 +258,7 @@ fn particle_chunks(c: &ChunkInputs<'_>) -> Result<(Vec<Chunk>, Vec<u32>, Vec<u32
             let (inc_lo, inc_hi) = (c.inc_offsets[p0] as u64, c.inc_offsets[p + 1] as u64);
             let (nbr_lo, nbr_hi) = (c.nbr_offsets[p0] as u64, c.nbr_offsets[p + 1] as u64);
             let ok = (h <= l || (h - l <= capb && c.bond_pages.page_of(l) == c.bond_pages.page_of(h - 1)))
-                && fits(inc_lo, inc_hi, 4, max)
+                && fits(inc_lo, inc_hi, c.inc_bytes, max)
                 && c.inc_pages.holds(inc_lo, inc_hi)
                 && fits(nbr_lo, nbr_hi, 4, max)
                 && c.nbr_pages.holds(nbr_lo, nbr_hi)
@@ -451,6 +454,7 @@ mod tests {
             part_len,
             bond_pages: pages[0],
             inc_pages: pages[1],
+            inc_bytes: 4,
             nbr_pages: pages[2],
             hist_bytes: 0,
             hist_pages: Pages::one(n as u64),
@@ -634,6 +638,7 @@ mod tests {
             part_len: None,
             bond_pages: Pages::one(4999),
             inc_pages: Pages::one(inc_offsets[n] as u64),
+            inc_bytes: 4,
             nbr_pages: Pages::new(nbr[n] as u64, 4, 64 << 10, 64).unwrap(),
             hist_bytes: 0,
             hist_pages: Pages::one(n as u64),

@@ -37,6 +37,12 @@ pub const FLAG_UNLISTED: u32 = 256;
 /// replicas that rebuild rarely (`EARLY_INTERVAL`), so that batches of them can record the grid
 /// stage only at grid steps (docs/GPU.md, "Quiet steps").
 pub const FLAG_EARLY: u32 = 512;
+/// Bit of `ReplicaGpu::flags`: its bonded pairs' friction history lies beside the incidence
+/// (`inc_xi`) and `dissipate` evaluates their sliders with the bonds; off where its spheres
+/// have friction but the batch's incidence with that history would need more than one buffer
+/// (`batch::bond_history_fits`), where `dissipate` walks them instead (shaders/bindings.wgsl
+/// `walks_bonded`).
+pub const FLAG_BOND_HISTORY: u32 = 1024;
 
 /// Steps between the grid steps of a batch that records the grid stage only there (and at its
 /// first step): the steps whose absolute number is a multiple of it (docs/GPU.md, "Quiet
@@ -116,6 +122,8 @@ pub struct ReplicaInputs<'a> {
     pub broken_word: u32,
     /// Its lists leave its bonded pairs out (`FLAG_UNLISTED`).
     pub unlisted: bool,
+    /// Its bonded pairs' friction history lies beside the incidence (`FLAG_BOND_HISTORY`).
+    pub bond_history: bool,
     /// Wall slots per particle of the wall history.
     pub wall_slots: u32,
 }
@@ -251,6 +259,9 @@ macro_rules! sim_params {
                 }
                 if p.unlisted {
                     flags |= FLAG_UNLISTED;
+                }
+                if p.bond_history {
+                    flags |= FLAG_BOND_HISTORY;
                 }
                 let rupture = prm.rupture.as_ref();
                 let inv = rupture.map_or([0.0; 4], |r| r.inv_thresholds);

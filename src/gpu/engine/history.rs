@@ -83,6 +83,10 @@ impl GpuEngine {
             got[1][4 * from..4 * to].fill(0);
             got[2][xi_slot * from..xi_slot * to].fill(0);
         }
+        // The bonded pairs' history beside the incidence, into the rows by lower index.
+        if let Some(inc) = self.bond_history_incidence(r) {
+            self.merge_bond_history(r, &inc, &mut got[..3])?;
+        }
         out.extend_from_slice(&got[0]);
         // Partner indices relative to the replica, as its model alone numbers them (zero: unused).
         out.extend(got[1].chunks_exact(4).flat_map(|b| {
@@ -133,6 +137,9 @@ impl GpuEngine {
                 }
             }
         }
+        if let Some(inc) = self.bond_history_incidence(r) {
+            self.bond_history_lengths(r, &inc, &mut out)?;
+        }
         if t.walls > 0 {
             let own = self.reps[r].params.walls.len();
             for (a, o) in out.iter_mut().enumerate() {
@@ -159,7 +166,7 @@ impl GpuEngine {
         Ok(self.state.read_ranges_raw(&self.ctx.device, &self.ctx.queue, &parts)?)
     }
 
-    fn np(&self, r: usize) -> u64 {
+    pub(super) fn np(&self, r: usize) -> u64 {
         self.state.layout.n_particles[r] as u64
     }
 
@@ -174,7 +181,12 @@ impl GpuEngine {
         let (count, rest) = rest.split_at(t.count);
         let (keys, rest) = rest.split_at(t.keys);
         let (xi, walls) = rest.split_at(t.xi);
-        let [count, mut keys, xi] = both_ends(count, keys, xi, self.precision)?;
+        // The bonded pairs' history goes beside the incidence, the others' into the rows.
+        let (mut count, mut keys, mut xi) = (count.to_vec(), keys.to_vec(), xi.to_vec());
+        if let Some(inc) = self.bond_history_incidence(r) {
+            self.split_bond_history(r, &inc, &mut count, &mut keys, &mut xi);
+        }
+        let [count, mut keys, xi] = both_ends(&count, &keys, &xi, self.precision)?;
         let p0 = self.state.layout.p_start[r];
         if p0 > 0 {
             // Partners counted from the replica's first particle in the batch.
@@ -281,7 +293,7 @@ pub(super) fn too_many_frictional_contacts(particle: usize, when: &str) -> Engin
 }
 
 /// The little-endian u32 at element k of `b`.
-fn word(b: &[u8], k: usize) -> u32 {
+pub(super) fn word(b: &[u8], k: usize) -> u32 {
     u32::from_le_bytes([b[4 * k], b[4 * k + 1], b[4 * k + 2], b[4 * k + 3]])
 }
 
@@ -335,7 +347,7 @@ fn both_ends(
 
 /// Negates the three reals of a raw vec4 (little-endian, the device's precision) by their sign
 /// bits: exact, as the CPU's `-ξ`.
-fn negate_reals(v: &mut [u8], precision: crate::engine::Precision) {
+pub(super) fn negate_reals(v: &mut [u8], precision: crate::engine::Precision) {
     let rs = real_size(precision);
     for lane in 0..3 {
         v[(lane + 1) * rs - 1] ^= 0x80;

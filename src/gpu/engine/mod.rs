@@ -38,7 +38,10 @@
 //! Only the origin-dependent diagnostics see it: the host adds it back in snapshots, in `L`
 //! (`o × P`) and in the gravity energy (`−M g·o`).
 
+mod bond_history;
 mod history;
+mod limits;
+use limits::{check_sizes, two_part_limit};
 mod options;
 mod quiet;
 mod run;
@@ -105,6 +108,8 @@ struct Replica {
     bond_refs: bool,
     /// Its contact lists leave its bonded pairs out (`FLAG_UNLISTED`).
     unlisted: bool,
+    /// Its bonded pairs' friction history lies beside the incidence (`FLAG_BOND_HISTORY`).
+    bond_history: bool,
     /// Ends (i, j) of every bond, replica-relative, for the break events.
     bond_ends: Vec<(u32, u32)>,
     /// Steps this replica has taken.
@@ -142,14 +147,16 @@ struct Replica {
 impl Replica {
     /// The host side of a replica of `model` at its initial state: its grid cell and skin, its
     /// position frame, and whether its bonds' reference attitudes (`bond_attitudes`) and
-    /// directions (`bond_refs`) are per bond.
+    /// directions (`bond_refs`) are per bond; `history_fits`: the batch's bonded pairs' history
+    /// beside the incidence fits one buffer (`batch::bond_history_fits`).
     fn new(
         model: &Model,
-        bond_attitudes: bool,
-        bond_refs: bool,
+        (bond_attitudes, bond_refs): (bool, bool),
         precision: Precision,
         options: &GpuOptions,
+        history_fits: bool,
     ) -> Replica {
+        let unlisted = !options.list_bonded_pairs && !model.bonds.is_empty();
         // List candidates are at most r_i + r_j + skin ≤ 2 r_max + skin apart: one cell.
         let skin = model.params.skin * model.max_radius();
         let cell = (2.0 * model.max_radius() + skin).max(f64::MIN_POSITIVE);
@@ -169,7 +176,8 @@ impl Replica {
             skin,
             bond_attitudes,
             bond_refs,
-            unlisted: !options.list_bonded_pairs && !model.bonds.is_empty(),
+            unlisted,
+            bond_history: history_fits && unlisted && model.params.dissipation.is_some_and(|d| d.mu > 0.0),
             bond_ends: model.bonds.iter().map(|b| (b.i, b.j)).collect(),
             step: 0,
             diag: Diagnostics::default(),
@@ -346,10 +354,10 @@ impl GpuEngine {
         totals.unlisted_bonds *= u64::from(!options.list_bonded_pairs);
         let nbr_capacity = options.nbr_capacity.unwrap_or(totals.initial_nbr_capacity()).max(1);
         check_sizes(&ctx, &totals, n, nbr_capacity, precision, have, part_len.is_some())?;
-        let reps: Vec<Replica> = models
-            .iter()
-            .zip(ref_q.iter().zip(&ref_x))
-            .map(|(model, (q, x))| Replica::new(model, q.is_none(), x.is_none(), precision, &options))
+        let fits = crate::gpu::batch::bond_history_fits(totals.nb, precision, max_buffer);
+        let refs_per_bond = |(q, x): (&Option<_>, &Option<_>)| (q.is_none(), x.is_none());
+        let reps: Vec<Replica> = (models.iter().zip(ref_q.iter().zip(&ref_x)))
+            .map(|(model, refs)| Replica::new(model, refs_per_bond(refs), precision, &options, fits))
             .collect();
         let layout = BatchLayout::new(models);
         let frames: Vec<Frame> = reps.iter().map(|r| r.frame).collect();
@@ -577,83 +585,6 @@ impl GpuEngine {
             self.fallback_steps, self.longest_list
         )]
     }
-}
-
-/// Per-particle arrays larger than a binding are bound in two parts (`shader::Parts`), by
-/// kernels compiled for that, from one buffer each: the particles in the first part
-/// (`sizes::particle_part_len`) where they are, once the adapter is checked to have the storage
-/// bindings and the buffer size that takes; `None` where one binding holds them.
-fn two_part_limit(ctx: &GpuContext, n: u64, precision: Precision, have: u64) -> Result<Option<u64>, GpuError> {
-    let part_len = particle_part_len(n, precision, have);
-    if let Some(p) = part_len {
-        let have_storage = ctx.limits.max_storage_buffers_per_shader_stage;
-        if have_storage < STORAGE_BUFFERS_NEEDED_PARTS {
-            return Err(GpuError::TooFewStorageBuffers {
-                adapter: ctx.adapter_name.clone(),
-                have: have_storage,
-                need: STORAGE_BUFFERS_NEEDED_PARTS,
-            });
-        }
-        let elem = particle_elem(precision);
-        let max_particles = (2 * p).min(ctx.limits.max_buffer_size / elem);
-        if n > max_particles {
-            return Err(GpuError::TooLarge {
-                adapter: ctx.adapter_name.clone(),
-                what: "particle arrays (vec4 per particle, in two bindings of one buffer)",
-                need: n * elem,
-                have: max_particles * elem,
-                max_particles,
-            });
-        }
-    }
-    Ok(part_len)
-}
-
-/// Arrays bound whole must fit a binding of `have` bytes (the per-particle ones are checked by
-/// `two_part_limit` where they are bound in two parts); those bound in parts (`gpu::chunks`) are
-/// paged over as many buffers as they need. Neighbour-list slots and incidence entries are
-/// indexed by u32 (`nbr_offsets`, `inc_offsets`, `2·bond + end`).
-fn check_sizes(
-    ctx: &GpuContext,
-    totals: &BatchTotals,
-    n: u64,
-    nbr_capacity: u32,
-    precision: Precision,
-    have: u64,
-    two_parts: bool,
-) -> Result<(), GpuError> {
-    let slots = totals.n.saturating_mul(nbr_capacity as u64);
-    let need = slots.max(2 * totals.nb + 1);
-    if need > u32::MAX as u64 {
-        return Err(GpuError::TooManyIndices {
-            what: if slots > 2 * totals.nb { "neighbour-list slots" } else { "incidence entries" },
-            need,
-            max_particles: (n as u128 * u32::MAX as u128 / need as u128) as u64,
-        });
-    }
-    let mut sizes = binding_sizes(totals, precision);
-    if two_parts {
-        // Checked by `two_part_limit`, in two parts.
-        sizes.retain(|s| s.0 != PARTICLE_ARRAYS);
-    }
-    if sizes.iter().any(|&(_, need)| need > have) {
-        // How many particles fit is set by the tightest buffer, not the first that fails.
-        let fits = |need: u64| (n as u128 * have as u128 / need as u128) as u64;
-        let (what, need) = sizes
-            .iter()
-            .copied()
-            .filter(|&(_, need)| need > 0)
-            .min_by_key(|&(_, need)| fits(need))
-            .unwrap_or(("particle arrays", 0));
-        return Err(GpuError::TooLarge {
-            adapter: ctx.adapter_name.clone(),
-            what,
-            need,
-            have,
-            max_particles: fits(need.max(1)),
-        });
-    }
-    Ok(())
 }
 
 /// The one-model interface: a one-replica engine (`new`, `with_options`). Methods that speak of

@@ -53,6 +53,7 @@ pub(super) fn reps_bytes(reps: &[Replica], layout: &BatchLayout, precision: Prec
         bond_attitudes: reps[r].bond_attitudes,
         bond_refs: reps[r].bond_refs,
         unlisted: reps[r].unlisted,
+        bond_history: reps[r].bond_history,
         broken_word: layout.broken_word[r],
         wall_slots,
     };

@@ -11,7 +11,7 @@ use super::super::batch::{HISTORY_ARRAYS, broken_words, history_rows};
 use super::super::frame::uses_blocks;
 use super::super::shader::DLOAD_ARRAYS;
 use super::super::sizes::{CELL_BYTES, real_size};
-use super::plan::HISTORY_BACKUPS;
+use super::plan::{BOND_HISTORY, HISTORY_BACKUPS};
 use super::{BROKEN, CELL, DLOAD_BACKUPS, DemState, STATE_ARRAYS};
 
 /// The device-side copies of `STATE_ARRAYS` made at the start of each `advance`, in the same
@@ -51,11 +51,23 @@ impl DemState {
     /// Records the zeroing of the contact history (no contacts, ξ = 0 at every wall): a fresh
     /// state's, which the first evaluation of a built engine reads.
     pub fn record_clear_history(&self, encoder: &mut wgpu::CommandEncoder) {
-        for name in ["hist_count", "whist"] {
+        for name in ["hist_count", "whist", BOND_HISTORY[0]] {
             for buffer in self.paged.get(name).map_or(&[][..], |p| &p.buffers[..]) {
                 encoder.clear_buffer(buffer, 0, None);
             }
         }
+    }
+
+    /// Whether the bonded pairs' tangential history beside the incidence (`inc_xi`) is real.
+    pub(crate) fn bond_history(&self) -> bool {
+        self.paged.get(BOND_HISTORY[0]).is_some_and(|p| p.pages.len > 0)
+    }
+
+    /// Replica r's incidence entries (its particles' ranges, batch indices).
+    pub(crate) fn incidence_of(&self, r: usize) -> std::ops::Range<u64> {
+        let (p0, np) = (self.layout.p_start[r] as usize, self.layout.n_particles[r] as usize);
+        let o = &self.chunk_host.inc_offsets;
+        o[p0] as u64..o[p0 + np] as u64
     }
 
     /// Bytes per particle of a contact-history array (`None` for the others): the rows the
@@ -80,6 +92,9 @@ impl DemState {
             };
             let (at, len) = if a == BROKEN.0 {
                 (4 * self.layout.broken_word[r] as u64, 4 * broken_words(nb))
+            } else if a == BOND_HISTORY[0] {
+                let e = self.incidence_of(r);
+                (v4 * e.start, v4 * (e.end - e.start))
             } else {
                 (per * p0, per * np)
             };
@@ -97,7 +112,8 @@ impl DemState {
     }
 
     /// (state buffer, backup buffer) pairs: the state arrays, the blocks, the broken flags with
-    /// rupture, the dissipative loads with dissipation, the contact history with friction.
+    /// rupture, the dissipative loads with dissipation, the contact history with friction (the
+    /// bonded pairs' beside the incidence where real).
     fn backed_up(&self) -> impl Iterator<Item = (&'static str, &'static str)> {
         let broken = self.rupture.then_some(BROKEN);
         let cell = uses_blocks(self.precision).then_some(CELL);
@@ -107,6 +123,7 @@ impl DemState {
         let (pairs, walls) = self.friction;
         let real = [pairs, pairs, pairs, walls];
         let history = HISTORY_ARRAYS.into_iter().zip(HISTORY_BACKUPS).zip(real).filter(|&(_, r)| r).map(|(ab, _)| ab);
-        STATE_ARRAYS.into_iter().zip(BACKUP_ARRAYS).chain(cell).chain(broken).chain(dload).chain(history)
+        let bonds = self.bond_history().then_some((BOND_HISTORY[0], BOND_HISTORY[1]));
+        STATE_ARRAYS.into_iter().zip(BACKUP_ARRAYS).chain(cell).chain(broken).chain(dload).chain(history).chain(bonds)
     }
 }

@@ -40,7 +40,7 @@ pub(super) struct Paged {
 /// entries and the neighbour lists (each with an overlap of one particle's longest range), and
 /// the contact history's rows (one page layout, in particles; `HISTORY_ARRAYS`). Their backups
 /// (not bound) are paged as they are.
-pub(super) const PAGED: [&str; 13] = [
+pub(super) const PAGED: [&str; 14] = [
     "bond_ends",
     "bond_ref",
     "bond_q0",
@@ -49,6 +49,7 @@ pub(super) const PAGED: [&str; 13] = [
     "inc_entries",
     "inc_peer",
     "bonded",
+    "inc_xi",
     "nbr",
     "hist_count",
     "hist_key",
@@ -59,7 +60,7 @@ pub(super) const PAGED: [&str; 13] = [
 /// The window of a chunked array `name` in chunk `c`: incidence, lists, history, or bonds.
 pub(super) fn window_of<'c>(c: &'c Chunk, name: &str) -> &'c Range<u64> {
     match name {
-        "inc_entries" | "inc_peer" | "bonded" => &c.inc,
+        "inc_entries" | "inc_peer" | "bonded" | "inc_xi" => &c.inc,
         "nbr" => &c.nbr,
         _ if HISTORY_ARRAYS.contains(&name) => &c.hist,
         _ => &c.bonds,
@@ -173,6 +174,9 @@ impl DemState {
         let real = || HISTORY_ARRAYS.iter().map(|a| &self.paged[a]).filter(|p| p.pages.len > 0);
         let hist_bytes = real().map(|p| p.elem).max().unwrap_or(0);
         let hist_pages = real().next().map_or(Pages::one(self.n as u64), |p| p.pages);
+        // Bytes per entry of the incidence's widest real array (they share one page layout).
+        let inc = ["inc_entries", "inc_peer", "bonded", "inc_xi"].map(|a| &self.paged[a]);
+        let inc_bytes = inc.iter().filter(|p| p.pages.len > 0).map(|p| p.elem).max().unwrap_or(4);
         let one_window = (self.n_bonds as u64 + ALIGN) * bond_bytes <= self.max_binding;
         let read: Vec<u32>;
         let entries: &[u32] = if one_window && self.paged["bond_out"].buffers.len() == 1 {
@@ -198,6 +202,7 @@ impl DemState {
             part_len: self.parts.map(|p| p.0),
             bond_pages: self.paged["bond_out"].pages,
             inc_pages: self.paged["inc_entries"].pages,
+            inc_bytes,
             nbr_pages,
             hist_bytes,
             hist_pages,

@@ -101,6 +101,9 @@ pub(super) struct Shape {
     /// How the per-bond arrays, the incidence entries and the neighbour lists lie in buffers.
     pub bond_pages: Pages,
     pub inc_pages: Pages,
+    /// The bonded pairs' tangential history beside the incidence is real (`inc_xi`: pair
+    /// friction, and bonds the lists leave out: `BatchTotals::bond_history`).
+    pub bond_history: bool,
     pub nbr_pages: Pages,
     /// How each of the contact history's arrays (`HISTORY_ARRAYS`) lies in buffers, in
     /// particles: one layout from the widest rows for the real ones, none for placeholders.
@@ -145,7 +148,13 @@ impl Shape {
         let bond_pages =
             Pages::new(nb, bond_out_elem(precision), s.max_buffer, 0).ok_or_else(|| too_small("bond results"))?;
         let longest = inc_offsets.windows(2).map(|w| w[1] - w[0]).max().unwrap_or(0) as u64;
-        let inc_pages = Pages::new(inc_entries.len() as u64, 4, s.max_buffer, longest.next_multiple_of(ALIGN))
+        // The incidence's arrays share one page layout, from the widest: `inc_xi`'s vec4 where
+        // it is real, else a word.
+        let bond_history = unlisted
+            && s.models.iter().any(|m| m.params.dissipation.is_some_and(|d| d.mu > 0.0))
+            && crate::gpu::batch::bond_history_fits(layout.nb as u64, precision, s.max_buffer);
+        let inc_elem = if bond_history { 4 * real_size(precision) as u64 } else { 4 };
+        let inc_pages = Pages::new(inc_entries.len() as u64, inc_elem, s.max_buffer, longest.next_multiple_of(ALIGN))
             .ok_or_else(|| too_small("incidence entries"))?;
         let nbr_pages = Pages::new(s.nbr_capacity as u64 * n, 4, s.max_buffer, nbr_overlap(s.nbr_capacity))
             .ok_or_else(|| too_small("neighbour lists"))?;
@@ -185,6 +194,7 @@ impl Shape {
             scan_lens,
             bond_pages,
             inc_pages,
+            bond_history,
             nbr_pages,
             hist_pages,
             break_capacity,
@@ -407,6 +417,13 @@ impl<'a> Planned<'a> {
                 let make = make_pages(move |e| words(&values[e.start as usize..e.end as usize]));
                 self.add_paged(name, 4, shape.inc_pages, make);
             }
+        }
+        // The bonded pairs' tangential history (a vec4 per entry, zeros) and its backup, where
+        // real (`Shape::bond_history`).
+        let v4 = 4 * real_size(precision) as u64;
+        let pages = if shape.bond_history { shape.inc_pages } else { Pages::one(0) };
+        for name in BOND_HISTORY {
+            self.add_paged(name, v4, pages, None);
         }
         // Every list starts with the same capacity; the engine plans them per particle once
         // some overflow (`DemState::set_nbr_offsets`).
@@ -661,6 +678,10 @@ fn allocate<'a>(
 pub(crate) fn wall_slots(models: &[&Model]) -> u32 {
     models.iter().map(|m| m.params.walls.len()).max().unwrap_or(0) as u32
 }
+
+/// The bonded pairs' tangential history beside the incidence (shaders/bindings.wgsl `inc_xi`)
+/// and its backup.
+pub(super) const BOND_HISTORY: [&str; 2] = ["inc_xi", "inc_xi_backup"];
 
 /// The backups of `HISTORY_ARRAYS`, in their order.
 pub(super) const HISTORY_BACKUPS: [&str; 4] =
