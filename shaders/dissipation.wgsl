@@ -81,8 +81,13 @@ fn dissipate(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg
             }
             let d = pair_vector(ends.x, ends.y, edge);
             let dv = vel_at(ends.x).xyz - vel_at(ends.y).xyz;
-            let w_i = omega_at(ends.x).xyz;
-            let w_j = omega_at(ends.y).xyz;
+            // The ends' angular velocities where the binder or a slider reads them.
+            var w_i = zero;
+            var w_j = zero;
+            if binder || mu > 0.0 {
+                w_i = omega_at(ends.x).xyz;
+                w_j = omega_at(ends.y).xyz;
+            }
             var o = BondDamping(zero, zero, zero);
             if binder && !broken {
                 o = binder_damping(d, dv, w_i, w_j, gamma);
@@ -244,8 +249,13 @@ fn bonded_dissipation(ends: vec2<u32>, d: vec3<real>, dv: vec3<real>, w_i: vec3<
         return none;
     }
     let k_h = hertz_constant(k_contact, reach);
-    return contact_dissipation(d / l, s, k_h * s * sqrt(s), k_h, 1.0 / inv, l * ri / reach, l * rj / reach, dv, w_i,
-                               w_j, xi, h, beta, mu, kappa);
+    // The slider's elastic normal force and lever arms only where it acts (as the CPU's closure).
+    var slider = vec3<real>(0.0);
+    if mu > 0.0 {
+        slider = vec3<real>(k_h * s * sqrt(s), l * ri / reach, l * rj / reach);
+    }
+    return contact_dissipation(d / l, s, slider.x, k_h, 1.0 / inv, slider.y, slider.z, dv, w_i, w_j, xi, h, beta, mu,
+                               kappa);
 }
 
 /// The walk's next candidate partner, from the list or the grid walk.

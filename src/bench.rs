@@ -603,7 +603,9 @@ pub fn measure(
                 step_costs = Some(((all, grid), waits));
                 let mut per_step = gpu_bytes_per_step(n, nb, partners, p);
                 if let Some(d) = &model.params.dissipation {
-                    per_step += gpu_dissipation_bytes_per_step(n, nb, partners, model.params.walls.len(), d, p);
+                    // `dissipate` walks the lists alone; the bonded pairs go with their bonds.
+                    let walls = model.params.walls.len();
+                    per_step += gpu_dissipation_bytes_per_step(n, nb, listed, walls, d, p, !case.listed);
                 }
                 (Box::new(e), Some(bytes), per_step)
             }

@@ -79,17 +79,18 @@ pub fn gpu_bytes_per_step(n: usize, bonds: usize, partners: usize, precision: Pr
 
 /// The bytes MODEL §10's dashpots add to a GPU step (`gpu_bytes_per_step`'s conventions):
 /// `dissipate` reads the particle's pos (and block), vel, omega, inertial, its list count and
-/// offset, each list entry and bonded partner (merged as the particle kernel merges them) and,
-/// per bond end, the incidence entry and the bond's ends (the partners' and ends' arrays counted
-/// as cached), and writes three vec4 of `dload_*`; the particle
+/// offset, each of its `partners` list entries (with the bonded partners where the lists hold
+/// them) and, per bond end, the incidence entry and the bond's ends (the partners' and ends'
+/// arrays counted as cached), and writes three vec4 of `dload_*`; the particle
 /// kernel reads and writes two of them (loads and ledger lanes) and writes the ledger at the
 /// evaluated step into the third's lane w (one real); the watch reads the third (the walls'
 /// force and that ledger).
 ///
 /// With friction between spheres, each particle's history count (read and written) and, per
 /// partner visited, its history entry (partner index and ξ, read and written), counted as if
-/// every visited pair touched (an upper bound); with friction at the walls, each particle's ξ
-/// per wall, read and written.
+/// every visited pair touched (an upper bound); where the lists leave bonded pairs out
+/// (`unlisted`), each bond end's ξ beside the incidence (`inc_xi`, read and written); with
+/// friction at the walls, each particle's ξ per wall, read and written.
 pub fn gpu_dissipation_bytes_per_step(
     n: usize,
     bonds: usize,
@@ -97,6 +98,7 @@ pub fn gpu_dissipation_bytes_per_step(
     walls: usize,
     d: &crate::interactions::Dissipation,
     precision: Precision,
+    unlisted: bool,
 ) -> f64 {
     let rs = match precision {
         Precision::F32 => 4.0,
@@ -106,12 +108,16 @@ pub fn gpu_dissipation_bytes_per_step(
     let block = if crate::gpu::frame::uses_blocks(precision) { 16.0 } else { 0.0 };
     let mut per_particle = 4.0 * v4 + block + 8.0 + 3.0 * v4 + 4.0 * v4 + rs + v4;
     let mut per_partner = 4.0;
+    let mut per_bond = 24.0;
     if d.mu > 0.0 {
         per_particle += 8.0;
         per_partner += 2.0 * (4.0 + v4);
+        if unlisted {
+            per_bond += 2.0 * 2.0 * v4;
+        }
     }
     if d.mu_wall > 0.0 {
         per_particle += 2.0 * v4 * walls as f64;
     }
-    per_particle * n as f64 + 24.0 * bonds as f64 + per_partner * partners as f64
+    per_particle * n as f64 + per_bond * bonds as f64 + per_partner * partners as f64
 }

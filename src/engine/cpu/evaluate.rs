@@ -454,8 +454,9 @@ impl BondContacts<'_> {
     /// `coef.mu` > 0, spring–slider from ξ seen from end i, `xi`) of bond `b`'s touching
     /// particles `ki`, `kj` at `d = x_i − x_j`, radius sum `reach`; zero where they do not touch.
     /// Formed by the operations of `DissPass::pair` seen from end i, so that the same contact
-    /// gives the same bits. Without friction, the twin of WGSL `bonded_dashpot`
-    /// (shaders/dissipation.wgsl; the GPU keeps friction between spheres in its walk).
+    /// gives the same bits. The twin of WGSL `bonded_dissipation` (shaders/dissipation.wgsl),
+    /// whose arguments are what these are read from there (the ends' velocities, the
+    /// coefficients).
     #[allow(clippy::too_many_arguments)]
     #[inline(always)]
     fn bonded_dissipation(
