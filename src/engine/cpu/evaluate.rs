@@ -15,8 +15,8 @@ use crate::grid::PAR_MIN;
 use crate::integrator::Kinematics;
 use crate::interactions::rupture::{BOUND_SLACK_F64, bond_breaks, released_energy};
 use crate::interactions::{
-    BondOut, BreakEvent, ContactLoad, DashpotConsts, Dissipation, binder_damping, contact, contact_dissipation_with,
-    dashpot_eta0, gravitation, gravity, hertz_constant, pendulum, wall,
+    BondOut, BreakEvent, ContactLoad, DashpotConsts, binder_damping, contact, contact_dissipation_with, dashpot_eta0,
+    gravitation, gravity, hertz_constant, pendulum, wall,
 };
 use crate::model::{bond_terms_ref, bond_terms_rel};
 use glam::DVec3;
@@ -171,6 +171,13 @@ impl CpuEngine {
             let c = pair_contact(b, d);
             let bond = bond_eval(k, state).map(|(o, _, _)| o);
             let intact = bond.is_some();
+            let Some((f, m_i, m_j, u)) = bond_loads(bond, c) else {
+                if let Some((_, next)) = &slider {
+                    // SAFETY: bond k's own entry; each bond is evaluated once per pass.
+                    *unsafe { next.get(k) } = DVec3::ZERO;
+                }
+                return None;
+            };
             let (mut df, mut dm_i, mut dm_j) = (DVec3::ZERO, DVec3::ZERO, DVec3::ZERO);
             if intact && binder {
                 let bd = binder_damping(d, ki.v - kj.v, ki.w, kj.w, gamma);
@@ -178,18 +185,23 @@ impl CpuEngine {
             }
             let mut xi_new = DVec3::ZERO;
             if let (Some(p), Some(c), true) = (&pairs, &c, coef.pairs()) {
-                let xi = slider.as_ref().map_or(DVec3::ZERO, |(xi, _)| xi[k]);
-                let o = p.bonded_dissipation(b, d, c.reach, ki, kj, xi, h, &coef);
-                df += o.f_i;
-                dm_i += o.m_i;
-                dm_j += o.m_j;
-                xi_new = o.xi;
+                // Without friction the slider's arguments are constants and its loads not
+                // added, so that its code drops out of the damped models' pass.
+                let (beta, kappa) = (coef.beta, coef.stiffness_ratio);
+                if let Some((xi, _)) = &slider {
+                    let o = p.bonded_dissipation(b, d, c.reach, ki, kj, xi[k], h, beta, coef.mu, kappa);
+                    df += o.f_i;
+                    dm_i += o.m_i;
+                    dm_j += o.m_j;
+                    xi_new = o.xi;
+                } else {
+                    df += p.bonded_dissipation(b, d, c.reach, ki, kj, DVec3::ZERO, 0.0, beta, 0.0, 0.0).f_i;
+                }
             }
             if let Some((_, next)) = &slider {
-                // SAFETY: bond k's own entry; each bond is evaluated once per pass.
+                // SAFETY: as above.
                 *unsafe { next.get(k) } = xi_new;
             }
-            let (f, m_i, m_j, u) = bond_loads(bond, c)?;
             Some(([[(f, m_i), (df, dm_i)], [(-f, m_j), (-df, dm_j)]], u))
         };
         let add_both = |p: usize, [c, (f, m)]: &[EndLoad; 2]| {
@@ -451,7 +463,7 @@ impl BondContacts<'_> {
     }
 
     /// The dissipative loads (MODEL §10, `contact_dissipation`: normal dashpot and, with
-    /// `coef.mu` > 0, spring–slider from ξ seen from end i, `xi`) of bond `b`'s touching
+    /// `mu` > 0, spring–slider from ξ seen from end i, `xi`) of bond `b`'s touching
     /// particles `ki`, `kj` at `d = x_i − x_j`, radius sum `reach`; zero where they do not touch.
     /// Formed by the operations of `DissPass::pair` seen from end i, so that the same contact
     /// gives the same bits. The twin of WGSL `bonded_dissipation` (shaders/dissipation.wgsl),
@@ -468,7 +480,9 @@ impl BondContacts<'_> {
         kj: &Kinematics,
         xi: DVec3,
         h: f64,
-        coef: &Dissipation,
+        beta: f64,
+        mu: f64,
+        kappa: f64,
     ) -> ContactLoad {
         let inv = self.inv_mass.get(b.i as usize) + self.inv_mass.get(b.j as usize);
         let l2 = d.length_squared();
@@ -481,22 +495,12 @@ impl BondContacts<'_> {
             return ContactLoad::default();
         }
         let k_h = hertz_constant(self.k_contact, reach);
-        let consts = DashpotConsts { k_h, eta0: dashpot_eta0(coef.beta, 1.0 / inv, k_h) };
-        let (ri, rj) = (self.radius.get(b.i as usize), self.radius.get(b.j as usize));
-        let slider = || (k_h * s * s.sqrt(), l * ri / reach, l * rj / reach);
-        contact_dissipation_with(
-            d / l,
-            s,
-            &consts,
-            slider,
-            ki.v - kj.v,
-            ki.w,
-            kj.w,
-            xi,
-            h,
-            coef.mu,
-            coef.stiffness_ratio,
-        )
+        let consts = DashpotConsts { k_h, eta0: dashpot_eta0(beta, 1.0 / inv, k_h) };
+        let slider = || {
+            let (ri, rj) = (self.radius.get(b.i as usize), self.radius.get(b.j as usize));
+            (k_h * s * s.sqrt(), l * ri / reach, l * rj / reach)
+        };
+        contact_dissipation_with(d / l, s, &consts, slider, ki.v - kj.v, ki.w, kj.w, xi, h, mu, kappa)
     }
 }
 
