@@ -1,13 +1,15 @@
 //! The CPU engine's dissipation (MODEL §10): per particle the dissipative loads of the last
 //! evaluation (the ledger books their work after the closing half kick), the contacts'
 //! tangential history, the parallel bond pass's ranges where it gives dissipative loads (it
-//! evaluates the binder's dashpots, and the bonded pairs' contact dashpots where they go with
+//! evaluates the binder's dashpots, and the bonded pairs' contact dashpots and sliders where they go with
 //! the bonds, once per bond), and the loads of one particle (its other contacts' added as the
 //! particle pass visits each partner for the conservative contact).
 //!
-//! History layout: ξ of the pair (i, j) is kept by both, each at the other's place among its
-//! contacts (the list's partners and the bonded ones it leaves out, merged by index:
-//! `NeighbourList::contacts`; `History::off`/`keys` are a copy of that sequence), seen from
+//! History layout: ξ of a bonded pair whose contact goes with its bond (`CpuEngine::
+//! bond_contacts`) is kept per bond, seen from the bond's end i (`History::bond_xi`, written by
+//! the bond pass). ξ of any other pair (i, j) is kept by both, each at the other's place among
+//! its contacts (the list's partners, `NeighbourList::listed`, or with bonded pairs listed
+//! `contacts`; `History::off`/`keys` are a copy of that sequence), seen from
 //! itself: `contact_dissipation` is odd under the exchange of the ends bit for bit, so the
 //! two copies stay exact negatives of each other and each end reads its own (no lookup in the
 //! other's list, a cache miss per pair). A saved state holds each pair once, by its lower index;
