@@ -574,10 +574,8 @@ pub fn measure(
                 }
                 engine_parts = e.memory().into_iter().map(|(k, v)| (k.to_string(), v as u64)).collect();
                 let bytes = engine_parts.iter().map(|m| m.1).sum::<u64>();
-                // The list's partners, each entry read once; the bonded pairs the lists leave out
-                // go with their bonds (`CpuEngine::bonded_entries`).
-                let entries = e.neighbour_entries();
-                let bonded = if e.bonded_entries() > 0 { nb } else { 0 };
+                // The list's partners, each read once; bonded pairs left out go with their bonds.
+                let (entries, bonded) = (e.neighbour_entries(), if e.bonded_entries() > 0 { nb } else { 0 });
                 let mut per_step = cpu_bytes_per_step(n, nb, entries);
                 if let Some(d) = &model.params.dissipation {
                     per_step += cpu_dissipation_bytes_per_step(n, entries, bonded, model.params.walls.len(), d);
@@ -604,8 +602,8 @@ pub fn measure(
                 let mut per_step = gpu_bytes_per_step(n, nb, partners, p);
                 if let Some(d) = &model.params.dissipation {
                     // `dissipate` walks the lists alone; the bonded pairs go with their bonds.
-                    let walls = model.params.walls.len();
-                    per_step += gpu_dissipation_bytes_per_step(n, nb, listed, walls, d, p, !case.listed);
+                    per_step +=
+                        gpu_dissipation_bytes_per_step(n, nb, listed, model.params.walls.len(), d, p, !case.listed);
                 }
                 (Box::new(e), Some(bytes), per_step)
             }
