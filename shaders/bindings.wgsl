@@ -158,7 +158,7 @@ fn broke_now(o: BondOutGpu) -> bool {
 /// spheres and its lists leave bonded pairs out (a placeholder otherwise): both ends of a bond
 /// evaluate its slider alike from the bond's own ends and each rewrites its own copy in place,
 /// so the two copies stay equal with no race. Saved, with the rows', by lower index
-/// (src/gpu/engine/history.rs).
+/// (src/gpu/engine/bond_history.rs).
 @group(2) @binding(40) var<storage, read_write> inc_xi: array<vec4<real>>;
 
 /// `bonded`'s filler, after a particle's partners.

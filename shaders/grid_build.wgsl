@@ -157,7 +157,7 @@ fn nbr_build(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg
     let r = replica_of(i);
     let skin = reps[r].skin;
     let edge = reps[r].cell_edge;
-    // Bonded pairs stay out where the replica says so: the particle kernel merges them in.
+    // Bonded pairs stay out where the replica says so: their contacts go with the bonds.
     let leave_out = unlisted(r);
     var count = 0u;
     for (var k = 0; k < 27; k++) {

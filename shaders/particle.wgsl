@@ -119,7 +119,8 @@ fn particle(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg:
         // counted here, at the pair's lower index, as every contact's is.
         for (var p = inc_offsets[i]; p < inc_offsets[i + 1u]; p++) {
             let j = bonded[p - chunk.inc_win];
-            if j > i {
+            // (NO_PARTNER fills the slots a repeated pair leaves free.)
+            if j > i && j != NO_PARTNER {
                 let xj = pos_at(j);
                 u_contact = u_contact + contact(block_vector(c, xi - xj.xyz, cell_at(j).xyz, edge), xr.w + xj.w, k_contact).energy;
             }

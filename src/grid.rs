@@ -38,9 +38,9 @@ pub fn cell_hash(c: [i32; 3], mask: u32) -> u32 {
 
 /// Each particle's bonded partners (over every bond, intact or broken), sorted by index without
 /// repeats (CSR): the pairs the contact lists leave out (`NeighbourList::leave_out_bonded`).
-/// The contact of a bonded pair is found here instead, every evaluation, merged into the list
-/// in index order (`NeighbourList::contacts`), so each particle's sums run over the same partners
-/// in the same order as when its list held them, and a break never needs a rebuild.
+/// The contact of a bonded pair is evaluated with its bond instead (`CpuEngine::bond_contacts`),
+/// so a break never needs a rebuild; `NeighbourList::contacts` merges them into the list in
+/// index order for a walk that wants every partner.
 #[derive(Clone, Debug, Default)]
 pub struct BondedPartners {
     off: Vec<u32>,
@@ -98,9 +98,10 @@ impl BondedPartners {
     }
 }
 
-/// A particle's contact partners, its list's and its bonded ones merged by increasing index
-/// (`NeighbourList::contacts`). A partner's place in this sequence is its place in anything kept
-/// per contact (the friction history, `engine::cpu::dissipation`), which a rebuild realigns.
+/// A particle's contact partners by increasing index: its list's (`NeighbourList::listed`), with
+/// its bonded ones merged in (`NeighbourList::contacts`). A partner's place in the sequence the
+/// particle pass walks is its place in anything kept per contact (the friction history,
+/// `engine::cpu::dissipation`), which a rebuild realigns.
 pub struct Contacts<'a> {
     list: &'a [u32],
     bonded: &'a [u32],
@@ -240,8 +241,9 @@ pub const MOVED_ALL: u8 = MOVED_ABS | MOVED_REL;
 /// and the list's content in sorted order does not change a force, so when they happen does not
 /// change a result.
 ///
-/// With `leave_out_bonded`, pairs joined by a bond are not listed: `contacts` merges them back
-/// in index order (see `BondedPartners`), so the interior of a bonded solid has empty lists.
+/// With `leave_out_bonded`, pairs joined by a bond are not listed (their contacts go with the
+/// bonds; `contacts` merges them back in index order, see `BondedPartners`), so the interior of
+/// a bonded solid has empty lists.
 #[derive(Clone, Debug, Default)]
 pub struct NeighbourList {
     skin: f64,

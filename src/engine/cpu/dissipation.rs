@@ -209,9 +209,9 @@ impl History {
 /// What the CPU engine keeps for MODEL §10 (present only when something dissipates).
 pub(super) struct DissState {
     pub(super) coef: Dissipation,
-    /// Whether the bond pass gives dissipative loads (binder damping, or the dashpots of the
-    /// bonded pairs' contacts it evaluates: `CpuEngine::bond_contacts`), set before each
-    /// evaluation.
+    /// Whether the bond pass gives dissipative loads (binder damping, or the dashpots and
+    /// sliders of the bonded pairs' contacts it evaluates: `CpuEngine::bond_contacts`), set
+    /// before each evaluation.
     pub(super) bond_loads: bool,
     /// Dissipative force and moment on each particle at the last evaluation. Where the bond
     /// pass gives dissipative loads (`bond_loads`) it gathers the bonds' here first (in bond
@@ -262,8 +262,8 @@ impl DissState {
 
     /// With friction, each particle's largest |ξ| after the last evaluation (its output,
     /// `next`): over its entries for its partners (each pair's two copies are exact negatives,
-    /// so each end sees the pair's length) and its walls.
-    /// (the bonded pairs' with their bonds', `bonds`),
+    /// so each end sees the pair's length), its bonds' (`bonds`, where the bonded pairs keep
+    /// theirs with them) and its walls.
     pub(super) fn tangential_displacement(&self, n: usize, bonds: &[BondRef]) -> Option<Vec<f64>> {
         if !self.coef.friction() {
             return None;

@@ -105,8 +105,8 @@ impl CpuEngine {
     /// the bonds that break in this evaluation marked, and with `energies` the bond energies
     /// into `sums`. Where the bond pass evaluates the contacts of bonded pairs
     /// (`bond_contacts`), each bond's pair contact (intact or broken) is added to its force
-    /// and its energy to `U_contact`. With binder damping, or the dashpots of those contacts
-    /// (MODEL §10), each bond's dissipative loads are evaluated here, once per bond from the
+    /// and its energy to `U_contact`. With binder damping, or the dashpots and sliders of those
+    /// contacts (MODEL §10; the sliders' history per bond), each bond's dissipative loads are evaluated here, once per bond from the
     /// ends the bond's own terms loaded, and gathered in bond order into the dissipative loads
     /// (`DissState::loads`, which the ledger books apart; the particle pass adds the other
     /// contacts' and the walls' onto them and the sum into `acc`). Zeroes `acc` first unless

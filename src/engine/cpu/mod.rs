@@ -502,6 +502,10 @@ impl Engine for CpuEngine {
         // An engine told to list its bonded pairs (`list_bonded_pairs`) keeps doing so.
         if self.neighbours.bonded_entries() == 0 && fresh.neighbours.bonded_entries() > 0 {
             fresh.neighbours.list_bonded();
+            // Its bonded pairs' friction history is in the rows (`list_bonded_pairs`).
+            if let Some(d) = &mut fresh.diss {
+                d.drop_bond_history();
+            }
         }
         fresh.set_state(state)?;
         // Bonds the fresh engine broke before their flags were loaded broke long ago.
