@@ -448,7 +448,7 @@ fn friction_whose_bonded_history_needs_pages_walks_the_bonded_pairs() {
     let paged = one_binding_with(&model, precision, options, 120, 40);
     let one = one_binding(&model, precision, 120, 40);
     let dx = common::gpu::max_position_diff(&paged.snap, &one.snap);
-    // tests/issue_24_bonded_pairs.rs's bound for sums in another order (measured: below 1e-14).
+    // tests/issue_24_bonded_pairs.rs's bound for the same contacts summed in another order.
     assert!(dx < 1e-12, "{dx:e}");
     assert_eq!(paged.diag.n_broken, one.diag.n_broken);
     let worst = paged.xi.iter().zip(&one.xi).map(|(a, b)| (a - b).abs()).fold(0.0, f64::max);

@@ -6,7 +6,7 @@
 //! the rows and loading takes them out again.
 
 use super::GpuEngine;
-use super::history::{negate_reals, too_many_frictional_contacts, word};
+use super::history::{negate_reals, too_many_frictional_contacts, vec4_lanes, vec4_length, word};
 use crate::error::EngineError;
 use crate::gpu::shader::HIST_SLOTS;
 use crate::gpu::sizes::real_size;
@@ -64,7 +64,7 @@ impl GpuEngine {
                 let (i, j) = ends[(inc.entries[p] >> 1) as usize];
                 let partner = if i as usize == a { j } else { i };
                 let x = &raw[p * v4..(p + 1) * v4];
-                if partner as usize <= a || lanes(x, self.precision) == [0.0; 3] {
+                if partner as usize <= a || vec4_lanes(x, self.precision) == [0.0; 3] {
                     continue;
                 }
                 let mut x = x.to_vec();
@@ -164,23 +164,9 @@ impl GpuEngine {
         let v4 = 4 * real_size(self.precision);
         for (a, o) in out.iter_mut().enumerate() {
             for p in inc.offsets[a] as usize..inc.offsets[a + 1] as usize {
-                let c = lanes(&raw[p * v4..(p + 1) * v4], self.precision);
-                *o = o.max((c[0] * c[0] + c[1] * c[1] + c[2] * c[2]).sqrt());
+                *o = o.max(vec4_length(&raw[p * v4..(p + 1) * v4], self.precision));
             }
         }
         Ok(())
     }
-}
-
-/// The three reals (xyz) of a raw vec4 in the device's precision, as f64.
-fn lanes(v: &[u8], precision: crate::engine::Precision) -> [f64; 3] {
-    let rs = real_size(precision);
-    std::array::from_fn(|lane| {
-        let b = &v[lane * rs..(lane + 1) * rs];
-        if rs == 8 {
-            f64::from_le_bytes(b.try_into().unwrap_or_default())
-        } else {
-            f32::from_le_bytes(b.try_into().unwrap_or_default()) as f64
-        }
-    })
 }

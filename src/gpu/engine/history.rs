@@ -114,20 +114,9 @@ impl GpuEngine {
         let np = self.np(r);
         let slots = self.state.wall_slots as u64;
         let got = self.read_history(r, &t)?;
-        let f64s = self.precision == crate::engine::Precision::F64;
-        // |ξ| of the vec4 at element k of `b`, as the CPU's `DVec3::length`.
-        let length = |b: &[u8], k: usize| -> f64 {
-            let c: [f64; 3] = std::array::from_fn(|lane| {
-                if f64s {
-                    let at = 8 * (4 * k + lane);
-                    f64::from_le_bytes(b[at..at + 8].try_into().unwrap_or_default())
-                } else {
-                    let at = 4 * (4 * k + lane);
-                    f32::from_le_bytes(b[at..at + 4].try_into().unwrap_or_default()) as f64
-                }
-            });
-            (c[0] * c[0] + c[1] * c[1] + c[2] * c[2]).sqrt()
-        };
+        let v4 = 4 * real_size(self.precision);
+        // |ξ| of the vec4 at element k of `b`.
+        let length = |b: &[u8], k: usize| vec4_length(&b[k * v4..(k + 1) * v4], self.precision);
         let np = np as usize;
         let mut out = vec![0.0f64; np];
         if t.count > 0 {
@@ -290,6 +279,25 @@ pub(super) fn too_many_frictional_contacts(particle: usize, when: &str) -> Engin
         "particle {particle} touches more than {HIST_SLOTS} spheres with friction {when}: the GPU engine keeps the \
          tangential history of at most {HIST_SLOTS} contacts per sphere (MODEL §10); run this model with backend `cpu`"
     ))
+}
+
+/// The three reals (xyz) of a raw vec4 in the device's precision, as f64.
+pub(super) fn vec4_lanes(v: &[u8], precision: crate::engine::Precision) -> [f64; 3] {
+    let rs = real_size(precision);
+    std::array::from_fn(|lane| {
+        let b = &v[lane * rs..(lane + 1) * rs];
+        if rs == 8 {
+            f64::from_le_bytes(b.try_into().unwrap_or_default())
+        } else {
+            f32::from_le_bytes(b.try_into().unwrap_or_default()) as f64
+        }
+    })
+}
+
+/// |xyz| of a raw vec4 in the device's precision, as the CPU's `DVec3::length`.
+pub(super) fn vec4_length(v: &[u8], precision: crate::engine::Precision) -> f64 {
+    let c = vec4_lanes(v, precision);
+    (c[0] * c[0] + c[1] * c[1] + c[2] * c[2]).sqrt()
 }
 
 /// The little-endian u32 at element k of `b`.
